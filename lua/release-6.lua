@@ -1,0 +1,34 @@
+--[[
+  Void or expire a hold: give the locked credit back, charge nothing, append the event to the outbox.
+  'expire' (the sweeper) only acts on a hold whose expiry has passed on the Redis clock, so it can never race a
+  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-6.
+
+  KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset  KEYS[4] hold details hash
+  KEYS[5] resolution marker  KEYS[6] outbox stream
+  ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s
+
+  Returns {1, amount_released}
+          {0, 'settled' | 'released' | 'expired' | 'UNKNOWN_HOLD' | 'LIVE'}  nothing changed
+]]
+local id = ARGV[1]
+local held = redis.call('HGET', KEYS[4], id)
+if not held then return {0, redis.call('GET', KEYS[5]) or 'UNKNOWN_HOLD'} end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[2] == 'expire' and tonumber(redis.call('ZSCORE', KEYS[3], id) or '0') > now then
+  return {0, 'LIVE'}
+end
+
+local amount, wallet, keyId = string.match(held, '^(%-?%d+)|([^|]*)|(.*)$')
+amount = tonumber(amount)
+redis.call('HINCRBY', KEYS[1], 'locked', -amount)
+redis.call('HINCRBY', KEYS[2], 'locked', -amount)
+redis.call('ZREM', KEYS[3], id)
+redis.call('HDEL', KEYS[4], id)
+local state = 'released'
+if ARGV[2] == 'expire' then state = 'expired' end
+redis.call('SET', KEYS[5], state, 'EX', tonumber(ARGV[3]))
+redis.call('XADD', KEYS[6], '*', 'type', ARGV[2], 'hold', id, 'wallet', wallet, 'key', keyId,
+  'amount', amount, 'at', now)
+return {1, amount}

@@ -1,0 +1,50 @@
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { connect } from "node:net";
+import { join } from "node:path";
+
+/** An embedded Postgres (PGlite) served on a unix socket so postgres.js talks to it unchanged. */
+export interface EmbeddedPostgres {
+  url: string;
+  /** Unix socket postgres.js connects through (the url alone cannot carry it). */
+  path: string;
+  /** How many pooled connections make sense: PGlite runs one query at a time. */
+  maxConnections: number;
+  stop(): Promise<void>;
+}
+
+function socketAlive(path: string): Promise<boolean> {
+  if (!existsSync(path)) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const s = connect(path);
+    s.once("connect", () => (s.destroy(), resolve(true)));
+    s.once("error", () => resolve(false));
+  });
+}
+
+/**
+ * Opens PGlite in `dir` (or in memory when dir is undefined) behind pglite-socket. If another process already
+ * serves the same dir, joins it instead: PGlite's files admit one process at a time.
+ */
+export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostgres> {
+  const socketDir = dir ?? mkdtempSync(join(tmpdir(), "pgl-"));
+  mkdirSync(socketDir, { recursive: true });
+  const socket = join(socketDir, ".s.PGSQL.5432");
+  const url = "postgres://postgres@localhost/postgres";
+  if (await socketAlive(socket)) return { url, path: socket, maxConnections: 4, stop: async () => {} };
+
+  const { PGlite } = await import("@electric-sql/pglite");
+  const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
+  const db = await PGlite.create(dir ? join(dir, "pgdata") : undefined);
+  const server = new PGLiteSocketServer({ db, path: socket, maxConnections: 16 });
+  await server.start();
+  return {
+    url,
+    path: socket,
+    maxConnections: 4,
+    stop: async () => {
+      await server.stop();
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { mkdirSync, existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import { Redis } from "ioredis";
+
+/** A redis-server this process started (or found already running in the same data dir). */
+export interface EmbeddedRedis {
+  /** Unix socket path, usable as ioredis' first argument. */
+  socket: string;
+  /** Stops the child if this process started it; a shared one is left running for its owner. */
+  stop(): Promise<void>;
+}
+
+async function ping(socket: string): Promise<boolean> {
+  if (!existsSync(socket)) return false;
+  const r = new Redis(socket, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  try {
+    await r.connect();
+    return (await r.ping()) === "PONG";
+  } catch {
+    return false;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/**
+ * Starts a private redis-server on a unix socket in `dir` (no TCP port to collide with), or joins the one
+ * already serving that dir (the admin command beside a running gateway). AOF keeps the ledger across crashes.
+ */
+export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean } = {}): Promise<EmbeddedRedis> {
+  mkdirSync(dir, { recursive: true });
+  const socket = join(dir, "redis.sock");
+  if (await ping(socket)) return { socket, stop: async () => {} };
+  rmSync(socket, { force: true });
+
+  const persist = opts.persist ?? true;
+  const args = [
+    "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--dir", dir,
+    "--save", "", "--appendonly", persist ? "yes" : "no", "--appendfsync", "everysec",
+    "--daemonize", "no", "--loglevel", "warning", "--logfile", join(dir, "redis.log"),
+  ];
+  let child: Subprocess;
+  try {
+    child = Bun.spawn(["redis-server", ...args], { stdout: "ignore", stderr: "inherit" });
+  } catch {
+    throw new Error("redis-server is not installed: install it (apt-get install redis-server) or set REDIS_URL");
+  }
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}; see ${join(dir, "redis.log")}`);
+    if (await ping(socket)) {
+      return {
+        socket,
+        stop: async () => {
+          if (child.exitCode !== null) return;
+          child.kill("SIGTERM"); // redis-server flushes the AOF on SIGTERM
+          await child.exited;
+        },
+      };
+    }
+    await Bun.sleep(25);
+  }
+  child.kill("SIGKILL");
+  throw new Error("redis-server did not start within 5 s");
+}

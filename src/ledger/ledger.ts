@@ -1,0 +1,136 @@
+import type { Redis } from "ioredis";
+import { ApiError } from "../errors.ts";
+import type { LedgerKeys } from "./keys.ts";
+import type { LedgerScripts } from "./scripts.ts";
+
+/** An authenticated API key with its Redis key names computed once (the key → wallet mapping never changes). */
+export interface KeyPrincipal {
+  keyId: number;
+  wallet: string;
+  shard: string;
+  walletKey: string;
+  apiKeyKey: string;
+}
+
+export interface LedgerLimits {
+  rateLimitRequests: number;
+  rateLimitWindowMs: number;
+  holdTtlMs: number;
+}
+
+/** What settle records beside the amount. */
+export interface ChargeDetails {
+  promptTokens: number;
+  completionTokens: number;
+  costMicro: number;
+  model: string;
+}
+
+// A resolved hold's marker outlives any retry or late settle by far.
+const RESOLUTION_TTL_S = 7 * 24 * 3600;
+
+/** The TypeScript face of the Lua ledger: one atomic script call per balance change. */
+export class Ledger {
+  constructor(
+    readonly redis: Redis & LedgerScripts,
+    readonly keys: LedgerKeys,
+    private readonly limits: LedgerLimits,
+  ) {}
+
+  /** Builds the principal for a key id and wallet (lower-case hex). */
+  principal(keyId: number, wallet: string): KeyPrincipal {
+    const shard = this.keys.shardOf(wallet);
+    return { keyId, wallet, shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
+  }
+
+  /** Holds `amount` for one request, or throws the spec's 401/402/429 with nothing held. */
+  async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<{ available: number; rateRemaining: number }> {
+    const { rateLimitRequests: limit, rateLimitWindowMs: windowMs, holdTtlMs } = this.limits;
+    const now = Date.now();
+    const window = Math.floor(now / windowMs);
+    const k = this.keys;
+    const r = await this.redis.reserve(
+      p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdDetails(p.shard),
+      k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1),
+      holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${amount}|${p.wallet}|${p.keyId}`,
+    );
+    if (r[0] === 1) return { available: r[1] as number, rateRemaining: r[2] ?? 0 };
+    const detail = r[2] ?? 0;
+    switch (r[1]) {
+      case "RATE_LIMITED": {
+        const retryS = Math.max(1, Math.ceil(detail / 1000));
+        throw new ApiError("RATE_LIMITED", `Rate limit of ${limit} requests per ${windowMs / 1000} s exceeded`, undefined, undefined, {
+          "retry-after": String(retryS),
+          "x-ratelimit-limit": String(limit),
+          "x-ratelimit-remaining": "0",
+          "x-ratelimit-reset": String(retryS),
+        });
+      }
+      case "KEY_BUDGET_EXCEEDED":
+        throw new ApiError("KEY_BUDGET_EXCEEDED", "This API key's budget cannot cover the request", {
+          key_budget_left_usdc: detail,
+          required_usdc: amount,
+        });
+      case "INSUFFICIENT_BALANCE":
+        throw new ApiError("INSUFFICIENT_BALANCE", "Balance cannot cover the estimated cost of this request", {
+          available_usdc: detail,
+          required_usdc: amount,
+          topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
+        });
+      default:
+        throw new ApiError("UNAUTHORIZED");
+    }
+  }
+
+  private holdKeys(p: { shard: string; walletKey: string; apiKeyKey: string }, holdId: string) {
+    const k = this.keys;
+    return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdDetails(p.shard), k.holdResolution(p.shard, holdId), k.outbox(p.shard)];
+  }
+
+  /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry). */
+  async settle(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<boolean> {
+    const r = await this.redis.settle(
+      ...this.holdKeys(p, holdId),
+      holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S,
+    );
+    return r[0] === 1;
+  }
+
+  /** Voids the hold (upstream failed): nothing is charged. */
+  async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
+    const r = await this.redis.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);
+    return r[0] === 1;
+  }
+
+  /** Credits money that Postgres already recorded; idempotent by credit id. */
+  async credit(wallet: string, creditId: string, amount: number): Promise<{ applied: boolean; balance: number }> {
+    const shard = this.keys.shardOf(wallet);
+    const r = await this.redis.credit(this.keys.wallet(shard, wallet), this.keys.credited(shard), creditId, amount);
+    return { applied: r[0] === 1, balance: r[1] };
+  }
+
+  /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
+  async balance(wallet: string): Promise<{ balance: number; locked: number }> {
+    const [b, l] = await this.redis.hmget(this.keys.wallet(this.keys.shardOf(wallet), wallet), "balance", "locked");
+    return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
+  }
+
+  /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
+  async sweepExpired(batch = 200): Promise<number> {
+    const [sec, usec] = await this.redis.time();
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    let released = 0;
+    for (const shard of this.keys.allShards()) {
+      const ids = await this.redis.zrangebyscore(this.keys.holds(shard), 0, now, "LIMIT", 0, batch);
+      for (const holdId of ids) {
+        const details = await this.redis.hget(this.keys.holdDetails(shard), holdId);
+        if (!details) continue;
+        const [, wallet = "", keyId = ""] = details.split("|");
+        const p = { shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
+        const r = await this.redis.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S);
+        if (r[0] === 1) released++;
+      }
+    }
+    return released;
+  }
+}

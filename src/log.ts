@@ -1,0 +1,48 @@
+/** JSON-lines logger. Secrets are redacted here so no call site can leak a key, signature or SIWE message. */
+const LEVELS = { debug: 10, info: 20, warn: 30, error: 40 } as const;
+export type LogLevel = keyof typeof LEVELS;
+
+const SECRET_FIELDS = /^(authorization|api_?key|key|signature|message|x-payment|payment-signature|password|private_?key)$/i;
+const SECRET_PATTERNS: [RegExp, string][] = [
+  [/sk-[0-9a-fA-F]{8,}/g, "sk-[redacted]"],
+  [/0x[0-9a-fA-F]{130,}/g, "0x[signature]"],
+  [/([?&](api_key|signature|message)=)[^&\s"]*/g, "$1[redacted]"],
+];
+
+/** Masks secret-looking values inside a free-text string (URLs with query strings, error texts). */
+export function redactText(s: string): string {
+  for (const [re, rep] of SECRET_PATTERNS) s = s.replace(re, rep);
+  return s;
+}
+
+function redact(value: unknown, depth = 0): unknown {
+  if (typeof value === "string") return redactText(value);
+  if (value instanceof Error) return { name: value.name, message: redactText(value.message) };
+  if (depth > 4 || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = SECRET_FIELDS.test(k) ? "[redacted]" : redact(v, depth + 1);
+  return out;
+}
+
+let threshold: number = LEVELS.info;
+
+/** Sets the level once from configuration. */
+export function setLogLevel(level: LogLevel): void {
+  threshold = LEVELS[level];
+}
+
+function emit(level: LogLevel, msg: string, fields?: Record<string, unknown>): void {
+  if (LEVELS[level] < threshold) return;
+  const line = JSON.stringify({ t: new Date().toISOString(), level, msg, ...(fields ? (redact(fields) as object) : {}) });
+  if (LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
+  else process.stdout.write(line + "\n");
+}
+
+/** The process logger. */
+export const log = {
+  debug: (msg: string, f?: Record<string, unknown>) => emit("debug", msg, f),
+  info: (msg: string, f?: Record<string, unknown>) => emit("info", msg, f),
+  warn: (msg: string, f?: Record<string, unknown>) => emit("warn", msg, f),
+  error: (msg: string, f?: Record<string, unknown>) => emit("error", msg, f),
+};

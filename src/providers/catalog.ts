@@ -1,0 +1,129 @@
+import { log } from "../log.ts";
+
+/** Wire dialect of an upstream; each has an adapter under src/providers/<type>/. */
+export type ProviderType = "openai" | "anthropic";
+
+/** One upstream as configured in the catalog file, with its secret resolved. */
+export interface Provider {
+  name: string;
+  type: ProviderType;
+  baseUrl: string;
+  apiKey: string;
+}
+
+/**
+ * A model as the gateway bills it. Prices are kept as integer "pico-USD per token"
+ * (USD per 1M tokens × 10^6) so that every charge is integer arithmetic.
+ */
+export interface Model {
+  id: string;
+  name: string;
+  provider: Provider;
+  upstreamModel: string;
+  contextLength: number;
+  maxOutputTokens: number;
+  /** USD per 1M tokens, as listed (for /v1/models). */
+  promptPricePer1MTokens: number;
+  completionPricePer1M: number;
+  promptPico: number;
+  completionPico: number;
+  costPromptPico: number;
+  costCompletionPico: number;
+}
+
+/** The loaded catalog: lookup by id, and the public list rendered once. */
+export interface Catalog {
+  models: Map<string, Model>;
+  /** Pre-rendered body of GET /v1/models: it never changes while the process runs. */
+  modelListJson: string;
+}
+
+/** A catalog problem, named by the path of the offending field. */
+export class CatalogError extends Error {}
+
+const PICO = 1_000_000;
+
+function toPico(value: unknown, where: string): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    throw new CatalogError(`${where} must be a non-negative number (USD per 1M tokens)`);
+  }
+  const pico = Math.round(value * PICO);
+  if (Math.abs(pico - value * PICO) > 1e-6) throw new CatalogError(`${where} has more than 6 decimals`);
+  return pico;
+}
+
+function positiveInt(value: unknown, where: string): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
+    throw new CatalogError(`${where} must be a positive integer`);
+  }
+  return value;
+}
+
+function str(value: unknown, where: string): string {
+  if (typeof value !== "string" || value.length === 0) throw new CatalogError(`${where} must be a non-empty string`);
+  return value;
+}
+
+/** Parses the catalog file's JSON; providers whose API key variable is unset are skipped with a warning. */
+export function parseCatalog(raw: unknown, env: Record<string, string | undefined>): Catalog {
+  if (!raw || typeof raw !== "object") throw new CatalogError("catalog must be a JSON object");
+  const { providers: rawProviders, models: rawModels } = raw as { providers?: unknown; models?: unknown };
+  if (!rawProviders || typeof rawProviders !== "object") throw new CatalogError("providers must be an object");
+  if (!Array.isArray(rawModels)) throw new CatalogError("models must be a list");
+
+  const providers = new Map<string, Provider | null>();
+  for (const [name, p] of Object.entries(rawProviders as Record<string, Record<string, unknown>>)) {
+    const type = p?.type;
+    if (type !== "openai" && type !== "anthropic") throw new CatalogError(`providers.${name}.type must be "openai" or "anthropic"`);
+    const baseUrl = str(p.baseUrl, `providers.${name}.baseUrl`).replace(/\/+$/, "");
+    try {
+      new URL(baseUrl);
+    } catch {
+      throw new CatalogError(`providers.${name}.baseUrl is not a URL`);
+    }
+    const apiKeyEnv = str(p.apiKeyEnv, `providers.${name}.apiKeyEnv`);
+    const apiKey = env[apiKeyEnv];
+    if (!apiKey) {
+      log.warn("provider skipped: its API key variable is unset", { provider: name, variable: apiKeyEnv });
+      providers.set(name, null);
+      continue;
+    }
+    providers.set(name, { name, type, baseUrl, apiKey });
+  }
+
+  const models = new Map<string, Model>();
+  rawModels.forEach((m: Record<string, unknown>, i: number) => {
+    const at = `models[${i}]`;
+    const id = str(m?.id, `${at}.id`);
+    const providerName = str(m.provider, `${at}.provider`);
+    if (!providers.has(providerName)) throw new CatalogError(`${at}.provider "${providerName}" is not in providers`);
+    if (!id.startsWith(providerName + "/")) throw new CatalogError(`${at}.id must start with "${providerName}/"`);
+    if (models.has(id)) throw new CatalogError(`${at}.id "${id}" appears twice`);
+    const model: Omit<Model, "provider"> = {
+      id,
+      name: str(m.name, `${at}.name`),
+      upstreamModel: str(m.upstreamModel, `${at}.upstreamModel`),
+      contextLength: positiveInt(m.contextLength, `${at}.contextLength`),
+      maxOutputTokens: positiveInt(m.maxOutputTokens, `${at}.maxOutputTokens`),
+      promptPricePer1MTokens: m.promptPricePer1MTokens as number,
+      completionPricePer1M: m.completionPricePer1M as number,
+      promptPico: toPico(m.promptPricePer1MTokens, `${at}.promptPricePer1MTokens`),
+      completionPico: toPico(m.completionPricePer1M, `${at}.completionPricePer1M`),
+      costPromptPico: toPico(m.costPromptPer1M, `${at}.costPromptPer1M`),
+      costCompletionPico: toPico(m.costCompletionPer1M, `${at}.costCompletionPer1M`),
+    };
+    const provider = providers.get(providerName);
+    if (provider) models.set(id, { ...model, provider });
+  });
+
+  const data = [...models.values()].map((m) => ({
+    id: m.id,
+    object: "model",
+    name: m.name,
+    provider: m.provider.name,
+    contextLength: m.contextLength,
+    promptPricePer1MTokens: m.promptPricePer1MTokens,
+    completionPricePer1M: m.completionPricePer1M,
+  }));
+  return { models, modelListJson: JSON.stringify({ object: "list", data }) };
+}

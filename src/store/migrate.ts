@@ -1,0 +1,26 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Sql } from "./db.ts";
+
+const MIGRATIONS_DIR = join(import.meta.dir, "../../migrations");
+
+/** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */
+export async function migrate(sql: Sql): Promise<string[]> {
+  await sql`CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`;
+  const done = new Set((await sql<{ version: string }[]>`SELECT version FROM schema_migrations`).map((r) => r.version));
+  const applied: string[] = [];
+  for (const file of readdirSync(MIGRATIONS_DIR).filter((f) => /^\d+_.*\.sql$/.test(f)).sort()) {
+    if (done.has(file)) continue;
+    const text = readFileSync(join(MIGRATIONS_DIR, file), "utf8");
+    await sql.begin(async (tx) => {
+      // Serialises concurrent starters: the second waits, then finds the version recorded and skips.
+      await tx`LOCK TABLE schema_migrations IN EXCLUSIVE MODE`;
+      const [again] = await tx`SELECT 1 FROM schema_migrations WHERE version = ${file}`;
+      if (again) return;
+      await tx.unsafe(text);
+      await tx`INSERT INTO schema_migrations (version) VALUES (${file})`;
+      applied.push(file);
+    });
+  }
+  return applied;
+}
