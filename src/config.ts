@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
 import type { LogLevel } from "./log.ts";
 
@@ -85,7 +85,9 @@ export function loadConfig(env: Env = process.env): Config {
   const host = env.HOST || "0.0.0.0";
   const deployment = oneOf(env, "DEPLOYMENT", ["production", "staging", "local"] as const, "local");
   const chainId = int(env, "CHAIN_ID", DEFAULT_CHAIN[deployment], 1, 2 ** 32);
-  const modelsFile = resolve(env.MODELS_FILE || "config/models.json");
+  // Unset: ./config/models.json, else the catalog shipped beside the code (running from another directory).
+  let modelsFile = resolve(env.MODELS_FILE || "config/models.json");
+  if (!env.MODELS_FILE && !existsSync(modelsFile)) modelsFile = join(import.meta.dir, "../config/models.json");
 
   let catalog: Catalog;
   try {

@@ -1,0 +1,52 @@
+import { openapi } from "@elysiajs/openapi";
+import { Elysia, ValidationError } from "elysia";
+import { ApiError, errorResponse, PlainError } from "./errors.ts";
+import { log } from "./log.ts";
+import { balanceRoutes } from "./modules/balance/balance.routes.ts";
+import { chatRoutes } from "./modules/chat/chat.routes.ts";
+import { healthRoutes } from "./modules/health/health.routes.ts";
+import { keysRoutes } from "./modules/keys/keys.routes.ts";
+import { modelsRoutes } from "./modules/models/models.routes.ts";
+import { usageRoutes } from "./modules/usage/usage.routes.ts";
+import type { Services } from "./services.ts";
+
+function validationMessage(error: ValidationError): string {
+  try {
+    const first = error.all[0] as { path?: string; summary?: string; message?: string } | undefined;
+    if (first) return `${first.path || "body"}: ${first.summary ?? first.message ?? "invalid"}`.slice(0, 300);
+  } catch {
+    // fall through to the generic text
+  }
+  return "Invalid request parameters";
+}
+
+/** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
+export function createApp(s: Services) {
+  return new Elysia()
+    .use(
+      openapi({
+        path: "/docs",
+        documentation: {
+          info: { title: "LLM credit gateway", version: "1.0.0", description: "Prepaid, OpenAI-compatible inference gateway" },
+          components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+        },
+      }),
+    )
+    .onError(({ code, error }) => {
+      if (error instanceof ApiError) return errorResponse(error);
+      if (error instanceof PlainError) return Response.json({ error: error.message }, { status: error.status });
+      if (code === "VALIDATION") return errorResponse(new ApiError("VALIDATION_ERROR", validationMessage(error as ValidationError)));
+      if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
+      if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
+      log.error("unhandled error", { code, error });
+      return errorResponse(new ApiError("INTERNAL_ERROR"));
+    })
+    .use(healthRoutes(s))
+    .use(modelsRoutes(s))
+    .use(balanceRoutes(s))
+    .use(keysRoutes(s))
+    .use(usageRoutes(s))
+    .use(chatRoutes(s));
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,60 @@
+import { AdminUsageError, runAdmin } from "./admin.ts";
+import { createApp } from "./app.ts";
+import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { log, setLogLevel } from "./log.ts";
+import { buildServices } from "./services.ts";
+import { openStack } from "./stack.ts";
+
+async function serve(config: Config): Promise<void> {
+  const stack = await openStack(config);
+  const services = await buildServices(config, stack.connections);
+  services.startBackground();
+  const app = createApp(services);
+  const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, idleTimeout: 0 });
+  log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size });
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down", { signal });
+    await server.stop(); // waits for in-flight requests, so their holds settle before the drain
+    await services.close();
+    await stack.stop();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+}
+
+async function main(argv: string[]): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`configuration error: ${e.message}`);
+      process.exit(1);
+    }
+    throw e;
+  }
+  setLogLevel(config.logLevel);
+  const [command = "serve", ...rest] = argv;
+  if (command === "serve") return serve(config);
+  if (command === "admin") {
+    try {
+      console.log(await runAdmin(config, rest));
+      process.exit(0);
+    } catch (e) {
+      if (e instanceof AdminUsageError) {
+        console.error(e.message);
+        process.exit(2);
+      }
+      throw e;
+    }
+  }
+  console.error(`unknown command "${command}": use serve or admin`);
+  process.exit(2);
+}
+
+await main(process.argv.slice(2));

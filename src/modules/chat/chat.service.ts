@@ -1,0 +1,228 @@
+import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
+import { ApiError } from "../../errors.ts";
+import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
+import { log } from "../../log.ts";
+import type { Catalog, Model } from "../../providers/catalog.ts";
+import { adapterFor } from "../../providers/index.ts";
+import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
+import { SseDecoder } from "../../providers/sse.ts";
+import { estimateTokens, promptTokenBound } from "../../providers/tokens.ts";
+import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
+
+const DEFAULT_MAX_TOKENS = 1024;
+const encoder = new TextEncoder();
+const DONE = encoder.encode("data: [DONE]\n\n");
+const STREAM_ERROR = encoder.encode(
+  `data: ${JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } })}\n\n`,
+);
+
+/** One request in flight: who pays, which hold, what the prompt is known to cost at most. */
+interface Call {
+  principal: KeyPrincipal;
+  holdId: string;
+  model: Model;
+  adapter: ProviderAdapter;
+  promptBound: number;
+  headers: Record<string, string>;
+}
+
+function upstreamStatusError(status: number): ApiError {
+  if (status >= 400 && status < 500) return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, status);
+  return new ApiError("UPSTREAM_ERROR");
+}
+
+function isTimeout(e: unknown): boolean {
+  return e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError");
+}
+
+/**
+ * POST /v1/chat/completions: authenticate, reserve (one Redis call), call the provider under the deadline,
+ * then settle the actual usage or release the hold (one Redis call). Nothing else touches Redis on this path.
+ */
+export class ChatService {
+  constructor(
+    private readonly auth: ApiKeyAuth,
+    private readonly ledger: Ledger,
+    private readonly catalog: Catalog,
+    private readonly upstreamTimeoutMs: number,
+  ) {}
+
+  async complete(authorization: string | null, body: ChatRequest): Promise<Response> {
+    const principal = await this.auth.fromHeader(authorization);
+    const model = this.catalog.models.get(body.model);
+    if (!model) throw new ApiError("UNKNOWN_MODEL", `Unknown model "${String(body.model).slice(0, 200)}"`);
+
+    const stream = body.stream === true;
+    const maxTokens = Math.min(body.max_tokens ?? DEFAULT_MAX_TOKENS, model.maxOutputTokens);
+    const adapter = adapterFor(model.provider.type);
+    const { url, init } = adapter.request({ model, body, stream, maxTokens });
+    const promptBound = promptTokenBound(init.body as string);
+    const reserve = billedMicro(model, { prompt_tokens: promptBound, completion_tokens: maxTokens * (body.n ?? 1) });
+
+    const holdId = crypto.randomUUID();
+    const { rateRemaining } = await this.ledger.reserve(principal, holdId, reserve);
+    const call: Call = {
+      principal,
+      holdId,
+      model,
+      adapter,
+      promptBound,
+      headers: { "x-ratelimit-remaining": String(rateRemaining) },
+    };
+    return stream ? this.streamed(call, url, init, body.stream_options?.include_usage === true) : this.single(call, url, init);
+  }
+
+  private async single(call: Call, url: string, init: RequestInit): Promise<Response> {
+    let text: string;
+    try {
+      const res = await fetch(url, { ...init, signal: AbortSignal.timeout(this.upstreamTimeoutMs) });
+      if (!res.ok) {
+        await res.body?.cancel().catch(() => {});
+        throw upstreamStatusError(res.status);
+      }
+      text = await res.text();
+    } catch (e) {
+      await this.release(call);
+      if (e instanceof ApiError) throw e;
+      if (isTimeout(e)) throw new ApiError("UPSTREAM_DEADLINE");
+      log.warn("upstream call failed", { model: call.model.id, error: e });
+      throw new ApiError("UPSTREAM_ERROR");
+    }
+
+    let parsed;
+    try {
+      parsed = call.adapter.parse(text);
+    } catch (e) {
+      await this.release(call);
+      log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
+      throw new ApiError("UPSTREAM_ERROR");
+    }
+    await this.settle(call, parsed.usage ?? this.estimate(call, parsed.generated));
+    return new Response(parsed.json, { headers: { "content-type": "application/json", ...call.headers } });
+  }
+
+  private async streamed(call: Call, url: string, init: RequestInit, includeUsage: boolean): Promise<Response> {
+    const abort = new AbortController();
+    let idle = setTimeout(() => abort.abort(), this.upstreamTimeoutMs);
+    let res: Response;
+    try {
+      res = await fetch(url, { ...init, signal: abort.signal });
+      if (!res.ok || !res.body) {
+        clearTimeout(idle);
+        await res.body?.cancel().catch(() => {});
+        throw upstreamStatusError(res.status);
+      }
+    } catch (e) {
+      clearTimeout(idle);
+      await this.release(call);
+      if (e instanceof ApiError) throw e;
+      if (abort.signal.aborted) throw new ApiError("UPSTREAM_DEADLINE");
+      log.warn("upstream stream failed to start", { model: call.model.id, error: e });
+      throw new ApiError("UPSTREAM_ERROR");
+    }
+
+    const reader = res.body.getReader();
+    const decoder = new SseDecoder();
+    let usage: Usage | undefined;
+    let generated = "";
+    let resolved = false;
+    const timeoutMs = this.upstreamTimeoutMs;
+
+    const finish = async (ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean) => {
+      clearTimeout(idle);
+      resolved = true;
+      if (ok) await this.settle(call, usage ?? this.estimate(call, generated));
+      else {
+        abort.abort();
+        await this.release(call);
+        ctrl.enqueue(STREAM_ERROR);
+      }
+      ctrl.enqueue(DONE);
+      ctrl.close();
+    };
+
+    const body = new ReadableStream<Uint8Array>({
+      pull: async (ctrl) => {
+        // Each pull forwards one upstream read; the loop only repeats when a read produced nothing to send.
+        for (;;) {
+          let read: Awaited<ReturnType<typeof reader.read>>;
+          try {
+            read = await reader.read();
+          } catch {
+            return finish(ctrl, false);
+          }
+          clearTimeout(idle);
+          idle = setTimeout(() => abort.abort(), timeoutMs);
+          const payloads = read.done ? decoder.end() : decoder.push(read.value);
+          let out = "";
+          let done = false;
+          for (const payload of payloads) {
+            let step;
+            try {
+              step = call.adapter.streamStep(payload, includeUsage);
+            } catch {
+              return finish(ctrl, false);
+            }
+            if (step.failed) return finish(ctrl, false);
+            if (step.usage) usage = step.usage;
+            if (step.generated) generated += step.generated;
+            if (step.chunk) out += `data: ${step.chunk}\n\n`;
+            if (step.done) done = true;
+          }
+          if (out) ctrl.enqueue(encoder.encode(out));
+          // An upstream that closes without its end marker failed mid-answer, unless it already sent usage.
+          if (done || read.done) return finish(ctrl, done || usage !== undefined);
+          if (out) return;
+        }
+      },
+      cancel: async () => {
+        // The client went away: stop the provider and charge what was produced so far.
+        clearTimeout(idle);
+        abort.abort();
+        if (resolved) return;
+        resolved = true;
+        await this.settle(call, usage ?? this.estimate(call, generated));
+      },
+    });
+    return new Response(body, {
+      headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", ...call.headers },
+    });
+  }
+
+  // Without provider usage: the prompt's upper bound and the generated text counted conservatively.
+  private estimate(call: Call, generated: string): Usage {
+    return { prompt_tokens: call.promptBound, completion_tokens: estimateTokens(generated) };
+  }
+
+  private async settle(call: Call, usage: Usage): Promise<void> {
+    const charge = billedMicro(call.model, usage);
+    const details: ChargeDetails = {
+      promptTokens: usage.prompt_tokens,
+      completionTokens: usage.completion_tokens,
+      costMicro: costMicro(call.model, usage),
+      model: call.model.id,
+    };
+    await retry("settle", () => this.ledger.settle(call.principal, call.holdId, charge, details), { hold: call.holdId, charge });
+  }
+
+  private async release(call: Call): Promise<void> {
+    await retry("release", () => this.ledger.release(call.principal, call.holdId), { hold: call.holdId }).catch(() => {
+      // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
+    });
+  }
+}
+
+/** Retries a ledger call a few times (it is idempotent by hold id); a settle must not be lost to a blip. */
+async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (attempt >= 5) {
+        log.error(`ledger ${what} failed; hold left for the sweeper`, { ...ctx, error: e });
+        throw e;
+      }
+      await Bun.sleep(20 * 2 ** attempt);
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
+import type { Usage } from "../pricing.ts";
+
+const CHAT_PATH = "/chat/completions";
+
+function usageOf(u: unknown): Usage | null {
+  if (!u || typeof u !== "object") return null;
+  const { prompt_tokens, completion_tokens } = u as Record<string, unknown>;
+  if (!Number.isSafeInteger(prompt_tokens) || !Number.isSafeInteger(completion_tokens)) return null;
+  if ((prompt_tokens as number) < 0 || (completion_tokens as number) < 0) return null;
+  return { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
+}
+
+type Choice = { message?: Record<string, unknown>; delta?: Record<string, unknown> };
+
+function generatedText(part: Record<string, unknown> | undefined): string {
+  if (!part) return "";
+  let s = typeof part.content === "string" ? part.content : "";
+  if (typeof part.reasoning_content === "string") s += part.reasoning_content;
+  const calls = part.tool_calls;
+  if (Array.isArray(calls)) {
+    for (const c of calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
+      if (typeof c.function?.name === "string") s += c.function.name;
+      if (typeof c.function?.arguments === "string") s += c.function.arguments;
+    }
+  }
+  return s;
+}
+
+/**
+ * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request is
+ * passed through with the upstream model name, the clamped max_tokens and, for streams, include_usage.
+ */
+export const openaiAdapter: ProviderAdapter = {
+  request({ model, body, stream, maxTokens }: UpstreamParams) {
+    const upstream: Record<string, unknown> = { ...body, model: model.upstreamModel, max_tokens: maxTokens };
+    if (stream) upstream.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+    return {
+      url: model.provider.baseUrl + CHAT_PATH,
+      init: {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${model.provider.apiKey}` },
+        body: JSON.stringify(upstream),
+      },
+    };
+  },
+
+  parse(text) {
+    const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown };
+    if (!obj || !Array.isArray(obj.choices)) throw new Error("upstream body has no choices");
+    return { json: text, usage: usageOf(obj.usage), generated: obj.choices.map((c) => generatedText(c.message)).join("") };
+  },
+
+  streamStep(payload, includeUsage): StreamStep {
+    if (payload === "[DONE]") return { done: true };
+    const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown };
+    if (obj.error) return { failed: true };
+    const usage = usageOf(obj.usage) ?? undefined;
+    const choices = Array.isArray(obj.choices) ? obj.choices : [];
+    let generated = "";
+    for (const c of choices) generated += generatedText(c.delta);
+    if (usage && !includeUsage) {
+      // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
+      if (choices.length === 0) return { usage, usageOnly: true, generated };
+      delete obj.usage;
+      return { chunk: JSON.stringify(obj), usage, generated };
+    }
+    return { chunk: payload, usage, usageOnly: usage !== undefined && choices.length === 0, generated };
+  },
+};

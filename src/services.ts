@@ -1,0 +1,83 @@
+import { Redis } from "ioredis";
+import { ApiKeyAuth } from "./auth/apiKeys.ts";
+import { SiweVerifier } from "./auth/siwe.ts";
+import type { Config } from "./config.ts";
+import { LedgerKeys } from "./ledger/keys.ts";
+import { Ledger } from "./ledger/ledger.ts";
+import { defineScripts, type LedgerScripts } from "./ledger/scripts.ts";
+import { log } from "./log.ts";
+import { ChatService } from "./modules/chat/chat.service.ts";
+import { KeyService } from "./modules/keys/keys.service.ts";
+import { Credits } from "./store/credits.ts";
+import { openDatabase, type Sql } from "./store/db.ts";
+import { Flusher } from "./store/flusher.ts";
+import { migrate } from "./store/migrate.ts";
+import { ensureLedger } from "./store/rebuild.ts";
+
+/** Where the services connect: a Redis URL or unix socket, and a Postgres URL (with socket path for PGlite). */
+export interface Connections {
+  redis: string;
+  database: { url: string; path?: string; max?: number };
+}
+
+/** Every service, built once and injected into the routes (main and tests build the same thing). */
+export interface Services {
+  config: Config;
+  redis: Redis & LedgerScripts;
+  sql: Sql;
+  ledger: Ledger;
+  apiKeyAuth: ApiKeyAuth;
+  siwe: SiweVerifier;
+  credits: Credits;
+  keys: KeyService;
+  chat: ChatService;
+  flusher: Flusher;
+  /** Starts the flusher and the hold sweeper. */
+  startBackground(): void;
+  /** Stops background work, drains the outbox, closes connections. */
+  close(): Promise<void>;
+}
+
+const SWEEP_INTERVAL_MS = 5_000;
+
+/** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
+export async function buildServices(config: Config, conn: Connections): Promise<Services> {
+  const sql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path });
+  await migrate(sql);
+  const redis = defineScripts(new Redis(conn.redis, { maxRetriesPerRequest: 3, enableAutoPipelining: true }));
+  const ledgerKeys = new LedgerKeys(config.ledgerShards);
+  await ensureLedger(redis, sql, ledgerKeys);
+
+  const ledger = new Ledger(redis, ledgerKeys, config);
+  const apiKeyAuth = new ApiKeyAuth(redis, sql, ledger);
+  const credits = new Credits(sql, ledger);
+  await credits.reapplyPending();
+  const flusher = new Flusher(redis, sql, ledgerKeys, () => credits.reapplyPending());
+  await flusher.init();
+
+  let sweeper: ReturnType<typeof setInterval> | undefined;
+  return {
+    config,
+    redis,
+    sql,
+    ledger,
+    apiKeyAuth,
+    siwe: new SiweVerifier(redis, ledgerKeys, { domain: config.siweDomain, chainIds: config.siweChainIds }),
+    credits,
+    keys: new KeyService(sql, redis, ledger),
+    chat: new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs),
+    flusher,
+    startBackground() {
+      flusher.start();
+      sweeper = setInterval(() => {
+        ledger.sweepExpired().catch((e) => log.error("hold sweep failed", { error: e }));
+      }, SWEEP_INTERVAL_MS);
+    },
+    async close() {
+      clearInterval(sweeper);
+      await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
+      redis.disconnect();
+      await sql.end({ timeout: 5 });
+    },
+  };
+}

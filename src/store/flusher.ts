@@ -1,0 +1,148 @@
+import { hostname } from "node:os";
+import type { Redis } from "ioredis";
+import type { LedgerKeys } from "../ledger/keys.ts";
+import { log } from "../log.ts";
+import type { Sql } from "./db.ts";
+
+const GROUP = "flusher";
+const BATCH = 500;
+// An entry another (crashed) consumer has held this long is taken over; inserts are idempotent anyway.
+const CLAIM_IDLE_MS = 60_000;
+
+type Entry = [id: string, fields: string[] | null];
+type StreamReply = [stream: string, entries: Entry[]][] | null;
+
+interface EventRow {
+  event_id: string;
+  type: string;
+  hold_id: string;
+  wallet: string;
+  api_key_id: number;
+  model: string | null;
+  amount_usdc: number;
+  cost_usd_micro: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  occurred_at: Date;
+}
+
+function toRow(fields: string[]): EventRow {
+  const f: Record<string, string> = {};
+  for (let i = 0; i < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
+  return {
+    event_id: `${f.type}:${f.hold}`,
+    type: f.type!,
+    hold_id: f.hold!,
+    wallet: f.wallet!,
+    api_key_id: Number(f.key),
+    model: f.model ?? null,
+    amount_usdc: Number(f.amount),
+    cost_usd_micro: Number(f.cost ?? 0),
+    prompt_tokens: Number(f.pt ?? 0),
+    completion_tokens: Number(f.ct ?? 0),
+    occurred_at: new Date(Number(f.at)),
+  };
+}
+
+/**
+ * Moves ledger events from the per-shard Redis outbox streams into Postgres: read through a consumer group,
+ * insert the batch in one transaction (ON CONFLICT DO NOTHING on the event id), and only after COMMIT
+ * XACK + XDEL. A crash anywhere redelivers, never loses, and never double-counts.
+ */
+export class Flusher {
+  private queue: Promise<unknown> = Promise.resolve();
+  private timer?: ReturnType<typeof setTimeout>;
+  private stopped = true;
+  private rounds = 0;
+  private readonly streams: string[];
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly sql: Sql,
+    keys: LedgerKeys,
+    private readonly onIdle: () => Promise<unknown> = async () => {},
+    private readonly consumer = `${hostname()}-${process.pid}`,
+  ) {
+    this.streams = keys.allShards().map((s) => keys.outbox(s));
+  }
+
+  /** Creates the consumer groups (from the start of each stream, so nothing written earlier is skipped). */
+  async init(): Promise<void> {
+    for (const s of this.streams) {
+      await this.redis.xgroup("CREATE", s, GROUP, "0", "MKSTREAM").catch((e: Error) => {
+        if (!e.message.includes("BUSYGROUP")) throw e;
+      });
+    }
+  }
+
+  /** Runs in the background until stop(); every `intervalMs` it flushes what is there. */
+  start(intervalMs = 200): void {
+    this.stopped = false;
+    const tick = async () => {
+      try {
+        const n = await this.flushOnce();
+        if (n === 0 && this.rounds % 25 === 0) await this.onIdle();
+      } catch (e) {
+        log.error("flusher round failed; it will retry", { error: e });
+      }
+      if (!this.stopped) this.timer = setTimeout(tick, intervalMs);
+    };
+    this.timer = setTimeout(tick, intervalMs);
+  }
+
+  /** One batch (pending first, then new entries); serialised with every other caller. Returns entries handled. */
+  flushOnce(): Promise<number> {
+    const run = this.queue.then(() => this.round());
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  /** Flushes until the outbox is empty: tests call it instead of sleeping, shutdown calls it last. */
+  async drain(): Promise<void> {
+    while ((await this.flushOnce()) > 0);
+  }
+
+  /** Stops the background loop and drains what is left. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.drain();
+  }
+
+  private async round(): Promise<number> {
+    this.rounds++;
+    let batch = await this.read("0");
+    if (this.rounds % 50 === 0) batch = batch.concat(await this.claimStale());
+    if (batch.length === 0) batch = await this.read(">");
+    if (batch.length === 0) return 0;
+
+    const rows = batch.flatMap(([, , fields]) => (fields ? [toRow(fields)] : []));
+    if (rows.length > 0) {
+      await this.sql`INSERT INTO ledger_events ${this.sql(rows)} ON CONFLICT (event_id) DO NOTHING`;
+    }
+    const byStream = new Map<string, string[]>();
+    for (const [stream, id] of batch) byStream.set(stream, [...(byStream.get(stream) ?? []), id]);
+    const p = this.redis.pipeline();
+    for (const [stream, ids] of byStream) p.xack(stream, GROUP, ...ids).xdel(stream, ...ids);
+    await p.exec();
+    return batch.length;
+  }
+
+  private async read(from: "0" | ">"): Promise<[string, string, string[] | null][]> {
+    const reply = (await this.redis.xreadgroup(
+      "GROUP", GROUP, this.consumer, "COUNT", BATCH, "STREAMS", ...this.streams, ...this.streams.map(() => from),
+    )) as StreamReply;
+    const out: [string, string, string[] | null][] = [];
+    for (const [stream, entries] of reply ?? []) for (const [id, fields] of entries) out.push([stream, id, fields]);
+    return out;
+  }
+
+  private async claimStale(): Promise<[string, string, string[] | null][]> {
+    const out: [string, string, string[] | null][] = [];
+    for (const s of this.streams) {
+      const [, entries] = (await this.redis.xautoclaim(s, GROUP, this.consumer, CLAIM_IDLE_MS, "0-0", "COUNT", BATCH)) as [string, Entry[]];
+      for (const [id, fields] of entries) out.push([s, id, fields]);
+    }
+    return out;
+  }
+}
