@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the gateway needs on a fresh Debian machine that has Node/npm: Bun, redis-server, the packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if ! command -v bun >/dev/null 2>&1; then
+  echo "setup: installing Bun from npm" >&2
+  npm install -g bun >&2
+fi
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "setup: installing redis-server from the OS packages" >&2
+  as_root apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server >&2
+fi
+bun install --frozen-lockfile >&2

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets up (see setup.sh) and runs the whole test suite. Tests start their own redis-server; for Postgres they
+# use TEST_DATABASE_URL (a fresh database per test file), else the machine's Postgres on 127.0.0.1:5432 when it
+# answers, else in-memory PGlite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ -z "${TEST_DATABASE_URL:-}" ] && command -v pg_isready >/dev/null 2>&1 \
+   && pg_isready -q -h 127.0.0.1 -p 5432 -U postgres 2>/dev/null \
+   && psql -h 127.0.0.1 -U postgres -d postgres -Atc 'select 1' >/dev/null 2>&1; then
+  export TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres
+fi
+echo "tests: Postgres = ${TEST_DATABASE_URL:-embedded PGlite}" >&2
+bun run typecheck
+exec bun test "$@"

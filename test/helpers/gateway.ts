@@ -1,0 +1,149 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { createSiweMessage, generateSiweNonce } from "viem/siwe";
+import { createApp } from "../../src/app.ts";
+import { loadConfig } from "../../src/config.ts";
+import { setLogLevel } from "../../src/log.ts";
+import { buildServices, type Services } from "../../src/services.ts";
+import { startStandin, type Standin } from "./openaiStandin.ts";
+import { freshDatabase, privateRedis } from "./services.ts";
+
+export const SIWE_DOMAIN = "gateway.test";
+export const BASE = `https://${SIWE_DOMAIN}`;
+
+/** Test catalog: stand-in models (behaviour by upstream name) at round prices, and one unreachable provider. */
+function catalog(standinUrl: string) {
+  const model = (name: string, provider = "standin") => ({
+    id: `${provider}/${name}`,
+    provider,
+    upstreamModel: name,
+    name,
+    contextLength: 128_000,
+    maxOutputTokens: 4096,
+    promptPricePer1MTokens: 2.5,
+    completionPricePer1M: 10,
+    costPromptPer1M: 2,
+    costCompletionPer1M: 8,
+  });
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error"];
+  return {
+    providers: {
+      standin: { type: "openai", baseUrl: standinUrl, apiKeyEnv: "STANDIN_KEY" },
+      dead: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "STANDIN_KEY" },
+    },
+    models: [...names.map((n) => model(n)), model("echo", "dead")],
+  };
+}
+
+export interface TestGateway {
+  services: Services;
+  standin: Standin;
+  handle(req: Request): Promise<Response>;
+  /** JSON request against the app; returns status, parsed body and headers. */
+  call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
+  /** The official SDK, pointed at the in-process app. */
+  openai(apiKey: string): OpenAI;
+  siweMessage(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): string;
+  signIn(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): Promise<{ message: string; signature: string }>;
+  /** A fresh wallet with an API key and `usd` of granted credit. */
+  newWallet(usd?: number, keyOptions?: Record<string, unknown>): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
+  grant(wallet: string, micro: number): Promise<void>;
+  ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
+  close(): Promise<void>;
+}
+
+/** Builds the real gateway (private redis-server, fresh database, stand-in provider) for one test file. */
+export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
+  setLogLevel("error");
+  const standin = startStandin();
+  const dir = mkdtempSync(join(tmpdir(), "gw-cfg-"));
+  writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url)));
+  const config = loadConfig({
+    MODELS_FILE: join(dir, "models.json"),
+    STANDIN_KEY: "standin-key",
+    SIWE_DOMAIN,
+    SIWE_CHAIN_IDS: "1,8453",
+    LOG_LEVEL: "error",
+    ...env,
+  });
+  const redis = await privateRedis();
+  const db = await freshDatabase();
+  const services = await buildServices(config, { redis: redis.socket, database: db.database });
+  const app = createApp(services);
+  const handle = (req: Request) => app.handle(req);
+
+  const gw: TestGateway = {
+    services,
+    standin,
+    handle,
+    async call(method, path, body, headers = {}) {
+      const res = await handle(
+        new Request(BASE + path, {
+          method,
+          headers: { "content-type": "application/json", ...headers },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        }),
+      );
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // not JSON: keep the text
+      }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+    openai(apiKey) {
+      return new OpenAI({
+        apiKey,
+        baseURL: `${BASE}/v1`,
+        maxRetries: 0,
+        fetch: ((url: string | URL | Request, init?: RequestInit) => handle(new Request(url, init))) as typeof fetch,
+      });
+    },
+    siweMessage(account, over = {}) {
+      return createSiweMessage({
+        domain: SIWE_DOMAIN,
+        address: account.address,
+        uri: BASE,
+        version: "1",
+        chainId: 1,
+        nonce: generateSiweNonce(),
+        issuedAt: new Date(),
+        statement: "Sign in to the gateway",
+        ...over,
+      });
+    },
+    async signIn(account, over) {
+      const message = gw.siweMessage(account, over);
+      return { message, signature: await account.signMessage({ message }) };
+    },
+    async newWallet(usd = 10, keyOptions = {}) {
+      const account = privateKeyToAccount(generatePrivateKey());
+      const wallet = account.address.toLowerCase();
+      const res = await gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "test", ...keyOptions });
+      if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`);
+      if (usd > 0) await gw.grant(wallet, usd * 1_000_000);
+      return { account, wallet, key: res.body.key, keyId: res.body.id };
+    },
+    async grant(wallet, micro) {
+      await services.credits.add({ eventId: `grant:${crypto.randomUUID()}`, wallet, kind: "grant", amountUsdc: micro, reason: "test" });
+    },
+    ledgerState: (wallet) => services.ledger.balance(wallet),
+    async close() {
+      await services.close();
+      await redis.stop();
+      await db.stop();
+      standin.stop();
+    },
+  };
+  return gw;
+}
+
+/** The exact charge at the test catalog's prices (2.5 and 10 USD per 1M tokens). */
+export function expectedCharge(promptTokens: number, completionTokens: number): number {
+  return Math.ceil((promptTokens * 2_500_000 + completionTokens * 10_000_000) / 1_000_000);
+}
