@@ -34,7 +34,7 @@ describe("chat completions, happy paths", () => {
     expect(gw.standin.requests.at(-1)).toMatchObject({ model: "echo", max_tokens: 100 });
 
     await gw.services.flusher.drain();
-    expect(await pgCharges(wallet)).toEqual([
+    expect([...(await pgCharges(wallet))]).toEqual([
       { amount_usdc: charge, prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, api_key_id: keyId, model: "standin/echo" },
     ]);
   });

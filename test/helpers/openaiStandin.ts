@@ -65,7 +65,10 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
         async start(ctrl) {
           ctrl.enqueue(enc.encode(chunk({ role: "assistant", content: "" })));
           for (const [i, w] of REPLY_WORDS.entries()) {
-            if (mode === "stream-break" && i === 2) return ctrl.error(new Error("connection reset"));
+            if (mode === "stream-break" && i === 2) {
+              await sleep(20); // let the first chunks leave before the connection breaks
+              return ctrl.error(new Error("connection reset"));
+            }
             if (mode === "stream-error" && i === 2) {
               ctrl.enqueue(enc.encode(`data: ${JSON.stringify({ error: { message: "overloaded", type: "server_error" } })}\n\n`));
               return ctrl.close();

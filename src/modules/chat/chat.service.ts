@@ -156,20 +156,26 @@ export class ChatService {
           const payloads = read.done ? decoder.end() : decoder.push(read.value);
           let out = "";
           let done = false;
+          let failed = false;
           for (const payload of payloads) {
             let step;
             try {
               step = call.adapter.streamStep(payload, includeUsage);
             } catch {
-              return finish(ctrl, false);
+              step = { failed: true };
             }
-            if (step.failed) return finish(ctrl, false);
+            if (step.failed) {
+              failed = true;
+              break;
+            }
             if (step.usage) usage = step.usage;
             if (step.generated) generated += step.generated;
             if (step.chunk) out += `data: ${step.chunk}\n\n`;
             if (step.done) done = true;
           }
+          // What arrived before a failure in the same read still reaches the client.
           if (out) ctrl.enqueue(encoder.encode(out));
+          if (failed) return finish(ctrl, false);
           // An upstream that closes without its end marker failed mid-answer, unless it already sent usage.
           if (done || read.done) return finish(ctrl, done || usage !== undefined);
           if (out) return;

@@ -1,0 +1,40 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { usageFor } from "./helpers/openaiStandin.ts";
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startGateway();
+});
+afterAll(async () => {
+  await gw.close();
+});
+
+test("100 concurrent requests on a balance that covers 10 reserves never overdraw", async () => {
+  const { wallet, key } = await gw.newWallet(0);
+  const body = { model: "standin/echo", messages: [{ role: "user", content: "hi" }], max_tokens: 1000 };
+  const headers = { authorization: `Bearer ${key}` };
+
+  // The 402 names the exact reserve of this request; fund exactly ten of them.
+  const probe = await gw.call("POST", "/v1/chat/completions", body, headers);
+  expect(probe.status).toBe(402);
+  const reserve: number = probe.body.required_usdc;
+  await gw.grant(wallet, 10 * reserve);
+
+  const results = await Promise.all(Array.from({ length: 100 }, () => gw.call("POST", "/v1/chat/completions", body, headers)));
+  const ok = results.filter((r) => r.status === 200).length;
+  for (const r of results) if (r.status !== 200) expect(r.body.error).toBe("INSUFFICIENT_BALANCE");
+
+  const charge = expectedCharge(usageFor(1).prompt_tokens, usageFor(1).completion_tokens);
+  // At least the ten funded reserves succeed; more only as settled charges (smaller than reserves) free credit.
+  expect(ok).toBeGreaterThanOrEqual(10);
+  expect(ok * charge).toBeLessThanOrEqual(10 * reserve);
+  const state = await gw.ledgerState(wallet);
+  expect(state).toEqual({ balance: 10 * reserve - ok * charge, locked: 0 });
+  expect(state.balance).toBeGreaterThanOrEqual(0);
+
+  await gw.services.flusher.drain();
+  const [pg] = await gw.services.sql<{ n: number; total: number }[]>`
+    SELECT COUNT(*)::int AS n, COALESCE(SUM(amount_usdc), 0)::bigint AS total FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
+  expect(pg).toEqual({ n: ok, total: ok * charge });
+});

@@ -1,0 +1,82 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, loadConfig } from "../src/config.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "gw-config-"));
+function catalogFile(content: unknown): string {
+  const f = join(dir, `${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(f, typeof content === "string" ? content : JSON.stringify(content));
+  return f;
+}
+const goodModel = {
+  id: "p/m",
+  provider: "p",
+  upstreamModel: "m",
+  name: "M",
+  contextLength: 1000,
+  maxOutputTokens: 100,
+  promptPricePer1MTokens: 1,
+  completionPricePer1M: 2,
+  costPromptPer1M: 0.5,
+  costCompletionPer1M: 1,
+};
+const good = { providers: { p: { type: "openai", baseUrl: "http://127.0.0.1:1/v1", apiKeyEnv: "P_KEY" } }, models: [goodModel] };
+
+function problem(env: Record<string, string>): string {
+  try {
+    loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", ...env });
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as ConfigError).message;
+  }
+  throw new Error("configuration was accepted");
+}
+
+describe("configuration is validated once, naming the variable", () => {
+  test("defaults", () => {
+    const c = loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k" });
+    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 31337, siweChainIds: [31337], ledgerShards: 16 });
+    expect(c.rateLimitRequests).toBe(600);
+    expect(c.rateLimitWindowMs).toBe(60_000);
+    expect(c.upstreamTimeoutMs).toBe(120_000);
+    expect(c.catalog.models.get("p/m")).toMatchObject({ promptPico: 1_000_000, costPromptPico: 500_000 });
+  });
+
+  test.each([
+    [{ PORT: "eighty" }, /^PORT: /],
+    [{ PORT: "70000" }, /^PORT: /],
+    [{ REDIS_URL: "localhost:6379" }, /^REDIS_URL: /],
+    [{ DATABASE_URL: "mysql://x" }, /^DATABASE_URL: /],
+    [{ DEPLOYMENT: "prod" }, /^DEPLOYMENT: /],
+    [{ LOG_LEVEL: "loud" }, /^LOG_LEVEL: /],
+    [{ RATE_LIMIT_REQUESTS: "-1" }, /^RATE_LIMIT_REQUESTS: /],
+    [{ UPSTREAM_TIMEOUT_MS: "0" }, /^UPSTREAM_TIMEOUT_MS: /],
+    [{ SIWE_CHAIN_IDS: "1,base" }, /^SIWE_CHAIN_IDS: /],
+    [{ SIWE_DOMAIN: "https://x.test/" }, /^SIWE_DOMAIN: /],
+  ])("refused: %o", (env, expected) => {
+    expect(problem(env as Record<string, string>)).toMatch(expected);
+  });
+
+  test.each([
+    ["not JSON", "{", /invalid JSON/],
+    ["price with 7 decimals", { ...good, models: [{ ...goodModel, promptPricePer1MTokens: 0.1234567 }] }, /promptPricePer1MTokens has more than 6 decimals/],
+    ["unknown provider", { ...good, models: [{ ...goodModel, provider: "q" }] }, /provider "q" is not in providers/],
+    ["negative price", { ...good, models: [{ ...goodModel, completionPricePer1M: -1 }] }, /completionPricePer1M must be a non-negative/],
+    ["bad provider type", { ...good, providers: { p: { ...good.providers.p, type: "grpc" } } }, /providers\.p\.type/],
+  ])("catalog: %s is refused under MODELS_FILE", (_name, content, expected) => {
+    expect(() => loadConfig({ MODELS_FILE: catalogFile(content), P_KEY: "k" })).toThrow(expected as RegExp);
+    try {
+      loadConfig({ MODELS_FILE: catalogFile(content), P_KEY: "k" });
+    } catch (e) {
+      expect((e as ConfigError).variable).toBe("MODELS_FILE");
+    }
+  });
+
+  test("a provider whose key variable is unset is skipped, with its models", () => {
+    const c = loadConfig({ MODELS_FILE: catalogFile(good), LOG_LEVEL: "error" });
+    expect(c.catalog.models.size).toBe(0);
+    expect(JSON.parse(c.catalog.modelListJson)).toEqual({ object: "list", data: [] });
+  });
+});

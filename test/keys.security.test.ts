@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startGateway();
+});
+afterAll(async () => {
+  await gw.close();
+});
+
+const newAccount = () => privateKeyToAccount(generatePrivateKey());
+const minutes = (n: number) => new Date(Date.now() + n * 60_000);
+
+async function keyCount(wallet: string): Promise<number> {
+  const [r] = await gw.services.sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM api_keys WHERE wallet = ${wallet}`;
+  return r!.n;
+}
+
+describe("SIWE on key creation", () => {
+  test("a valid message creates a key once, with no-store; the plaintext never appears again", async () => {
+    const account = newAccount();
+    const res = await gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "ci" });
+    expect(res.status).toBe(201);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    expect(res.body.key).toMatch(/^sk-[0-9a-f]{64}$/);
+    const { id, key, label, created_at } = res.body;
+    expect(typeof id).toBe("number");
+    expect(label).toBe("ci");
+    expect(new Date(created_at).getTime()).toBeGreaterThan(Date.now() - 60_000);
+
+    const list = await gw.call("GET", `/v1/auth/keys?${new URLSearchParams(await gw.signIn(account))}`);
+    expect(list.status).toBe(200);
+    expect(list.body).toEqual({ data: [{ id, label: "ci", created_at, revoked_at: null }] });
+    expect(JSON.stringify(list.body)).not.toContain(key);
+    // Only the SHA-256 is stored.
+    const [row] = await gw.services.sql`SELECT key_hash FROM api_keys WHERE id = ${id}`;
+    expect(row!.key_hash).toBe(new Bun.CryptoHasher("sha256").update(key).digest("hex"));
+  });
+
+  const rejected: [string, (a: ReturnType<typeof newAccount>) => Promise<{ message: string; signature: string }>][] = [
+    ["wrong domain", (a) => gw.signIn(a, { domain: "evil.test", uri: "https://evil.test" })],
+    ["uri on another origin", (a) => gw.signIn(a, { uri: "https://evil.test/login" })],
+    ["expired", (a) => gw.signIn(a, { issuedAt: minutes(-5), expirationTime: minutes(-1) })],
+    ["issued too long ago", (a) => gw.signIn(a, { issuedAt: minutes(-11) })],
+    ["issuedAt in the future", (a) => gw.signIn(a, { issuedAt: minutes(5) })],
+    ["notBefore in the future", (a) => gw.signIn(a, { notBefore: minutes(5) })],
+    ["chain not allowed", (a) => gw.signIn(a, { chainId: 10 })],
+    [
+      "short nonce",
+      async (a) => {
+        const message = gw.siweMessage(a, { nonce: "abcdefgh" }).replace("Nonce: abcdefgh", "Nonce: abc12");
+        return { message, signature: await a.signMessage({ message }) };
+      },
+    ],
+    [
+      "tampered message",
+      async (a) => {
+        const s = await gw.signIn(a);
+        return { ...s, message: s.message.replace("Sign in to the gateway", "Sign in to the gateway!") };
+      },
+    ],
+    [
+      "signed by another wallet",
+      async (a) => {
+        const message = gw.siweMessage(a);
+        return { message, signature: await newAccount().signMessage({ message }) };
+      },
+    ],
+    [
+      "a line the grammar does not know",
+      async (a) => {
+        const message = gw.siweMessage(a) + "\nRedirect: https://evil.test";
+        return { message, signature: await a.signMessage({ message }) };
+      },
+    ],
+    ["garbage signature", async (a) => ({ message: gw.siweMessage(a), signature: "0x1234" })],
+  ];
+  for (const [name, make] of rejected) {
+    test(`401 for ${name}, and no key is created`, async () => {
+      const account = newAccount();
+      const res = await gw.call("POST", "/v1/auth/keys", await make(account));
+      expect(res.status).toBe(401);
+      expect(res.body.error).toBe("UNAUTHORIZED");
+      expect(await keyCount(account.address.toLowerCase())).toBe(0);
+    });
+  }
+
+  test("a message is accepted once on POST; reusing it is 401", async () => {
+    const account = newAccount();
+    const creds = await gw.signIn(account);
+    expect((await gw.call("POST", "/v1/auth/keys", creds)).status).toBe(201);
+    expect(await gw.call("POST", "/v1/auth/keys", creds)).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    expect(await keyCount(account.address.toLowerCase())).toBe(1);
+  });
+
+  test("a message seen on GET (e.g. leaked from a query string) cannot mint a key; GET may reuse it", async () => {
+    const account = newAccount();
+    const creds = await gw.signIn(account);
+    const q = new URLSearchParams(creds).toString();
+    expect((await gw.call("GET", `/v1/auth/keys?${q}`)).status).toBe(200);
+    expect((await gw.call("GET", `/v1/auth/keys?${q}`)).status).toBe(200);
+    expect((await gw.call("POST", "/v1/auth/keys", creds)).status).toBe(401);
+    expect(await keyCount(account.address.toLowerCase())).toBe(0);
+  });
+
+  test("GET without credentials is 401", async () => {
+    expect(await gw.call("GET", "/v1/auth/keys")).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+  });
+
+  test("ref_code together with redeem_code is 400 and creates nothing", async () => {
+    const account = newAccount();
+    const res = await gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), ref_code: "a", redeem_code: "b" });
+    expect(res).toMatchObject({ status: 400, body: { error: "VALIDATION_ERROR" } });
+    expect(await keyCount(account.address.toLowerCase())).toBe(0);
+  });
+});
+
+describe("revocation and wallet scoping", () => {
+  test("revoke takes effect on the very next request", async () => {
+    const { account, wallet, key, keyId } = await gw.newWallet(1);
+    const body = { model: "standin/echo", messages: [{ role: "user", content: "hi" }] };
+    const headers = { authorization: `Bearer ${key}` };
+    expect((await gw.call("POST", "/v1/chat/completions", body, headers)).status).toBe(200);
+    const before = await gw.ledgerState(wallet);
+
+    const del = await gw.call("DELETE", `/v1/auth/keys/${keyId}`, await gw.signIn(account));
+    expect(del).toMatchObject({ status: 200, body: { revoked: true } });
+
+    expect(await gw.call("POST", "/v1/chat/completions", body, headers)).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    expect(await gw.call("GET", `/v1/usage/${wallet}`, undefined, headers)).toMatchObject({ status: 401 });
+    expect(await gw.ledgerState(wallet)).toEqual(before);
+
+    const list = await gw.call("GET", `/v1/auth/keys?${new URLSearchParams(await gw.signIn(account))}`);
+    expect(list.body.data[0].revoked_at).toEqual(expect.any(String));
+  });
+
+  test("revoking another wallet's key is 404 and leaves it active", async () => {
+    const victim = await gw.newWallet(1);
+    const attacker = newAccount();
+    const res = await gw.call("DELETE", `/v1/auth/keys/${victim.keyId}`, await gw.signIn(attacker));
+    expect(res).toMatchObject({ status: 404, body: { error: "NOT_FOUND" } });
+    const chat = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "x" }] }, {
+      authorization: `Bearer ${victim.key}`,
+    });
+    expect(chat.status).toBe(200);
+  });
+
+  test("usage of a wallet with another wallet's key or SIWE is 401", async () => {
+    const a = await gw.newWallet(1);
+    const b = await gw.newWallet(1);
+    expect(await gw.call("GET", `/v1/usage/${a.wallet}`, undefined, { authorization: `Bearer ${b.key}` })).toMatchObject({
+      status: 401,
+      body: { error: "UNAUTHORIZED" },
+    });
+    const q = new URLSearchParams(await gw.signIn(b.account));
+    expect(await gw.call("GET", `/v1/usage/${a.wallet}?${q}`)).toMatchObject({ status: 401 });
+    expect(await gw.call("GET", `/v1/usage/${a.wallet}`)).toMatchObject({ status: 401 });
+  });
+});
