@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
+import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
 import type { LogLevel } from "./log.ts";
 
@@ -85,13 +86,13 @@ export function loadConfig(env: Env = process.env): Config {
   const host = env.HOST || "0.0.0.0";
   const deployment = oneOf(env, "DEPLOYMENT", ["production", "staging", "local"] as const, "local");
   const chainId = int(env, "CHAIN_ID", DEFAULT_CHAIN[deployment], 1, 2 ** 32);
-  // Unset: ./config/models.json, else the catalog shipped beside the code (running from another directory).
-  let modelsFile = resolve(env.MODELS_FILE || "config/models.json");
-  if (!env.MODELS_FILE && !existsSync(modelsFile)) modelsFile = join(import.meta.dir, "../config/models.json");
+  // Unset: ./config/models.json, else the catalog built into the program (another directory, compiled binary).
+  const modelsFile = resolve(env.MODELS_FILE || "config/models.json");
+  const builtIn = !env.MODELS_FILE && !existsSync(modelsFile);
 
   let catalog: Catalog;
   try {
-    catalog = parseCatalog(JSON.parse(readFileSync(modelsFile, "utf8")), env);
+    catalog = parseCatalog(builtIn ? defaultCatalog : JSON.parse(readFileSync(modelsFile, "utf8")), env);
   } catch (e) {
     const why = e instanceof CatalogError ? e.message : e instanceof SyntaxError ? `invalid JSON (${e.message})` : "cannot be read";
     throw new ConfigError("MODELS_FILE", `${modelsFile}: ${why}`);

@@ -2,6 +2,10 @@ import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { connect } from "node:net";
 import { join } from "node:path";
+// Imported as files so `bun build --compile` embeds PGlite's runtime in the binary (it cannot find them on disk).
+import initdbWasm from "@electric-sql/pglite/initdb.wasm" with { type: "file" };
+import pgliteData from "@electric-sql/pglite/pglite.data" with { type: "file" };
+import pgliteWasm from "@electric-sql/pglite/pglite.wasm" with { type: "file" };
 
 /** An embedded Postgres (PGlite) served on a unix socket so postgres.js talks to it unchanged. */
 export interface EmbeddedPostgres {
@@ -35,7 +39,15 @@ export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostg
 
   const { PGlite } = await import("@electric-sql/pglite");
   const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
-  const db = await PGlite.create(dir ? join(dir, "pgdata") : undefined);
+  const [pgliteWasmModule, initdbWasmModule] = await Promise.all(
+    [pgliteWasm, initdbWasm].map(async (f) => WebAssembly.compile(await Bun.file(f).arrayBuffer())),
+  );
+  const db = await PGlite.create({
+    dataDir: dir ? join(dir, "pgdata") : undefined,
+    pgliteWasmModule,
+    initdbWasmModule,
+    fsBundle: Bun.file(pgliteData),
+  });
   const server = new PGLiteSocketServer({ db, path: socket, maxConnections: 16 });
   await server.start();
   return {

@@ -1,11 +1,14 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import type { Redis } from "ioredis";
+import credit from "../../lua/credit-2.lua" with { type: "text" };
+import release from "../../lua/release-6.lua" with { type: "text" };
+import reserve from "../../lua/reserve-6.lua" with { type: "text" };
+import settle from "../../lua/settle-6.lua" with { type: "text" };
 
-const LUA_DIR = join(import.meta.dir, "../../lua");
+// Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name.
+const SOURCES = { "reserve-6.lua": reserve, "settle-6.lua": settle, "release-6.lua": release, "credit-2.lua": credit } as const;
 
-/** The ledger's Lua scripts by name; the key count is read from the `name-<numKeys>.lua` file name. */
-export const SCRIPT_FILES = ["reserve-6.lua", "settle-6.lua", "release-6.lua", "credit-2.lua"] as const;
+/** The ledger's Lua scripts by file name. */
+export const SCRIPT_FILES = Object.keys(SOURCES) as (keyof typeof SOURCES)[];
 
 export interface LedgerScripts {
   reserve(...args: (string | number)[]): Promise<[number, number | string, number?]>;
@@ -15,8 +18,8 @@ export interface LedgerScripts {
 }
 
 /** Source of a script as shipped (tests pin its SHA1). */
-export function scriptSource(file: string): string {
-  return readFileSync(join(LUA_DIR, file), "utf8");
+export function scriptSource(file: keyof typeof SOURCES): string {
+  return SOURCES[file];
 }
 
 /**

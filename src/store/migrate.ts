@@ -1,17 +1,16 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import init from "../../migrations/001_init.sql" with { type: "text" };
 import type { Sql } from "./db.ts";
 
-const MIGRATIONS_DIR = join(import.meta.dir, "../../migrations");
+/** Every migration in order, imported as text so a compiled binary carries them (a test checks the folder). */
+export const MIGRATIONS: [name: string, sql: string][] = [["001_init.sql", init]];
 
 /** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */
 export async function migrate(sql: Sql): Promise<string[]> {
   await sql`CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`;
   const done = new Set((await sql<{ version: string }[]>`SELECT version FROM schema_migrations`).map((r) => r.version));
   const applied: string[] = [];
-  for (const file of readdirSync(MIGRATIONS_DIR).filter((f) => /^\d+_.*\.sql$/.test(f)).sort()) {
+  for (const [file, text] of MIGRATIONS) {
     if (done.has(file)) continue;
-    const text = readFileSync(join(MIGRATIONS_DIR, file), "utf8");
     await sql.begin(async (tx) => {
       // Serialises concurrent starters: the second waits, then finds the version recorded and skips.
       await tx`LOCK TABLE schema_migrations IN EXCLUSIVE MODE`;

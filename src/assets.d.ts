@@ -1,0 +1,17 @@
+// Lua scripts and SQL migrations are imported as text so `bun build --compile` embeds them in the binary.
+declare module "*.lua" {
+  const source: string;
+  export default source;
+}
+declare module "*.sql" {
+  const source: string;
+  export default source;
+}
+declare module "*.wasm" {
+  const path: string;
+  export default path;
+}
+declare module "*.data" {
+  const path: string;
+  export default path;
+}
