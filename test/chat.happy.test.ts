@@ -147,3 +147,30 @@ describe("chat completions, happy paths", () => {
     expect(await gw.call("GET", "/health")).toMatchObject({ status: 200, body: { status: "ok" } });
   });
 });
+
+describe("client disconnect", () => {
+  test("a client that aborts mid-stream is charged for what was produced; the hold is gone", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const res = await gw.handle(
+      new Request("https://gateway.test/v1/chat/completions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "standin/drip", messages, stream: true }),
+      }),
+    );
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toContain('"role":"assistant"');
+    expect((await gw.ledgerState(wallet)).locked).toBeGreaterThan(0);
+    // cancel() resolves once the gateway has stopped the provider and settled the hold.
+    await reader.cancel();
+
+    const state = await gw.ledgerState(wallet);
+    expect(state.locked).toBe(0);
+    expect(state.balance).toBeLessThan(10_000_000);
+    await gw.services.flusher.drain();
+    const rows = await pgCharges(wallet);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.amount_usdc).toBe(10_000_000 - state.balance);
+  });
+});

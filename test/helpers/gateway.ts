@@ -28,7 +28,7 @@ function catalog(standinUrl: string) {
     costPromptPer1M: 2,
     costCompletionPer1M: 8,
   });
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error"];
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip"];
   return {
     providers: {
       standin: { type: "openai", baseUrl: standinUrl, apiKeyEnv: "STANDIN_KEY" },

@@ -2,6 +2,7 @@
  * A local model provider speaking OpenAI's chat-completions wire format (JSON, SSE with the usage chunk, error
  * bodies). The upstream model name picks the behaviour, so tests need no shared mutable state:
  *   echo (default) · no-usage · fail-400 · fail-429 · fail-500 · garbage · slow · stream-break · stream-error
+ *   · drip (stream words 50 ms apart)
  * Usage is deterministic: prompt_tokens = 10 × messages + 1, completion_tokens = words of the reply.
  */
 export const REPLY_WORDS = ["Hello", " from", " the", " stand", "-in"];
@@ -73,6 +74,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
               ctrl.enqueue(enc.encode(`data: ${JSON.stringify({ error: { message: "overloaded", type: "server_error" } })}\n\n`));
               return ctrl.close();
             }
+            if (mode === "drip" && i > 0) await sleep(50);
             ctrl.enqueue(enc.encode(chunk({ content: w })));
           }
           ctrl.enqueue(enc.encode(chunk({}, "stop")));

@@ -130,6 +130,7 @@ export class ChatService {
 
     const finish = async (ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean) => {
       clearTimeout(idle);
+      if (resolved) return; // the client cancelled first; cancel() resolved the hold
       resolved = true;
       if (ok) await this.settle(call, usage ?? this.estimate(call, generated));
       else {
