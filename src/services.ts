@@ -4,7 +4,7 @@ import { SiweVerifier } from "./auth/siwe.ts";
 import type { Config } from "./config.ts";
 import { LedgerKeys } from "./ledger/keys.ts";
 import { Ledger } from "./ledger/ledger.ts";
-import { defineScripts, type LedgerScripts } from "./ledger/scripts.ts";
+import { LedgerScripts } from "./ledger/scripts.ts";
 import { log } from "./log.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
@@ -23,7 +23,10 @@ export interface Connections {
 /** Every service, built once and injected into the routes (main and tests build the same thing). */
 export interface Services {
   config: Config;
-  redis: Redis & LedgerScripts;
+  /** ioredis: everything off the hot path (keys, SIWE replay guard, rebuild). */
+  redis: Redis;
+  /** Bun's native client: the Lua ledger scripts and the outbox reads. */
+  scripts: LedgerScripts;
   sql: Sql;
   ledger: Ledger;
   apiKeyAuth: ApiKeyAuth;
@@ -44,21 +47,26 @@ const SWEEP_INTERVAL_MS = 5_000;
 export async function buildServices(config: Config, conn: Connections): Promise<Services> {
   const sql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path });
   await migrate(sql);
-  const redis = defineScripts(new Redis(conn.redis, { maxRetriesPerRequest: 3, enableAutoPipelining: true }));
+  const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3 });
+  const scripts = LedgerScripts.connect(conn.redis);
   const ledgerKeys = new LedgerKeys(config.ledgerShards);
   await ensureLedger(redis, sql, ledgerKeys);
 
-  const ledger = new Ledger(redis, ledgerKeys, config);
+  const ledger = new Ledger(redis, scripts, ledgerKeys, config);
   const apiKeyAuth = new ApiKeyAuth(redis, sql, ledger);
   const credits = new Credits(sql, ledger);
   await credits.reapplyPending();
-  const flusher = new Flusher(redis, sql, ledgerKeys, () => credits.reapplyPending());
+  const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
+    onIdle: () => credits.reapplyPending(),
+    onRedisLost: () => ensureLedger(redis, sql, ledgerKeys),
+  });
   await flusher.init();
 
   let sweeper: ReturnType<typeof setInterval> | undefined;
   return {
     config,
     redis,
+    scripts,
     sql,
     ledger,
     apiKeyAuth,
@@ -77,6 +85,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
       clearInterval(sweeper);
       await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
       redis.disconnect();
+      scripts.close();
       await sql.end({ timeout: 5 });
     },
   };

@@ -180,7 +180,7 @@ describe("flusher", () => {
     expect(await outboxLength()).toBe(3);
 
     // host-a restarts under the same consumer name: its pending entries come first, insert nothing new.
-    const restarted = new Flusher(redis, gw.services.sql, gw.services.ledger.keys, async () => {}, "host-a");
+    const restarted = new Flusher(gw.services.scripts.client, gw.services.sql, gw.services.ledger.keys, {}, "host-a");
     await restarted.init();
     await restarted.drain();
     expect(await pendingCount()).toBe(0);
@@ -300,6 +300,29 @@ describe("rebuild of a lost Redis from Postgres", () => {
     const charges = (await rows(wallet)).filter((r) => r.type === "charge");
     expect(charges).toHaveLength(6);
     expect(charges.filter((r) => r.api_key_id === keyId)).toHaveLength(5);
+  });
+});
+
+describe("Redis losing its data while the gateway runs", () => {
+  test("the next flusher round notices (NOGROUP), rebuilds the ledger from Postgres, and requests work again", async () => {
+    const { services } = gw;
+    const { wallet, key } = await gw.newWallet(2);
+    await chat(key, 2);
+    await services.flusher.drain();
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 2 * CHARGE, locked: 0 });
+
+    await services.redis.flushall();
+    // Until the rebuild, the key's state is unknown: refused, nothing held or charged.
+    expect(await chatStatus(key, "standin/echo")).toBe(401);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
+
+    await services.flusher.drain();
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 2 * CHARGE, locked: 0 });
+    await chat(key, 1);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 3 * CHARGE, locked: 0 });
+    await services.flusher.drain();
+    expect(await outboxLength()).toBe(0);
+    expect((await rows(wallet)).filter((r) => r.type === "charge")).toHaveLength(3);
   });
 });
 

@@ -11,7 +11,7 @@ import { Redis } from "ioredis";
 import { ApiError } from "../src/errors.ts";
 import { LedgerKeys } from "../src/ledger/keys.ts";
 import { Ledger, type KeyPrincipal } from "../src/ledger/ledger.ts";
-import { defineScripts, type LedgerScripts } from "../src/ledger/scripts.ts";
+import { LedgerScripts } from "../src/ledger/scripts.ts";
 import { writeKeyState } from "../src/store/rebuild.ts";
 import { privateRedis } from "./helpers/services.ts";
 
@@ -102,13 +102,15 @@ const lockedOfKey = (k: KeyM) => liveHolds().filter((h) => h.key === k).reduce((
 // ---- the system under test -----------------------------------------------------------------------------
 
 let server: Awaited<ReturnType<typeof privateRedis>>;
-let redis: Redis & LedgerScripts;
+let redis: Redis;
+let scripts: LedgerScripts;
 let ledger: Ledger;
 
 beforeAll(async () => {
   server = await privateRedis();
-  redis = defineScripts(new Redis(server.socket));
-  ledger = new Ledger(redis, keys, { rateLimitRequests: 1e9, rateLimitWindowMs: 60_000, holdTtlMs: HOLD_TTL_MS });
+  redis = new Redis(server.socket);
+  scripts = LedgerScripts.connect(server.socket);
+  ledger = new Ledger(redis, scripts, keys, { rateLimitRequests: 1e9, rateLimitWindowMs: 60_000, holdTtlMs: HOLD_TTL_MS });
   // Two keys per wallet, one of them with a budget; written as KeyService.create writes them.
   let id = 1;
   for (const w of wallets) {
@@ -122,6 +124,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   redis?.disconnect();
+  scripts?.close();
   await server?.stop();
 });
 
@@ -130,7 +133,7 @@ const holdKeys = (h: HoldM) => {
   return [h.key.p.walletKey, h.key.p.apiKeyKey, keys.holds(s), keys.holdDetails(s), keys.holdResolution(s, h.id), keys.outbox(s)];
 };
 
-/** What the model says reserve must do, given the checks' order in reserve-6.lua. */
+/** What the model says reserve must do, given the checks' order in reserve-7.lua. */
 function expectedReserve(k: KeyM, holdId: string, amount: number):
   | { ok: true; available: number; fresh: boolean }
   | { ok: false; code: "UNAUTHORIZED" | "KEY_BUDGET_EXCEEDED" | "INSUFFICIENT_BALANCE"; extra?: Record<string, number> } {
@@ -197,7 +200,7 @@ async function settleAndCheck(h: HoldM, charge: number): Promise<string> {
 }
 
 async function releaseAndCheck(h: HoldM): Promise<string> {
-  const r = await redis.release(...holdKeys(h), h.id, "release", MARKER_TTL_S);
+  const r = await scripts.release(...holdKeys(h), h.id, "release", MARKER_TTL_S);
   if (h.state === "live") {
     expect(r).toEqual([1, h.amount]);
     h.state = "released";
@@ -333,6 +336,19 @@ const steps: Step[] = [
     },
   },
   {
+    name: "reserve-resolved",
+    weight: 3,
+    async run() {
+      const h = pickResolved();
+      if (!h || h.key.revoked) return null;
+      // A settled, released or expired hold id never opens a hold again, and nothing changes (rate counters too).
+      const err = await ledger.reserve(h.key.p, h.id, int(1, 1000)).catch((e) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect((err as Error).message).toBe(`hold ${h.id} was already resolved`);
+      return { label: "reserve:resolved-hold", touched: [h] };
+    },
+  },
+  {
     name: "reserve-unknown-key",
     weight: 1,
     async run() {
@@ -415,7 +431,7 @@ const steps: Step[] = [
     async run() {
       const k = pick(keyList);
       const id = newHoldId();
-      const r = await redis.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S);
+      const r = await scripts.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S);
       expect(r).toEqual([0, "UNKNOWN_HOLD"]);
       return { label: "release:unknown-hold", touched: [] };
     },
@@ -448,7 +464,7 @@ const steps: Step[] = [
       if (live.length === 0) return null;
       const h = pick(live);
       // The sweeper's path on a hold whose expiry has not passed never touches it.
-      expect(await redis.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S)).toEqual([0, "LIVE"]);
+      expect(await scripts.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S)).toEqual([0, "LIVE"]);
       expect(await ledger.sweepExpired()).toBe(0);
       return { label: "expire:still-live", touched: [h] };
     },

@@ -9,7 +9,7 @@ import { SCRIPT_FILES, scriptSource } from "../src/ledger/scripts.ts";
  * Recompute with `sha1sum lua/*.lua`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-6.lua": "f600d5f1cd8b9402cdb4904e142cafe7812769cd",
+  "reserve-7.lua": "8ca28000f050be5e5f600468438c9e8012f5b12a",
   "settle-6.lua": "8441bf1ae8d0402a46ce4866687f31375c9681fd",
   "release-6.lua": "c367baa24cd06de3fe8bb49a12ea1964b815f05e",
   "credit-2.lua": "b1a9316363ccf70049993b72b9d19f4cb1b9ba48",

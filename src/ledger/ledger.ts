@@ -32,7 +32,8 @@ const RESOLUTION_TTL_S = 7 * 24 * 3600;
 /** The TypeScript face of the Lua ledger: one atomic script call per balance change. */
 export class Ledger {
   constructor(
-    readonly redis: Redis & LedgerScripts,
+    readonly redis: Redis,
+    readonly scripts: LedgerScripts,
     readonly keys: LedgerKeys,
     private readonly limits: LedgerLimits,
   ) {}
@@ -49,9 +50,9 @@ export class Ledger {
     const now = Date.now();
     const window = Math.floor(now / windowMs);
     const k = this.keys;
-    const r = await this.redis.reserve(
+    const r = await this.scripts.reserve(
       p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdDetails(p.shard),
-      k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1),
+      k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1), k.holdResolution(p.shard, holdId),
       holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${amount}|${p.wallet}|${p.keyId}`,
     );
     if (r[0] === 1) return { available: r[1] as number, rateRemaining: r[2] ?? 0 };
@@ -77,6 +78,9 @@ export class Ledger {
           required_usdc: amount,
           topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
         });
+      case "HOLD_RESOLVED":
+        // Hold ids are fresh per request; only a caller bug reuses one, and it must not reopen the hold.
+        throw new Error(`hold ${holdId} was already resolved`);
       default:
         throw new ApiError("UNAUTHORIZED");
     }
@@ -89,7 +93,7 @@ export class Ledger {
 
   /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry). */
   async settle(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<boolean> {
-    const r = await this.redis.settle(
+    const r = await this.scripts.settle(
       ...this.holdKeys(p, holdId),
       holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S,
     );
@@ -98,20 +102,20 @@ export class Ledger {
 
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
-    const r = await this.redis.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);
+    const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);
     return r[0] === 1;
   }
 
   /** Credits money that Postgres already recorded; idempotent by credit id. */
   async credit(wallet: string, creditId: string, amount: number): Promise<{ applied: boolean; balance: number }> {
     const shard = this.keys.shardOf(wallet);
-    const r = await this.redis.credit(this.keys.wallet(shard, wallet), this.keys.credited(shard), creditId, amount);
+    const r = await this.scripts.credit(this.keys.wallet(shard, wallet), this.keys.credited(shard), creditId, amount);
     return { applied: r[0] === 1, balance: r[1] };
   }
 
   /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
   async balance(wallet: string): Promise<{ balance: number; locked: number }> {
-    const [b, l] = await this.redis.hmget(this.keys.wallet(this.keys.shardOf(wallet), wallet), "balance", "locked");
+    const [b, l] = (await this.scripts.client.send("HMGET", [this.keys.wallet(this.keys.shardOf(wallet), wallet), "balance", "locked"])) as (string | null)[];
     return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
   }
 
@@ -127,7 +131,7 @@ export class Ledger {
         if (!details) continue;
         const [, wallet = "", keyId = ""] = details.split("|");
         const p = { shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
-        const r = await this.redis.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S);
+        const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S);
         if (r[0] === 1) released++;
       }
     }

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "bun";
 import type { LedgerKeys } from "../ledger/keys.ts";
 import { log } from "../log.ts";
 import type { Sql } from "./db.ts";
@@ -10,7 +10,8 @@ const BATCH = 500;
 const CLAIM_IDLE_MS = 60_000;
 
 type Entry = [id: string, fields: string[] | null];
-type StreamReply = [stream: string, entries: Entry[]][] | null;
+// XREADGROUP over RESP3 (Bun's client): stream name → entries, or null when nothing is there.
+type StreamReply = Record<string, Entry[]> | null;
 
 interface EventRow {
   event_id: string;
@@ -44,10 +45,22 @@ function toRow(fields: string[]): EventRow {
   };
 }
 
+/** What the flusher calls beside its own work. */
+export interface FlusherHooks {
+  /** Every 25th empty round: background repair (credits recorded in Postgres but not yet in Redis). */
+  onIdle?: () => Promise<unknown>;
+  /** Redis lost its data under us: rebuild the ledger from Postgres before flushing on. */
+  onRedisLost?: () => Promise<unknown>;
+}
+
 /**
  * Moves ledger events from the per-shard Redis outbox streams into Postgres: read through a consumer group,
  * insert the batch in one transaction (ON CONFLICT DO NOTHING on the event id), and only after COMMIT
- * XACK + XDEL. A crash anywhere redelivers, never loses, and never double-counts.
+ * XACK + XDEL. A crash anywhere redelivers, never loses, and never double-counts. A full batch is followed by
+ * the next one at once, so the outbox never grows faster than Postgres can take it.
+ *
+ * A Redis that lost its data while we run (NOGROUP) is noticed here: `onRedisLost` rebuilds the ledger from
+ * Postgres and the consumer groups are created again.
  */
 export class Flusher {
   private queue: Promise<unknown> = Promise.resolve();
@@ -57,10 +70,10 @@ export class Flusher {
   private readonly streams: string[];
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly sql: Sql,
     keys: LedgerKeys,
-    private readonly onIdle: () => Promise<unknown> = async () => {},
+    private readonly hooks: FlusherHooks = {},
     private readonly consumer = `${hostname()}-${process.pid}`,
   ) {
     this.streams = keys.allShards().map((s) => keys.outbox(s));
@@ -69,7 +82,7 @@ export class Flusher {
   /** Creates the consumer groups (from the start of each stream, so nothing written earlier is skipped). */
   async init(): Promise<void> {
     for (const s of this.streams) {
-      await this.redis.xgroup("CREATE", s, GROUP, "0", "MKSTREAM").catch((e: Error) => {
+      await this.redis.send("XGROUP", ["CREATE", s, GROUP, "0", "MKSTREAM"]).catch((e: Error) => {
         if (!e.message.includes("BUSYGROUP")) throw e;
       });
     }
@@ -79,13 +92,14 @@ export class Flusher {
   start(intervalMs = 200): void {
     this.stopped = false;
     const tick = async () => {
+      let n = 0;
       try {
-        const n = await this.flushOnce();
-        if (n === 0 && this.rounds % 25 === 0) await this.onIdle();
+        n = await this.flushOnce();
+        if (n === 0 && this.rounds % 25 === 0) await this.hooks.onIdle?.();
       } catch (e) {
         log.error("flusher round failed; it will retry", { error: e });
       }
-      if (!this.stopped) this.timer = setTimeout(tick, intervalMs);
+      if (!this.stopped) this.timer = setTimeout(tick, n >= BATCH ? 0 : intervalMs);
     };
     this.timer = setTimeout(tick, intervalMs);
   }
@@ -111,7 +125,16 @@ export class Flusher {
 
   private async round(): Promise<number> {
     this.rounds++;
-    let batch = await this.read("0");
+    let batch: [string, string, string[] | null][];
+    try {
+      batch = await this.read("0");
+    } catch (e) {
+      if (!(e instanceof Error && e.message.startsWith("NOGROUP"))) throw e;
+      log.error("Redis lost the outbox consumer groups (data loss or FLUSHALL); rebuilding the ledger from Postgres");
+      await this.hooks.onRedisLost?.();
+      await this.init();
+      batch = await this.read("0");
+    }
     if (this.rounds % 50 === 0) batch = batch.concat(await this.claimStale());
     if (batch.length === 0) batch = await this.read(">");
     if (batch.length === 0) return 0;
@@ -121,26 +144,32 @@ export class Flusher {
       await this.sql`INSERT INTO ledger_events ${this.sql(rows)} ON CONFLICT (event_id) DO NOTHING`;
     }
     const byStream = new Map<string, string[]>();
-    for (const [stream, id] of batch) byStream.set(stream, [...(byStream.get(stream) ?? []), id]);
-    const p = this.redis.pipeline();
-    for (const [stream, ids] of byStream) p.xack(stream, GROUP, ...ids).xdel(stream, ...ids);
-    await p.exec();
+    for (const [stream, id] of batch) {
+      const ids = byStream.get(stream);
+      if (ids) ids.push(id);
+      else byStream.set(stream, [id]);
+    }
+    const acks: Promise<unknown>[] = [];
+    for (const [stream, ids] of byStream) {
+      acks.push(this.redis.send("XACK", [stream, GROUP, ...ids]), this.redis.send("XDEL", [stream, ...ids]));
+    }
+    await Promise.all(acks);
     return batch.length;
   }
 
   private async read(from: "0" | ">"): Promise<[string, string, string[] | null][]> {
-    const reply = (await this.redis.xreadgroup(
-      "GROUP", GROUP, this.consumer, "COUNT", BATCH, "STREAMS", ...this.streams, ...this.streams.map(() => from),
-    )) as StreamReply;
+    const reply = (await this.redis.send("XREADGROUP", [
+      "GROUP", GROUP, this.consumer, "COUNT", String(BATCH), "STREAMS", ...this.streams, ...this.streams.map(() => from),
+    ])) as StreamReply;
     const out: [string, string, string[] | null][] = [];
-    for (const [stream, entries] of reply ?? []) for (const [id, fields] of entries) out.push([stream, id, fields]);
+    for (const stream in reply ?? {}) for (const [id, fields] of reply![stream]!) out.push([stream, id, fields]);
     return out;
   }
 
   private async claimStale(): Promise<[string, string, string[] | null][]> {
     const out: [string, string, string[] | null][] = [];
     for (const s of this.streams) {
-      const [, entries] = (await this.redis.xautoclaim(s, GROUP, this.consumer, CLAIM_IDLE_MS, "0-0", "COUNT", BATCH)) as [string, Entry[]];
+      const [, entries] = (await this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(CLAIM_IDLE_MS), "0-0", "COUNT", String(BATCH)])) as [string, Entry[]];
       for (const [id, fields] of entries) out.push([s, id, fields]);
     }
     return out;

@@ -2,7 +2,8 @@
   Reserve credit for one inference request: the only gate on the chat path.
   Checks, in this order, and changes nothing unless all pass (a rate-limit pass is still counted):
   key not revoked, per-wallet sliding-window rate limit, key budget, wallet available credit.
-  Then it opens a hold that settle-6 / release-6 resolve exactly once, or the sweeper expires.
+  Then it opens a hold that settle-6 / release-6 resolve exactly once, or the sweeper expires. A hold id that
+  was already resolved is refused, so a retried reserve can never reopen a posted or voided hold.
 
   KEYS[1] wallet hash          gw:{sNN}:w:<wallet>      balance, locked
   KEYS[2] api key hash         gw:{sNN}:k:<keyId>       revoked, budget, spent, locked, counters
@@ -10,6 +11,7 @@
   KEYS[4] hold details hash    gw:{sNN}:hold            holdId -> "amount|wallet|keyId"
   KEYS[5] rate counter, current window    gw:{sNN}:rl:<wallet>:<n>
   KEYS[6] rate counter, previous window   gw:{sNN}:rl:<wallet>:<n-1>
+  KEYS[7] resolution marker of this hold  gw:{sNN}:hd:<holdId>
 
   ARGV[1] hold id (unique per request; a retry with the same id reserves nothing twice)
   ARGV[2] amount to hold, µUSDC
@@ -22,6 +24,7 @@
   Returns
     {1, available_after, rate_remaining}   held
     {0, 'UNAUTHORIZED'}                    key unknown or revoked
+    {0, 'HOLD_RESOLVED'}                   this hold id was settled, released or expired before
     {0, 'RATE_LIMITED', retry_after_ms}
     {0, 'KEY_BUDGET_EXCEEDED', budget_left}
     {0, 'INSUFFICIENT_BALANCE', available}
@@ -36,6 +39,7 @@ if redis.call('HEXISTS', KEYS[4], id) == 1 then
   local w = redis.call('HMGET', KEYS[1], 'balance', 'locked')
   return {1, (tonumber(w[1]) or 0) - (tonumber(w[2]) or 0), 0}
 end
+if redis.call('EXISTS', KEYS[7]) == 1 then return {0, 'HOLD_RESOLVED'} end
 
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
