@@ -4,7 +4,8 @@
   live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-6.
 
   KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset  KEYS[4] hold details hash
-  KEYS[5] resolution marker  KEYS[6] outbox stream
+  KEYS[5] resolution marker  KEYS[6] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON,
+  the same shape as settle-6's charge event)
   ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s
 
   Returns {1, amount_released}
@@ -29,6 +30,7 @@ redis.call('HDEL', KEYS[4], id)
 local state = 'released'
 if ARGV[2] == 'expire' then state = 'expired' end
 redis.call('SET', KEYS[5], state, 'EX', tonumber(ARGV[3]))
-redis.call('XADD', KEYS[6], '*', 'type', ARGV[2], 'hold', id, 'wallet', wallet, 'key', keyId,
-  'amount', amount, 'at', now)
+redis.call('XADD', KEYS[6], '*', 'e', '{"type":"' .. ARGV[2] .. '","hold":' .. cjson.encode(id) .. ',"wallet":'
+  .. cjson.encode(wallet) .. ',"key":' .. string.format('%d', tonumber(keyId)) .. ',"amount":' .. string.format('%d', amount)
+  .. ',"at":' .. string.format('%d', now) .. '}')
 return {1, amount}

@@ -10,8 +10,8 @@ import { SCRIPT_FILES, scriptSource } from "../src/ledger/scripts.ts";
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-7.lua": "8ca28000f050be5e5f600468438c9e8012f5b12a",
-  "settle-6.lua": "8441bf1ae8d0402a46ce4866687f31375c9681fd",
-  "release-6.lua": "c367baa24cd06de3fe8bb49a12ea1964b815f05e",
+  "settle-6.lua": "ba58ec195eceba36c01bb9c902ff2ca1c91bc58b",
+  "release-6.lua": "d7d5d0b10ff676f6084c2a4fc8bd2632bad03438",
   "credit-2.lua": "b1a9316363ccf70049993b72b9d19f4cb1b9ba48",
 };
 

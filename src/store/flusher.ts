@@ -13,36 +13,24 @@ type Entry = [id: string, fields: string[] | null];
 // XREADGROUP over RESP3 (Bun's client): stream name → entries, or null when nothing is there.
 type StreamReply = Record<string, Entry[]> | null;
 
-interface EventRow {
-  event_id: string;
-  type: string;
-  hold_id: string;
-  wallet: string;
-  api_key_id: number;
-  model: string | null;
-  amount_usdc: number;
-  cost_usd_micro: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  occurred_at: Date;
-}
+/**
+ * One statement per batch: the outbox entries are already JSON objects (settle-6 / release-6 write them), so the
+ * batch goes to Postgres as a single json parameter, never parsed or re-serialised here.
+ */
+const INSERT_EVENTS = `
+  INSERT INTO ledger_events (event_id, type, hold_id, wallet, api_key_id, model, amount_usdc, cost_usd_micro,
+                             prompt_tokens, completion_tokens, occurred_at)
+  SELECT e.type || ':' || e.hold, e.type, e.hold, e.wallet, e.key, e.model, e.amount, COALESCE(e.cost, 0),
+         COALESCE(e.pt, 0), COALESCE(e.ct, 0), to_timestamp(e.at / 1000.0)
+  FROM json_to_recordset($1::text::json) AS e(type text, hold text, wallet text, key bigint, model text, amount bigint,
+                                        cost bigint, pt integer, ct integer, at bigint)
+  ON CONFLICT (event_id) DO NOTHING`;
 
-function toRow(fields: string[]): EventRow {
-  const f: Record<string, string> = {};
-  for (let i = 0; i < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
-  return {
-    event_id: `${f.type}:${f.hold}`,
-    type: f.type!,
-    hold_id: f.hold!,
-    wallet: f.wallet!,
-    api_key_id: Number(f.key),
-    model: f.model ?? null,
-    amount_usdc: Number(f.amount),
-    cost_usd_micro: Number(f.cost ?? 0),
-    prompt_tokens: Number(f.pt ?? 0),
-    completion_tokens: Number(f.ct ?? 0),
-    occurred_at: new Date(Number(f.at)),
-  };
+/** The event JSON of an outbox entry's field list (`e <json>`); null for an entry deleted meanwhile. */
+function eventJson(fields: string[] | null): string | null {
+  if (!fields) return null;
+  for (let i = 0; i < fields.length; i += 2) if (fields[i] === "e") return fields[i + 1]!;
+  return null;
 }
 
 /** What the flusher calls beside its own work. */
@@ -139,10 +127,12 @@ export class Flusher {
     if (batch.length === 0) batch = await this.read(">");
     if (batch.length === 0) return 0;
 
-    const rows = batch.flatMap(([, , fields]) => (fields ? [toRow(fields)] : []));
-    if (rows.length > 0) {
-      await this.sql`INSERT INTO ledger_events ${this.sql(rows)} ON CONFLICT (event_id) DO NOTHING`;
+    const events: string[] = [];
+    for (const [, , fields] of batch) {
+      const json = eventJson(fields);
+      if (json) events.push(json);
     }
+    if (events.length > 0) await this.sql.unsafe(INSERT_EVENTS, [`[${events.join(",")}]`]);
     const byStream = new Map<string, string[]>();
     for (const [stream, id] of batch) {
       const ids = byStream.get(stream);
