@@ -5,7 +5,7 @@ import { usageFor } from "./helpers/openaiStandin.ts";
 let gw: TestGateway;
 beforeAll(async () => {
   gw = await startGateway();
-});
+}, 60_000); // PGlite can take several seconds to start on a busy machine
 afterAll(async () => {
   await gw.close();
 });

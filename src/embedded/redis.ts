@@ -7,6 +7,8 @@ import { Redis } from "ioredis";
 export interface EmbeddedRedis {
   /** Unix socket path, usable as ioredis' first argument. */
   socket: string;
+  /** False when another process's redis-server already served this data dir and we joined it. */
+  started: boolean;
   /** Stops the child if this process started it; a shared one is left running for its owner. */
   stop(): Promise<void>;
 }
@@ -31,7 +33,7 @@ async function ping(socket: string): Promise<boolean> {
 export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean } = {}): Promise<EmbeddedRedis> {
   mkdirSync(dir, { recursive: true });
   const socket = join(dir, "redis.sock");
-  if (await ping(socket)) return { socket, stop: async () => {} };
+  if (await ping(socket)) return { socket, started: false, stop: async () => {} };
   rmSync(socket, { force: true });
 
   const persist = opts.persist ?? true;
@@ -51,6 +53,7 @@ export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean 
     if (await ping(socket)) {
       return {
         socket,
+        started: true,
         stop: async () => {
           if (child.exitCode !== null) return;
           child.kill("SIGTERM"); // redis-server flushes the AOF on SIGTERM
