@@ -48,7 +48,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const sql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path });
   await migrate(sql);
   const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3 });
-  const scripts = LedgerScripts.connect(conn.redis);
+  const scripts = await LedgerScripts.connect(conn.redis);
   const ledgerKeys = new LedgerKeys(config.ledgerShards);
   await ensureLedger(redis, sql, ledgerKeys);
 
@@ -62,6 +62,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   });
   await flusher.init();
 
+  const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs);
   let sweeper: ReturnType<typeof setInterval> | undefined;
   return {
     config,
@@ -73,7 +74,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     siwe: new SiweVerifier(redis, ledgerKeys, { domain: config.siweDomain, chainIds: config.siweChainIds }),
     credits,
     keys: new KeyService(sql, redis, ledger),
-    chat: new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs),
+    chat,
     flusher,
     startBackground() {
       flusher.start();
@@ -83,6 +84,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     },
     async close() {
       clearInterval(sweeper);
+      await chat.idle();
       await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
       redis.disconnect();
       scripts.close();

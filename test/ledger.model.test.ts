@@ -109,7 +109,7 @@ let ledger: Ledger;
 beforeAll(async () => {
   server = await privateRedis();
   redis = new Redis(server.socket);
-  scripts = LedgerScripts.connect(server.socket);
+  scripts = await LedgerScripts.connect(server.socket);
   ledger = new Ledger(redis, scripts, keys, { rateLimitRequests: 1e9, rateLimitWindowMs: 60_000, holdTtlMs: HOLD_TTL_MS });
   // Two keys per wallet, one of them with a budget; written as KeyService.create writes them.
   let id = 1;

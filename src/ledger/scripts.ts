@@ -51,11 +51,22 @@ export class LedgerScripts {
     credit: script("credit-2.lua"),
   };
 
-  constructor(readonly client: RedisClient) {}
+  constructor(readonly client: RedisClient) {
+    // A restarted Redis has lost its script cache: load again on every (re)connect, so the EVALSHA fallback
+    // stays rare. (The fallback re-sends as EVAL after the NOSCRIPT reply, behind commands queued meanwhile.)
+    client.onconnect = () => void this.load().catch(() => {});
+  }
 
   /** Connects to a Redis URL or unix socket path; reconnects by itself after Redis restarts. */
-  static connect(target: string): LedgerScripts {
-    return new LedgerScripts(new RedisClient(bunRedisUrl(target), { autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: true }));
+  static async connect(target: string): Promise<LedgerScripts> {
+    const scripts = new LedgerScripts(new RedisClient(bunRedisUrl(target), { autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: true }));
+    await scripts.load();
+    return scripts;
+  }
+
+  /** SCRIPT LOAD of every script, so the first EVALSHA finds it. */
+  async load(): Promise<void> {
+    await Promise.all(Object.values(this.scripts).map((s) => this.client.send("SCRIPT", ["LOAD", s.source])));
   }
 
   /** reserve-7.lua: {1, available, rate_remaining} | {0, reason, detail?}. */

@@ -40,6 +40,8 @@ function isTimeout(e: unknown): boolean {
  * then settle the actual usage or release the hold (one Redis call). Nothing else touches Redis on this path.
  */
 export class ChatService {
+  private readonly settling = new Set<Promise<void>>();
+
   constructor(
     private readonly auth: ApiKeyAuth,
     private readonly ledger: Ledger,
@@ -97,7 +99,7 @@ export class ChatService {
       log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
       throw new ApiError("UPSTREAM_ERROR");
     }
-    await this.settle(call, parsed.usage ?? this.estimate(call, parsed.generated));
+    this.settleBehind(call, parsed.usage ?? this.estimate(call, parsed.generated));
     return new Response(parsed.json, { headers: { "content-type": "application/json", ...call.headers } });
   }
 
@@ -201,7 +203,24 @@ export class ChatService {
     return { prompt_tokens: call.promptBound, completion_tokens: estimateTokens(generated) };
   }
 
-  private async settle(call: Call, usage: Usage): Promise<void> {
+  /**
+   * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
+   * command is queued on the ledger's Redis connection before the response leaves, so a balance read that
+   * follows the response on that connection sees the charge. Saves one Redis round trip of added latency.
+   */
+  private settleBehind(call: Call, usage: Usage): void {
+    const p: Promise<void> = this.settle(call, usage, SETTLE_ATTEMPTS_BEHIND)
+      .catch(() => {}) // logged by retry(); the hold stays for the sweeper
+      .finally(() => this.settling.delete(p));
+    this.settling.add(p);
+  }
+
+  /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */
+  async idle(): Promise<void> {
+    while (this.settling.size > 0) await Promise.all(this.settling);
+  }
+
+  private async settle(call: Call, usage: Usage, attempts = SETTLE_ATTEMPTS): Promise<void> {
     const charge = billedMicro(call.model, usage);
     const details: ChargeDetails = {
       promptTokens: usage.prompt_tokens,
@@ -209,7 +228,7 @@ export class ChatService {
       costMicro: costMicro(call.model, usage),
       model: call.model.id,
     };
-    await retry("settle", () => this.ledger.settle(call.principal, call.holdId, charge, details), { hold: call.holdId, charge });
+    await retry("settle", () => this.ledger.settle(call.principal, call.holdId, charge, details), { hold: call.holdId, charge }, attempts);
   }
 
   private async release(call: Call): Promise<void> {
@@ -219,17 +238,22 @@ export class ChatService {
   }
 }
 
-/** Retries a ledger call a few times (it is idempotent by hold id); a settle must not be lost to a blip. */
-async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>): Promise<T> {
+// A settle the client waits for gives up after ~1 s; one behind the answer keeps trying for ~1 min (a late
+// settle still charges after the sweeper expired the hold, so a Redis outage of that length loses nothing).
+const SETTLE_ATTEMPTS = 5;
+const SETTLE_ATTEMPTS_BEHIND = 35;
+
+/** Retries a ledger call (it is idempotent by hold id) with capped backoff; a settle must not be lost to a blip. */
+async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>, attempts = 5): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await fn();
     } catch (e) {
-      if (attempt >= 5) {
+      if (attempt >= attempts) {
         log.error(`ledger ${what} failed; hold left for the sweeper`, { ...ctx, error: e });
         throw e;
       }
-      await Bun.sleep(20 * 2 ** attempt);
+      await Bun.sleep(Math.min(2_000, 20 * 2 ** attempt));
     }
   }
 }
