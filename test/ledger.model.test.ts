@@ -130,10 +130,10 @@ afterAll(async () => {
 
 const holdKeys = (h: HoldM) => {
   const s = h.key.p.shard;
-  return [h.key.p.walletKey, h.key.p.apiKeyKey, keys.holds(s), keys.holdDetails(s), keys.holdResolution(s, h.id), keys.outbox(s)];
+  return [h.key.p.walletKey, h.key.p.apiKeyKey, keys.holds(s), keys.holdMarker(s, h.id), keys.outbox(s)];
 };
 
-/** What the model says reserve must do, given the checks' order in reserve-7.lua. */
+/** What the model says reserve must do, given the checks' order in reserve-6.lua. */
 function expectedReserve(k: KeyM, holdId: string, amount: number):
   | { ok: true; available: number; fresh: boolean }
   | { ok: false; code: "UNAUTHORIZED" | "KEY_BUDGET_EXCEEDED" | "INSUFFICIENT_BALANCE"; extra?: Record<string, number> } {
@@ -217,8 +217,8 @@ async function checkAll(touched: HoldM[]) {
   const p = redis.pipeline();
   for (const w of wallets) p.hmget(keys.wallet(w.shard, w.addr), "balance", "locked");
   for (const k of keyList) p.hmget(k.p.apiKeyKey, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
-  for (const s of keys.allShards()) p.zcard(keys.holds(s)).hlen(keys.holdDetails(s)).xlen(keys.outbox(s));
-  for (const h of touched) p.get(keys.holdResolution(h.key.p.shard, h.id)).zscore(keys.holds(h.key.p.shard), h.id).hget(keys.holdDetails(h.key.p.shard), h.id);
+  for (const s of keys.allShards()) p.zcard(keys.holds(s)).xlen(keys.outbox(s));
+  for (const h of touched) p.get(keys.holdMarker(h.key.p.shard, h.id)).zscore(keys.holds(h.key.p.shard), h.id);
   const res = (await p.exec())!.map(([err, v]) => {
     if (err) throw err;
     return v;
@@ -251,17 +251,15 @@ async function checkAll(touched: HoldM[]) {
   }
   for (const s of keys.allShards()) {
     const live = liveHolds().filter((h) => h.key.p.shard === s).length;
-    expect({ shard: s, zcard: res[i++], hlen: res[i++], outbox: res[i++] }).toEqual({ shard: s, zcard: live, hlen: live, outbox: events.get(s)!.length });
+    expect({ shard: s, zcard: res[i++], outbox: res[i++] }).toEqual({ shard: s, zcard: live, outbox: events.get(s)!.length });
   }
   for (const h of touched) {
     const marker = res[i++];
     const score = res[i++];
-    const details = res[i++];
-    expect({ hold: h.id, marker, inZset: score !== null, details }).toEqual({
+    expect({ hold: h.id, marker, inZset: score !== null }).toEqual({
       hold: h.id,
-      marker: h.state === "live" ? null : h.state,
+      marker: h.state === "live" ? `live|${h.amount}|${h.key.wallet.addr}|${h.key.id}` : h.state,
       inZset: h.state === "live",
-      details: h.state === "live" ? `${h.amount}|${h.key.wallet.addr}|${h.key.id}` : null,
     });
   }
 }

@@ -9,11 +9,11 @@ import { SCRIPT_FILES, scriptSource } from "../src/ledger/scripts.ts";
  * Recompute with `sha1sum lua/*.lua`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-7.lua": "8ca28000f050be5e5f600468438c9e8012f5b12a",
-  "settle-6.lua": "ba58ec195eceba36c01bb9c902ff2ca1c91bc58b",
-  "release-6.lua": "d7d5d0b10ff676f6084c2a4fc8bd2632bad03438",
+  "reserve-6.lua": "538ff9d2543221bd4f259184e35a7b11b64e51e1",
+  "settle-5.lua": "604445045ecec43dabad8c297f7169e6da3cbfc7",
+  "release-5.lua": "ac647ce29215aa0780888c75d6eb611f6b86da31",
   "credit-2.lua": "b1a9316363ccf70049993b72b9d19f4cb1b9ba48",
-};
+}
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");
 

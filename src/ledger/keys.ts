@@ -24,10 +24,8 @@ export class LedgerKeys {
   holds(shard: string) {
     return `gw:${shard}:holds`;
   }
-  holdDetails(shard: string) {
-    return `gw:${shard}:hold`;
-  }
-  holdResolution(shard: string, holdId: string) {
+  /** One hold's whole state: "live|amount|wallet|keyId" while held, then settled | released | expired. */
+  holdMarker(shard: string, holdId: string) {
     return `gw:${shard}:hd:${holdId}`;
   }
   rate(shard: string, wallet: string, window: number) {

@@ -51,9 +51,9 @@ export class Ledger {
     const window = Math.floor(now / windowMs);
     const k = this.keys;
     const r = await this.scripts.reserve(
-      p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdDetails(p.shard),
-      k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1), k.holdResolution(p.shard, holdId),
-      holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${amount}|${p.wallet}|${p.keyId}`,
+      p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId),
+      k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1),
+      holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${p.wallet}|${p.keyId}`,
     );
     if (r[0] === 1) return { available: r[1] as number, rateRemaining: r[2] ?? 0 };
     const detail = r[2] ?? 0;
@@ -88,7 +88,7 @@ export class Ledger {
 
   private holdKeys(p: { shard: string; walletKey: string; apiKeyKey: string }, holdId: string) {
     const k = this.keys;
-    return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdDetails(p.shard), k.holdResolution(p.shard, holdId), k.outbox(p.shard)];
+    return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard)];
   }
 
   /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry). */
@@ -127,9 +127,9 @@ export class Ledger {
     for (const shard of this.keys.allShards()) {
       const ids = await this.redis.zrangebyscore(this.keys.holds(shard), 0, now, "LIMIT", 0, batch);
       for (const holdId of ids) {
-        const details = await this.redis.hget(this.keys.holdDetails(shard), holdId);
-        if (!details) continue;
-        const [, wallet = "", keyId = ""] = details.split("|");
+        const marker = await this.redis.get(this.keys.holdMarker(shard, holdId));
+        if (!marker?.startsWith("live|")) continue;
+        const [, , wallet = "", keyId = ""] = marker.split("|");
         const p = { shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
         const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S);
         if (r[0] === 1) released++;

@@ -1,11 +1,11 @@
 import { RedisClient } from "bun";
 import credit from "../../lua/credit-2.lua" with { type: "text" };
-import release from "../../lua/release-6.lua" with { type: "text" };
-import reserve from "../../lua/reserve-7.lua" with { type: "text" };
-import settle from "../../lua/settle-6.lua" with { type: "text" };
+import release from "../../lua/release-5.lua" with { type: "text" };
+import reserve from "../../lua/reserve-6.lua" with { type: "text" };
+import settle from "../../lua/settle-5.lua" with { type: "text" };
 
 // Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name.
-const SOURCES = { "reserve-7.lua": reserve, "settle-6.lua": settle, "release-6.lua": release, "credit-2.lua": credit } as const;
+const SOURCES = { "reserve-6.lua": reserve, "settle-5.lua": settle, "release-5.lua": release, "credit-2.lua": credit } as const;
 
 /** The ledger's Lua scripts by file name. */
 export const SCRIPT_FILES = Object.keys(SOURCES) as (keyof typeof SOURCES)[];
@@ -45,9 +45,9 @@ export function bunRedisUrl(target: string): string {
  */
 export class LedgerScripts {
   private readonly scripts = {
-    reserve: script("reserve-7.lua"),
-    settle: script("settle-6.lua"),
-    release: script("release-6.lua"),
+    reserve: script("reserve-6.lua"),
+    settle: script("settle-5.lua"),
+    release: script("release-5.lua"),
     credit: script("credit-2.lua"),
   };
 
@@ -69,17 +69,17 @@ export class LedgerScripts {
     await Promise.all(Object.values(this.scripts).map((s) => this.client.send("SCRIPT", ["LOAD", s.source])));
   }
 
-  /** reserve-7.lua: {1, available, rate_remaining} | {0, reason, detail?}. */
+  /** reserve-6.lua: {1, available, rate_remaining} | {0, reason, detail?}. */
   reserve(...keysThenArgs: Arg[]): Promise<[number, number | string, number?]> {
     return this.run(this.scripts.reserve, keysThenArgs) as Promise<[number, number | string, number?]>;
   }
 
-  /** settle-6.lua: {1, balance_after} | {0, state}. */
+  /** settle-5.lua: {1, balance_after} | {0, state}. */
   settle(...keysThenArgs: Arg[]): Promise<[number, number | string]> {
     return this.run(this.scripts.settle, keysThenArgs) as Promise<[number, number | string]>;
   }
 
-  /** release-6.lua: {1, amount_released} | {0, state}. */
+  /** release-5.lua: {1, amount_released} | {0, state}. */
   release(...keysThenArgs: Arg[]): Promise<[number, number | string]> {
     return this.run(this.scripts.release, keysThenArgs) as Promise<[number, number | string]>;
   }

@@ -14,7 +14,7 @@ type Entry = [id: string, fields: string[] | null];
 type StreamReply = Record<string, Entry[]> | null;
 
 /**
- * One statement per batch: the outbox entries are already JSON objects (settle-6 / release-6 write them), so the
+ * One statement per batch: the outbox entries are already JSON objects (settle-5 / release-5 write them), so the
  * batch goes to Postgres as a single json parameter, never parsed or re-serialised here.
  */
 const INSERT_EVENTS = `

@@ -76,7 +76,7 @@ async function rebuild(redis: Redis, sql: Sql, keys: LedgerKeys) {
   return { wallets: wallets.length, credits: credits.length, keys: apiKeys.length };
 }
 
-/** Field/value pairs of a key's mutable state, as reserve-7.lua reads them. */
+/** Field/value pairs of a key's mutable state, as reserve-6.lua reads them. */
 export function writeKeyState(revoked: boolean, budget: number | null): Record<string, string> {
   return { revoked: revoked ? "1" : "0", budget: budget === null ? "" : String(budget) };
 }

@@ -1,19 +1,21 @@
 --[[
   Void or expire a hold: give the locked credit back, charge nothing, append the event to the outbox.
   'expire' (the sweeper) only acts on a hold whose expiry has passed on the Redis clock, so it can never race a
-  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-6.
+  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-5.
 
-  KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset  KEYS[4] hold details hash
-  KEYS[5] resolution marker  KEYS[6] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON,
-  the same shape as settle-6's charge event)
+  KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset
+  KEYS[4] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → released | expired (kept ARGV[3] s)
+  KEYS[5] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON, like settle-5's event)
   ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s
 
   Returns {1, amount_released}
           {0, 'settled' | 'released' | 'expired' | 'UNKNOWN_HOLD' | 'LIVE'}  nothing changed
 ]]
 local id = ARGV[1]
-local held = redis.call('HGET', KEYS[4], id)
-if not held then return {0, redis.call('GET', KEYS[5]) or 'UNKNOWN_HOLD'} end
+local marker = redis.call('GET', KEYS[4])
+if not marker then return {0, 'UNKNOWN_HOLD'} end
+local amount, wallet, keyId = string.match(marker, '^live|(%-?%d+)|([^|]*)|(.*)$')
+if not amount then return {0, marker} end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -21,16 +23,14 @@ if ARGV[2] == 'expire' and tonumber(redis.call('ZSCORE', KEYS[3], id) or '0') > 
   return {0, 'LIVE'}
 end
 
-local amount, wallet, keyId = string.match(held, '^(%-?%d+)|([^|]*)|(.*)$')
 amount = tonumber(amount)
 redis.call('HINCRBY', KEYS[1], 'locked', -amount)
 redis.call('HINCRBY', KEYS[2], 'locked', -amount)
 redis.call('ZREM', KEYS[3], id)
-redis.call('HDEL', KEYS[4], id)
 local state = 'released'
 if ARGV[2] == 'expire' then state = 'expired' end
-redis.call('SET', KEYS[5], state, 'EX', tonumber(ARGV[3]))
-redis.call('XADD', KEYS[6], '*', 'e', '{"type":"' .. ARGV[2] .. '","hold":' .. cjson.encode(id) .. ',"wallet":'
+redis.call('SET', KEYS[4], state, 'EX', tonumber(ARGV[3]))
+redis.call('XADD', KEYS[5], '*', 'e', '{"type":"' .. ARGV[2] .. '","hold":' .. cjson.encode(id) .. ',"wallet":'
   .. cjson.encode(wallet) .. ',"key":' .. string.format('%d', tonumber(keyId)) .. ',"amount":' .. string.format('%d', amount)
   .. ',"at":' .. string.format('%d', now) .. '}')
 return {1, amount}

@@ -1,17 +1,17 @@
 --[[
   Reserve credit for one inference request: the only gate on the chat path.
   Checks, in this order, and changes nothing unless all pass (a rate-limit pass is still counted):
-  key not revoked, per-wallet sliding-window rate limit, key budget, wallet available credit.
-  Then it opens a hold that settle-6 / release-6 resolve exactly once, or the sweeper expires. A hold id that
-  was already resolved is refused, so a retried reserve can never reopen a posted or voided hold.
+  key not revoked, hold id not used before, per-wallet sliding-window rate limit, key budget, wallet available
+  credit. Then it opens a hold that settle-5 / release-5 resolve exactly once, or the sweeper expires.
+  Every redis.call costs ~2 µs inside a script, two requests' worth of Redis CPU per chat call: the hold lives in
+  one key (its marker) and counters are read and written in one call each, not one HINCRBY per field.
 
-  KEYS[1] wallet hash          gw:{sNN}:w:<wallet>      balance, locked
-  KEYS[2] api key hash         gw:{sNN}:k:<keyId>       revoked, budget, spent, locked, counters
-  KEYS[3] holds zset           gw:{sNN}:holds           holdId -> expiry (ms, Redis clock)
-  KEYS[4] hold details hash    gw:{sNN}:hold            holdId -> "amount|wallet|keyId"
+  KEYS[1] wallet hash           gw:{sNN}:w:<wallet>      balance, locked
+  KEYS[2] api key hash          gw:{sNN}:k:<keyId>       revoked, budget, spent, locked, counters
+  KEYS[3] holds zset            gw:{sNN}:holds           holdId -> expiry (ms, Redis clock), for the sweeper
+  KEYS[4] hold marker           gw:{sNN}:hd:<holdId>     "live|amount|wallet|keyId", then settled | released | expired
   KEYS[5] rate counter, current window    gw:{sNN}:rl:<wallet>:<n>
   KEYS[6] rate counter, previous window   gw:{sNN}:rl:<wallet>:<n-1>
-  KEYS[7] resolution marker of this hold  gw:{sNN}:hd:<holdId>
 
   ARGV[1] hold id (unique per request; a retry with the same id reserves nothing twice)
   ARGV[2] amount to hold, µUSDC
@@ -19,10 +19,10 @@
   ARGV[4] window length, ms
   ARGV[5] ms elapsed in the current window (gateway clock, same one that picked the window keys)
   ARGV[6] hold lifetime, ms
-  ARGV[7] hold details "amount|wallet|keyId"
+  ARGV[7] "wallet|keyId" of the hold
 
   Returns
-    {1, available_after, rate_remaining}   held
+    {1, available_after, rate_remaining}   held (or already held under this id: rate_remaining 0)
     {0, 'UNAUTHORIZED'}                    key unknown or revoked
     {0, 'HOLD_RESOLVED'}                   this hold id was settled, released or expired before
     {0, 'RATE_LIMITED', retry_after_ms}
@@ -35,23 +35,22 @@ local amount = tonumber(ARGV[2])
 local key = redis.call('HMGET', KEYS[2], 'revoked', 'budget', 'spent', 'locked')
 if key[1] ~= '0' then return {0, 'UNAUTHORIZED'} end
 
-if redis.call('HEXISTS', KEYS[4], id) == 1 then
+local marker = redis.call('GET', KEYS[4])
+if marker then
+  if string.sub(marker, 1, 5) ~= 'live|' then return {0, 'HOLD_RESOLVED'} end
   local w = redis.call('HMGET', KEYS[1], 'balance', 'locked')
   return {1, (tonumber(w[1]) or 0) - (tonumber(w[2]) or 0), 0}
 end
-if redis.call('EXISTS', KEYS[7]) == 1 then return {0, 'HOLD_RESOLVED'} end
 
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
 local elapsed = tonumber(ARGV[5])
-local current = tonumber(redis.call('GET', KEYS[5]) or '0')
-local previous = tonumber(redis.call('GET', KEYS[6]) or '0')
-local weighted = math.floor(previous * (window - elapsed) / window) + current
+local counts = redis.call('MGET', KEYS[5], KEYS[6])
+local weighted = math.floor((tonumber(counts[2]) or 0) * (window - elapsed) / window) + (tonumber(counts[1]) or 0)
 if weighted >= limit then
   return {0, 'RATE_LIMITED', window - elapsed}
 end
-redis.call('INCR', KEYS[5])
-redis.call('PEXPIRE', KEYS[5], window * 2)
+if redis.call('INCR', KEYS[5]) == 1 then redis.call('PEXPIRE', KEYS[5], window * 2) end
 
 if key[2] and key[2] ~= '' then
   local left = tonumber(key[2]) - (tonumber(key[3]) or 0) - (tonumber(key[4]) or 0)
@@ -67,5 +66,5 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HINCRBY', KEYS[1], 'locked', amount)
 redis.call('HINCRBY', KEYS[2], 'locked', amount)
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), id)
-redis.call('HSET', KEYS[4], id, ARGV[7])
+redis.call('SET', KEYS[4], 'live|' .. ARGV[2] .. '|' .. ARGV[7])
 return {1, available - amount, limit - weighted - 1}
