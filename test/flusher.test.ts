@@ -26,8 +26,10 @@ const CHARGE = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 const COST = Math.ceil(usage.prompt_tokens * 2 + usage.completion_tokens * 8); // test catalog cost: 2 / 8 USD per 1M
 const streams = () => gw.services.ledger.keys.allShards().map((s) => gw.services.ledger.keys.outbox(s));
 
+/** n answers, then their settles: these tests read the outbox on another connection than the settles use. */
 async function chat(key: string, n = 1) {
   for (let i = 0; i < n; i++) await gw.openai(key).chat.completions.create({ model: "standin/echo", messages });
+  await gw.services.chat.idle();
 }
 
 /** Status of a raw chat call (for the failures: the SDK's promise does not suit expect().rejects). */

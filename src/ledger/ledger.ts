@@ -119,6 +119,15 @@ export class Ledger {
     return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
   }
 
+  /**
+   * Counter fields of API keys (missing ones are 0). Read on the connection the settles go through, so a usage
+   * report asked for after an answer already counts that answer's settle (it was queued before the answer left).
+   */
+  async keyCounters(apiKeyKeys: string[], fields: readonly string[]): Promise<number[][]> {
+    const replies = await Promise.all(apiKeyKeys.map((k) => this.scripts.client.send("HMGET", [k, ...fields]) as Promise<(string | null)[]>));
+    return replies.map((r) => r.map((x) => Number(x ?? 0)));
+  }
+
   /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
   async sweepExpired(batch = 200): Promise<number> {
     const [sec, usec] = await this.redis.time();

@@ -17,21 +17,17 @@ export const usageRoutes = (s: Services) =>
         signature: query.signature,
       });
       const keys = await s.keys.list(wallet);
-      const pipe = s.redis.pipeline();
-      pipe.hmget(s.ledger.keys.wallet(s.ledger.keys.shardOf(wallet), wallet), "balance", "locked");
-      for (const k of keys) pipe.hmget(s.ledger.principal(k.id, wallet).apiKeyKey, ...COUNTERS);
-      const replies = (await pipe.exec())!.map(([err, v]) => {
-        if (err) throw err;
-        return (v as (string | null)[]).map((x) => Number(x ?? 0));
-      });
-      const [balance = 0, locked = 0] = replies[0]!;
+      const [{ balance, locked }, counters] = await Promise.all([
+        s.ledger.balance(wallet),
+        s.ledger.keyCounters(keys.map((k) => s.ledger.principal(k.id, wallet).apiKeyKey), COUNTERS),
+      ]);
       return {
         wallet,
         balance_usdc: balance,
         locked_usdc: locked,
         available_usdc: balance - locked,
         keys: keys.map((k, i) => {
-          const [requests = 0, pt = 0, ct = 0, spent = 0, revenue = 0] = replies[i + 1]!;
+          const [requests = 0, pt = 0, ct = 0, spent = 0, revenue = 0] = counters[i]!;
           return {
             api_key_id: k.id,
             label: k.label,
