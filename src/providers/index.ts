@@ -1,12 +1,11 @@
+import { anthropicAdapter } from "./anthropic/adapter.ts";
 import type { ProviderType } from "./catalog.ts";
 import { openaiAdapter } from "./openai/adapter.ts";
 import type { ProviderAdapter } from "./types.ts";
 
-const ADAPTERS: Partial<Record<ProviderType, ProviderAdapter>> = { openai: openaiAdapter };
+const ADAPTERS: Record<ProviderType, ProviderAdapter> = { openai: openaiAdapter, anthropic: anthropicAdapter };
 
 /** The wire adapter for a provider type. */
 export function adapterFor(type: ProviderType): ProviderAdapter {
-  const a = ADAPTERS[type];
-  if (!a) throw new Error(`no adapter for provider type ${type}`);
-  return a;
+  return ADAPTERS[type];
 }

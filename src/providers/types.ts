@@ -1,3 +1,4 @@
+import type { ApiError } from "../errors.ts";
 import type { Model } from "./catalog.ts";
 import type { Usage } from "./pricing.ts";
 
@@ -20,12 +21,23 @@ export interface UpstreamParams {
   maxTokens: number;
 }
 
+/** One upstream call, ready for fetch. */
+export interface UpstreamRequest {
+  url: string;
+  init: RequestInit;
+  /**
+   * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt), so the
+   * reserve's prompt bound still covers them.
+   */
+  hiddenPromptTokens?: number;
+}
+
 /** A non-streaming answer translated to OpenAI shape. */
 export interface ParsedCompletion {
   /** Response body for the client (OpenAI JSON). */
   json: string;
   usage: Usage | null;
-  /** Generated text (content, tool-call arguments), to count tokens when the provider gave no usage. */
+  /** Generated text (content, reasoning, tool-call names and arguments), to count when the provider gave no usage. */
   generated: string;
 }
 
@@ -33,10 +45,11 @@ export interface ParsedCompletion {
 export interface StreamStep {
   /** OpenAI chunk JSON to send on, if any. */
   chunk?: string;
-  /** Usage reported by this event; `usageOnly` marks the dedicated usage chunk (choices empty). */
+  /** The provider's final usage for the whole answer. */
   usage?: Usage;
-  usageOnly?: boolean;
-  /** Text generated in this event, for counting when usage never comes. */
+  /** Prompt tokens the provider reported before the end (Anthropic's message_start): exact even if the client leaves early. */
+  promptTokens?: number;
+  /** Text generated in this event, for counting when the final usage never comes. */
   generated?: string;
   /** The provider signalled the end of its answer. */
   done?: boolean;
@@ -44,10 +57,20 @@ export interface StreamStep {
   failed?: boolean;
 }
 
+/**
+ * Translates one upstream stream, SSE data payload by payload. A new one per stream, because a dialect may need
+ * what earlier events said (Anthropic: message id and input tokens from message_start, tool-call positions).
+ */
+export type StreamTranslator = (payload: string) => StreamStep;
+
 /** One upstream wire dialect: request mapping and response translation (providers/<type>/). */
 export interface ProviderAdapter {
-  request(p: UpstreamParams): { url: string; init: RequestInit };
+  /** Shapes the upstream call; throws ApiError VALIDATION_ERROR for a request the dialect cannot express. */
+  request(p: UpstreamParams): UpstreamRequest;
+  /** Translates a 2xx JSON body; throws on a body that is not an answer. */
   parse(text: string): ParsedCompletion;
-  /** Decodes one SSE data payload; returns a step. */
-  streamStep(payload: string, includeUsage: boolean): StreamStep;
+  /** Starts translating one stream; `includeUsage` says whether the client asked for the usage chunk. */
+  openStream(includeUsage: boolean): StreamTranslator;
+  /** The spec's error for a non-2xx upstream answer; its body is read only to classify, never passed on. */
+  upstreamError(status: number, body: string): ApiError;
 }

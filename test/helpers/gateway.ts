@@ -8,14 +8,30 @@ import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
 import { buildServices, type Services } from "../../src/services.ts";
+import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
 import { freshDatabase, privateRedis } from "./services.ts";
 
 export const SIWE_DOMAIN = "gateway.test";
 export const BASE = `https://${SIWE_DOMAIN}`;
 
+/** Models of the Anthropic stand-in (provider "claude"): real names for the thinking rules, then failure modes. */
+export const CLAUDE_MODELS = [
+  "claude-sonnet-4-5",
+  "claude-sonnet-4-6",
+  "claude-opus-4-7",
+  "claude-3-5-haiku",
+  "overloaded",
+  "rate-limited",
+  "invalid",
+  "api-error",
+  "stream-overloaded",
+  "hang",
+  "slow",
+];
+
 /** Test catalog: stand-in models (behaviour by upstream name) at round prices, and one unreachable provider. */
-function catalog(standinUrl: string) {
+function catalog(standinUrl: string, anthropicUrl: string) {
   const model = (name: string, provider = "standin") => ({
     id: `${provider}/${name}`,
     provider,
@@ -28,20 +44,25 @@ function catalog(standinUrl: string) {
     costPromptPer1M: 2,
     costCompletionPer1M: 8,
   });
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip"];
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang"];
   return {
     providers: {
       standin: { type: "openai", baseUrl: standinUrl, apiKeyEnv: "STANDIN_KEY" },
       dead: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "STANDIN_KEY" },
+      claude: { type: "anthropic", baseUrl: anthropicUrl, apiKeyEnv: "STANDIN_KEY" },
     },
-    models: [...names.map((n) => model(n)), model("echo", "dead")],
+    models: [...names.map((n) => model(n)), model("echo", "dead"), ...CLAUDE_MODELS.map((n) => model(n, "claude"))],
   };
 }
 
 export interface TestGateway {
   services: Services;
   standin: Standin;
+  /** The Anthropic stand-in behind the "claude/…" models. */
+  anthropic: AnthropicStandin;
   handle(req: Request): Promise<Response>;
+  /** A fetch that reaches the in-process app (for x402 client libraries). */
+  fetch: typeof fetch;
   /** JSON request against the app; returns status, parsed body and headers. */
   call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
   /** The official SDK, pointed at the in-process app. */
@@ -59,8 +80,9 @@ export interface TestGateway {
 export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
   setLogLevel("error");
   const standin = startStandin();
+  const anthropic = startAnthropicStandin();
   const dir = mkdtempSync(join(tmpdir(), "gw-cfg-"));
-  writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url)));
+  writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url, anthropic.url)));
   const config = loadConfig({
     MODELS_FILE: join(dir, "models.json"),
     STANDIN_KEY: "standin-key",
@@ -78,7 +100,9 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   const gw: TestGateway = {
     services,
     standin,
+    anthropic,
     handle,
+    fetch: ((url: string | URL | Request, init?: RequestInit) => handle(new Request(url, init))) as typeof fetch,
     async call(method, path, body, headers = {}) {
       const res = await handle(
         new Request(BASE + path, {
@@ -138,6 +162,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
       await redis.stop();
       await db.stop();
       standin.stop();
+      anthropic.stop();
     },
   };
   return gw;

@@ -2,15 +2,37 @@
  * A local model provider speaking OpenAI's chat-completions wire format (JSON, SSE with the usage chunk, error
  * bodies). The upstream model name picks the behaviour, so tests need no shared mutable state:
  *   echo (default) · no-usage · fail-400 · fail-429 · fail-500 · garbage · slow · stream-break · stream-error
- *   · drip (stream words 50 ms apart)
+ *   · drip (stream words 50 ms apart) · no-usage-long (LONG_WORDS and a LONG_TOOL call, never any usage)
+ *   · hang (stream three words, then silence until the client goes)
  * Usage is deterministic: prompt_tokens = 10 × messages + 1, completion_tokens = words of the reply.
  */
 export const REPLY_WORDS = ["Hello", " from", " the", " stand", "-in"];
+
+/** The no-usage-long answer: a paragraph of some 200 tokens, streamed word by word, then a tool call. */
+export const LONG_WORDS = (
+  "Token accounting has to hold when a provider says nothing about usage. The gateway then counts the prompt " +
+  "and every generated piece itself, with the same byte pair encoding the provider's models use, so that the " +
+  "charge lands within a hair of what the provider would have reported. Streams make this harder: the answer " +
+  "arrives in fragments, words split across chunks, tool arguments arrive as partial JSON, and a client may " +
+  "leave at any moment. Counting the concatenated text once, at the end, avoids the overcount that counting " +
+  "every fragment on its own would give, because a fragment boundary inside a word costs an extra token. " +
+  "Numbers like 3.14159, 2026-11-22 and 0x5f3759df, names like Zürich and Kraków, and emoji like 🚀 are " +
+  "part of the test because they tokenize less evenly than plain English prose does."
+).split(/(?= )/);
+export const LONG_TOOL = {
+  id: "call_standin_long",
+  name: "record_measurement",
+  arguments: ['{"station"', ': "Zürich-Fluntern", ', '"temperature_c": 7.4, ', '"humidity": 81, ', '"notes": "light rain after midnight"}'],
+};
 
 export interface Standin {
   url: string;
   port: number;
   requests: Record<string, unknown>[];
+  /** Streams the gateway stopped before their end (the client went away). */
+  cancelled: number;
+  /** Resolves once `n` streams have been stopped: the server learns of a closed connection a little later. */
+  cancelledAtLeast(n: number): Promise<void>;
   stop(): void;
 }
 
@@ -29,6 +51,7 @@ export function usageFor(messages: number) {
 /** Starts the stand-in on a free port; `delayMs` delays every answer (for benchmarks). */
 export function startStandin(opts: { delayMs?: number; record?: boolean } = {}): Standin {
   const requests: Record<string, unknown>[] = [];
+  const state = { cancelled: 0, waiters: [] as { n: number; resolve: () => void }[] };
   const server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
@@ -50,6 +73,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       }
       const usage = usageFor(body.messages.length);
       const base = { id: "chatcmpl-standin", created: Math.floor(Date.now() / 1000), model: mode, system_fingerprint: "fp_standin" };
+      if (mode === "no-usage-long") return longAnswer(base, body.stream === true);
       if (!body.stream) {
         return Response.json({
           ...base,
@@ -75,6 +99,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
               return ctrl.close();
             }
             if (mode === "drip" && i > 0) await sleep(50);
+            if (mode === "hang" && i === 3) return; // silence: the stream stays open until cancelled
             ctrl.enqueue(enc.encode(chunk({ content: w })));
           }
           ctrl.enqueue(enc.encode(chunk({}, "stop")));
@@ -82,9 +107,44 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
           ctrl.enqueue(enc.encode("data: [DONE]\n\n"));
           ctrl.close();
         },
+        cancel() {
+          state.cancelled++;
+          state.waiters = state.waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
+        },
       });
       return new Response(stream, { headers: { "content-type": "text/event-stream" } });
     },
   });
-  return { url: `http://127.0.0.1:${server.port}/v1`, port: server.port!, requests, stop: () => server.stop(true) };
+  return {
+    url: `http://127.0.0.1:${server.port}/v1`,
+    port: server.port!,
+    requests,
+    get cancelled() {
+      return state.cancelled;
+    },
+    cancelledAtLeast: (n) =>
+      new Promise<void>((resolve) => (state.cancelled >= n ? resolve() : state.waiters.push({ n, resolve }))),
+    stop: () => server.stop(true),
+  };
+}
+
+// A provider that reports no usage at all: the text word by word, then a tool call whose arguments arrive in
+// pieces, finish_reason tool_calls; no usage in the JSON body nor in any chunk.
+function longAnswer(base: Record<string, unknown>, stream: boolean): Response {
+  const call = { id: LONG_TOOL.id, type: "function", function: { name: LONG_TOOL.name, arguments: LONG_TOOL.arguments.join("") } };
+  if (!stream) {
+    return Response.json({
+      ...base,
+      object: "chat.completion",
+      choices: [{ index: 0, message: { role: "assistant", content: LONG_WORDS.join(""), tool_calls: [call], refusal: null }, logprobs: null, finish_reason: "tool_calls" }],
+    });
+  }
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  let body = chunk({ role: "assistant", content: "" });
+  for (const w of LONG_WORDS) body += chunk({ content: w });
+  body += chunk({ tool_calls: [{ index: 0, id: LONG_TOOL.id, type: "function", function: { name: LONG_TOOL.name, arguments: "" } }] });
+  for (const a of LONG_TOOL.arguments) body += chunk({ tool_calls: [{ index: 0, function: { arguments: a } }] });
+  body += chunk({}, "tool_calls") + "data: [DONE]\n\n";
+  return new Response(body, { headers: { "content-type": "text/event-stream" } });
 }

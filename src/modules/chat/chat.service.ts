@@ -6,8 +6,8 @@ import type { Catalog, Model } from "../../providers/catalog.ts";
 import { adapterFor } from "../../providers/index.ts";
 import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
 import { SseDecoder } from "../../providers/sse.ts";
-import { estimateTokens, promptTokenBound } from "../../providers/tokens.ts";
-import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
+import { countPromptTokens, countTokens, promptTokenBound } from "../../providers/tokens.ts";
+import type { ChatRequest, ProviderAdapter, StreamStep } from "../../providers/types.ts";
 
 const DEFAULT_MAX_TOKENS = 1024;
 const encoder = new TextEncoder();
@@ -22,13 +22,16 @@ interface Call {
   holdId: string;
   model: Model;
   adapter: ProviderAdapter;
+  /** The client's request, counted with the tokenizer when the provider reports no usage. */
+  body: ChatRequest;
   promptBound: number;
   headers: Record<string, string>;
 }
 
-function upstreamStatusError(status: number): ApiError {
-  if (status >= 400 && status < 500) return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, status);
-  return new ApiError("UPSTREAM_ERROR");
+// The status of a non-2xx answer decides the error; its body is read (to classify it) but never passed on.
+async function upstreamFailure(call: Call, res: Response): Promise<ApiError> {
+  const detail = await res.text().catch(() => "");
+  return call.adapter.upstreamError(res.status, detail);
 }
 
 function isTimeout(e: unknown): boolean {
@@ -55,10 +58,14 @@ export class ChatService {
     if (!model) throw new ApiError("UNKNOWN_MODEL", `Unknown model "${String(body.model).slice(0, 200)}"`);
 
     const stream = body.stream === true;
+    // The reserve is what the answer can cost at most: the prompt's upper bound (see promptTokenBound: bytes of
+    // the upstream body plus what the provider adds unseen, at most the context window) at the prompt price,
+    // plus max_tokens per choice at the completion price. max_tokens (default 1024) is clamped to the model's
+    // maximum output and always sent upstream, so the completion can never outgrow the hold.
     const maxTokens = Math.min(body.max_tokens ?? DEFAULT_MAX_TOKENS, model.maxOutputTokens);
     const adapter = adapterFor(model.provider.type);
-    const { url, init } = adapter.request({ model, body, stream, maxTokens });
-    const promptBound = promptTokenBound(init.body as string);
+    const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens });
+    const promptBound = promptTokenBound(init.body as string, model.contextLength, hiddenPromptTokens);
     const reserve = billedMicro(model, { prompt_tokens: promptBound, completion_tokens: maxTokens * (body.n ?? 1) });
 
     const holdId = crypto.randomUUID();
@@ -68,6 +75,7 @@ export class ChatService {
       holdId,
       model,
       adapter,
+      body,
       promptBound,
       headers: { "x-ratelimit-remaining": String(rateRemaining) },
     };
@@ -78,10 +86,7 @@ export class ChatService {
     let text: string;
     try {
       const res = await fetch(url, { ...init, signal: AbortSignal.timeout(this.upstreamTimeoutMs) });
-      if (!res.ok) {
-        await res.body?.cancel().catch(() => {});
-        throw upstreamStatusError(res.status);
-      }
+      if (!res.ok) throw await upstreamFailure(call, res);
       text = await res.text();
     } catch (e) {
       await this.release(call);
@@ -99,23 +104,27 @@ export class ChatService {
       log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
       throw new ApiError("UPSTREAM_ERROR");
     }
-    this.settleBehind(call, parsed.usage ?? this.estimate(call, parsed.generated));
+    this.settleBehind(call, parsed.usage ?? (await this.estimate(call, parsed.generated)));
     return new Response(parsed.json, { headers: { "content-type": "application/json", ...call.headers } });
   }
 
   private async streamed(call: Call, url: string, init: RequestInit, includeUsage: boolean): Promise<Response> {
     const abort = new AbortController();
-    let idle = setTimeout(() => abort.abort(), this.upstreamTimeoutMs);
+    const timeoutMs = this.upstreamTimeoutMs;
+    // The deadline runs only while the gateway waits on the provider (first byte, then each read): a client that
+    // reads slowly must not make a working upstream look idle, which would release the hold of a served answer.
+    let idle: ReturnType<typeof setTimeout> | undefined;
+    const arm = () => (idle = setTimeout(() => abort.abort(), timeoutMs));
+    const disarm = () => clearTimeout(idle);
+
     let res: Response;
+    arm();
     try {
       res = await fetch(url, { ...init, signal: abort.signal });
-      if (!res.ok || !res.body) {
-        clearTimeout(idle);
-        await res.body?.cancel().catch(() => {});
-        throw upstreamStatusError(res.status);
-      }
+      if (!res.ok || !res.body) throw await upstreamFailure(call, res);
+      disarm();
     } catch (e) {
-      clearTimeout(idle);
+      disarm();
       await this.release(call);
       if (e instanceof ApiError) throw e;
       if (abort.signal.aborted) throw new ApiError("UPSTREAM_DEADLINE");
@@ -125,17 +134,23 @@ export class ChatService {
 
     const reader = res.body.getReader();
     const decoder = new SseDecoder();
+    const translate = call.adapter.openStream(includeUsage);
     let usage: Usage | undefined;
+    let promptTokens: number | undefined;
     let generated = "";
     let resolved = false;
-    const timeoutMs = this.upstreamTimeoutMs;
+
+    // What the stream has cost so far: the provider's final usage, else its prompt count (if it gave one) or the
+    // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
+    const cost = async (): Promise<Usage> => usage ?? (await this.estimate(call, generated, promptTokens));
 
     const finish = async (ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean) => {
-      clearTimeout(idle);
+      disarm();
       if (resolved) return; // the client cancelled first; cancel() resolved the hold
       resolved = true;
-      if (ok) await this.settle(call, usage ?? this.estimate(call, generated));
+      if (ok) await this.settle(call, await cost());
       else {
+        // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
         abort.abort();
         await this.release(call);
         ctrl.enqueue(STREAM_ERROR);
@@ -149,21 +164,23 @@ export class ChatService {
         // Each pull forwards one upstream read; the loop only repeats when a read produced nothing to send.
         for (;;) {
           let read: Awaited<ReturnType<typeof reader.read>>;
+          arm();
           try {
             read = await reader.read();
           } catch {
             return finish(ctrl, false);
+          } finally {
+            disarm();
           }
-          clearTimeout(idle);
-          idle = setTimeout(() => abort.abort(), timeoutMs);
+          if (resolved) return; // cancelled while the read was under way
           const payloads = read.done ? decoder.end() : decoder.push(read.value);
           let out = "";
           let done = false;
           let failed = false;
           for (const payload of payloads) {
-            let step;
+            let step: StreamStep;
             try {
-              step = call.adapter.streamStep(payload, includeUsage);
+              step = translate(payload);
             } catch {
               step = { failed: true };
             }
@@ -171,6 +188,7 @@ export class ChatService {
               failed = true;
               break;
             }
+            if (step.promptTokens !== undefined) promptTokens = step.promptTokens;
             if (step.usage) usage = step.usage;
             if (step.generated) generated += step.generated;
             if (step.chunk) out += `data: ${step.chunk}\n\n`;
@@ -179,18 +197,19 @@ export class ChatService {
           // What arrived before a failure in the same read still reaches the client.
           if (out) ctrl.enqueue(encoder.encode(out));
           if (failed) return finish(ctrl, false);
-          // An upstream that closes without its end marker failed mid-answer, unless it already sent usage.
+          // An upstream that closes without its end marker failed mid-answer, unless it already sent its usage.
           if (done || read.done) return finish(ctrl, done || usage !== undefined);
           if (out) return;
         }
       },
       cancel: async () => {
-        // The client went away: stop the provider and charge what was produced so far.
-        clearTimeout(idle);
+        // The client went away: stop the provider, charge the prompt and what was generated until now; the
+        // settle releases the rest of the hold.
+        disarm();
         abort.abort();
         if (resolved) return;
         resolved = true;
-        await this.settle(call, usage ?? this.estimate(call, generated));
+        await this.settle(call, await cost());
       },
     });
     return new Response(body, {
@@ -198,9 +217,21 @@ export class ChatService {
     });
   }
 
-  // Without provider usage: the prompt's upper bound and the generated text counted conservatively.
-  private estimate(call: Call, generated: string): Usage {
-    return { prompt_tokens: call.promptBound, completion_tokens: estimateTokens(generated) };
+  /**
+   * Usage when the provider reported none: the prompt as the provider counted it (Anthropic's message_start) or
+   * as the tokenizer counts it, and the generated text counted by the tokenizer. Never throws: should counting
+   * fail, the prompt's reserve bound and one token per byte generated are upper bounds.
+   */
+  private async estimate(call: Call, generated: string, promptTokens?: number): Promise<Usage> {
+    try {
+      return {
+        prompt_tokens: promptTokens ?? (await countPromptTokens(call.body)),
+        completion_tokens: await countTokens(generated),
+      };
+    } catch (e) {
+      log.error("token count failed; billing the upper bounds", { model: call.model.id, error: e });
+      return { prompt_tokens: promptTokens ?? call.promptBound, completion_tokens: Buffer.byteLength(generated) };
+    }
   }
 
   /**

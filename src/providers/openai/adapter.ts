@@ -1,5 +1,6 @@
-import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
+import { upstreamStatusError } from "../errors.ts";
 import type { Usage } from "../pricing.ts";
+import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
 
 const CHAT_PATH = "/chat/completions";
 
@@ -16,7 +17,9 @@ type Choice = { message?: Record<string, unknown>; delta?: Record<string, unknow
 function generatedText(part: Record<string, unknown> | undefined): string {
   if (!part) return "";
   let s = typeof part.content === "string" ? part.content : "";
+  // DeepSeek names the reasoning reasoning_content, OpenRouter reasoning: both are billed output.
   if (typeof part.reasoning_content === "string") s += part.reasoning_content;
+  else if (typeof part.reasoning === "string") s += part.reasoning;
   const calls = part.tool_calls;
   if (Array.isArray(calls)) {
     for (const c of calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
@@ -51,20 +54,26 @@ export const openaiAdapter: ProviderAdapter = {
     return { json: text, usage: usageOf(obj.usage), generated: obj.choices.map((c) => generatedText(c.message)).join("") };
   },
 
-  streamStep(payload, includeUsage): StreamStep {
-    if (payload === "[DONE]") return { done: true };
-    const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown };
-    if (obj.error) return { failed: true };
-    const usage = usageOf(obj.usage) ?? undefined;
-    const choices = Array.isArray(obj.choices) ? obj.choices : [];
-    let generated = "";
-    for (const c of choices) generated += generatedText(c.delta);
-    if (usage && !includeUsage) {
-      // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
-      if (choices.length === 0) return { usage, usageOnly: true, generated };
-      delete obj.usage;
-      return { chunk: JSON.stringify(obj), usage, generated };
-    }
-    return { chunk: payload, usage, usageOnly: usage !== undefined && choices.length === 0, generated };
+  // Stateless: every OpenAI chunk stands alone, so one translator serves the whole stream.
+  openStream(includeUsage) {
+    return (payload): StreamStep => {
+      if (payload === "[DONE]") return { done: true };
+      const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown };
+      if (obj.error) return { failed: true };
+      const usage = usageOf(obj.usage) ?? undefined;
+      const choices = Array.isArray(obj.choices) ? obj.choices : [];
+      let generated = "";
+      for (const c of choices) generated += generatedText(c.delta);
+      if (usage && !includeUsage) {
+        // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
+        if (choices.length === 0) return { usage, generated };
+        delete obj.usage;
+        return { chunk: JSON.stringify(obj), usage, generated };
+      }
+      return { chunk: payload, usage, generated };
+    };
   },
+
+  // OpenAI-compatible providers differ in their error bodies; the status is the one thing they agree on.
+  upstreamError: (status) => upstreamStatusError(status),
 };

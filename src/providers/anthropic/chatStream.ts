@@ -1,0 +1,96 @@
+import type { Usage } from "../pricing.ts";
+import type { StreamStep, StreamTranslator } from "../types.ts";
+import { finishReason, openaiUsage, promptTokensOf } from "./chatResponse.ts";
+
+type Obj = Record<string, unknown>;
+
+/**
+ * Anthropic's stream events → OpenAI chunks, for one stream:
+ *   message_start → the role chunk (and the prompt tokens, exact from here on)
+ *   content_block_start tool_use → a tool call with id and name; redacted_thinking → a thinking_blocks delta
+ *   content_block_delta text_delta → content · input_json_delta → tool-call arguments ·
+ *     thinking_delta → reasoning_content · signature_delta → thinking_blocks (the signature to send back)
+ *   message_delta → the finish_reason chunk; its cumulative output_tokens is the final usage
+ *   message_stop → the usage chunk when the client asked for it, then the end
+ *   error → a failed stream; ping, content_block_stop and event types added later carry nothing to forward.
+ */
+export function openAnthropicStream(includeUsage: boolean): StreamTranslator {
+  let id = "";
+  let model = "";
+  const created = Math.floor(Date.now() / 1000);
+  let promptTokens = 0;
+  let cached = 0;
+  let usage: Usage | undefined;
+  // Anthropic numbers content blocks across text, thinking and tools; OpenAI numbers tool calls alone.
+  const toolIndex = new Map<number, number>();
+
+  const chunk = (delta: Obj, finish: string | null = null) =>
+    JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+
+  return (payload): StreamStep => {
+    const ev = JSON.parse(payload) as Obj;
+    switch (ev.type) {
+      case "message_start": {
+        const msg = (ev.message ?? {}) as Obj;
+        id = String(msg.id ?? "");
+        model = String(msg.model ?? "");
+        const u = (msg.usage ?? {}) as Obj;
+        promptTokens = promptTokensOf(u);
+        cached = Number.isSafeInteger(u.cache_read_input_tokens) ? (u.cache_read_input_tokens as number) : 0;
+        return { chunk: chunk({ role: "assistant", content: "" }), promptTokens };
+      }
+      case "content_block_start": {
+        const block = (ev.content_block ?? {}) as Obj;
+        if (block.type === "tool_use") {
+          const index = toolIndex.size;
+          toolIndex.set(Number(ev.index), index);
+          const name = String(block.name ?? "");
+          const call = { index, id: block.id, type: "function", function: { name, arguments: "" } };
+          return { chunk: chunk({ tool_calls: [call] }), generated: name };
+        }
+        if (block.type === "redacted_thinking") {
+          return { chunk: chunk({ thinking_blocks: [{ type: "redacted_thinking", data: block.data }] }) };
+        }
+        // a text or thinking block may open with text already in it
+        if (block.type === "text" && typeof block.text === "string" && block.text) {
+          return { chunk: chunk({ content: block.text }), generated: block.text };
+        }
+        return {};
+      }
+      case "content_block_delta": {
+        const d = (ev.delta ?? {}) as Obj;
+        if (d.type === "text_delta" && typeof d.text === "string") return { chunk: chunk({ content: d.text }), generated: d.text };
+        if (d.type === "input_json_delta" && typeof d.partial_json === "string") {
+          const index = toolIndex.get(Number(ev.index));
+          if (index === undefined || d.partial_json === "") return { generated: d.partial_json };
+          return { chunk: chunk({ tool_calls: [{ index, function: { arguments: d.partial_json } }] }), generated: d.partial_json };
+        }
+        if (d.type === "thinking_delta" && typeof d.thinking === "string") {
+          return { chunk: chunk({ reasoning_content: d.thinking }), generated: d.thinking };
+        }
+        if (d.type === "signature_delta" && typeof d.signature === "string") {
+          return { chunk: chunk({ thinking_blocks: [{ type: "thinking", thinking: "", signature: d.signature }] }) };
+        }
+        return {}; // citations and later delta types: nothing an OpenAI client reads
+      }
+      case "message_delta": {
+        const u = (ev.usage ?? {}) as Obj;
+        // Newer API versions repeat the input counts here, cumulative like output_tokens.
+        if (Number.isSafeInteger(u.input_tokens)) promptTokens = promptTokensOf(u);
+        if (Number.isSafeInteger(u.output_tokens)) usage = { prompt_tokens: promptTokens, completion_tokens: u.output_tokens as number };
+        const d = (ev.delta ?? {}) as Obj;
+        return { chunk: chunk({}, finishReason(d.stop_reason)), usage };
+      }
+      case "message_stop":
+        if (includeUsage && usage) {
+          const last = { id, object: "chat.completion.chunk", created, model, choices: [], usage: openaiUsage(usage, cached) };
+          return { chunk: JSON.stringify(last), done: true };
+        }
+        return { done: true };
+      case "error":
+        return { failed: true };
+      default:
+        return {};
+    }
+  };
+}

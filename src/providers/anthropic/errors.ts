@@ -1,0 +1,29 @@
+import { ApiError } from "../../errors.ts";
+import { upstreamStatusError } from "../errors.ts";
+
+/**
+ * Anthropic's error body (`{type: "error", error: {type, message}}`) to the spec's error. The type decides where
+ * it is clearer than the status (an overload is 529, and some proxies send it as 500 or 503); otherwise the
+ * status does. The message is never passed on.
+ */
+export function anthropicError(status: number, body: string): ApiError {
+  let type: unknown;
+  try {
+    type = (JSON.parse(body) as { error?: { type?: unknown } })?.error?.type;
+  } catch {
+    // not JSON (a proxy's HTML page): the status decides
+  }
+  switch (type) {
+    case "overloaded_error":
+    case "api_error":
+      return new ApiError("UPSTREAM_ERROR");
+    case "timeout_error":
+      return new ApiError("UPSTREAM_DEADLINE");
+    case "rate_limit_error":
+      return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, 429);
+    case "invalid_request_error":
+      return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, status >= 400 && status < 500 ? status : 400);
+    default:
+      return upstreamStatusError(status);
+  }
+}
