@@ -15,3 +15,5 @@ if ! command -v redis-server >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server >&2
 fi
 bun install --frozen-lockfile >&2
+# The test token of the local dev chain: compiled from contracts/*.sol by solc-js (no download).
+bun scripts/build-contracts.ts >&2

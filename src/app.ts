@@ -7,6 +7,8 @@ import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
+import { topupRoutes } from "./modules/topup/topup.routes.ts";
+import { topupsRoutes } from "./modules/topup/topups.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import type { Services } from "./services.ts";
 
@@ -46,6 +48,8 @@ export function createApp(s: Services) {
     .use(balanceRoutes(s))
     .use(keysRoutes(s))
     .use(usageRoutes(s))
+    .use(topupRoutes(s))
+    .use(topupsRoutes(s))
     .use(chatRoutes(s));
 }
 

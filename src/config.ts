@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
 import type { LogLevel } from "./log.ts";
+import { NETWORK_IDS, type NetworkId, parseAssets, type PaymentNetwork, paymentNetwork } from "./payments/networks.ts";
 
 /** A bad setting: start-up stops with one line that names the variable. */
 export class ConfigError extends Error {
@@ -36,14 +37,80 @@ export interface Config {
   ledgerShards: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
-  payments: {
-    network?: string;
-    payTo?: string;
-    facilitatorUrl?: string;
-    facilitator?: string;
-    rpcUrl?: string;
-    relayerPrivateKey?: string;
-    assetsFile?: string;
+  payments: PaymentsConfig;
+}
+
+/** Top-up settings (design §6, §7). */
+export interface PaymentsConfig {
+  network: NetworkId;
+  /** Recipient of every top-up; lower-case hex. */
+  payTo?: `0x${string}`;
+  facilitatorUrl?: string;
+  /** "local": in-process facilitator (relayer key on RPC_URL); "http": FACILITATOR_URL. */
+  facilitator?: "local" | "http";
+  rpcUrl?: string;
+  relayerPrivateKey?: `0x${string}`;
+  assetsFile?: string;
+  /** The settlement network with its accepted assets (built-in table or ASSETS_FILE). */
+  chain: PaymentNetwork;
+  /** Bound on one facilitator call (verify or settle), FACILITATOR_TIMEOUT_MS. */
+  facilitatorTimeoutMs: number;
+  /** Whether POST /v1/topup can take money: PAY_TO, a facilitator and at least one asset. */
+  enabled: boolean;
+}
+
+const DEFAULT_NETWORK: Record<Deployment, NetworkId> = { production: "base", staging: "base-sepolia", local: "local" };
+
+/** Validates the payment variables (design §7); throws ConfigError naming the first bad one. */
+function loadPayments(env: Env, deployment: Deployment, chainId: number): PaymentsConfig {
+  const network = oneOf(env, "X402_NETWORK", NETWORK_IDS, DEFAULT_NETWORK[deployment]);
+  if (deployment === "production" && network !== "base") throw new ConfigError("X402_NETWORK", `production settles on a mainnet (base), got "${network}"`);
+  if (deployment === "staging" && network === "base") throw new ConfigError("X402_NETWORK", "staging settles on a testnet, got the mainnet base");
+  let assets;
+  if (env.ASSETS_FILE) {
+    try {
+      assets = parseAssets(JSON.parse(readFileSync(resolve(env.ASSETS_FILE), "utf8")));
+    } catch (e) {
+      const why = e instanceof SyntaxError ? `invalid JSON (${e.message})` : e instanceof Error && !("code" in e) ? e.message : "cannot be read";
+      throw new ConfigError("ASSETS_FILE", `${env.ASSETS_FILE}: ${why}`);
+    }
+  }
+  const chain = paymentNetwork(network, chainId, assets);
+  if (network !== "local" && env.CHAIN_ID && Number(env.CHAIN_ID) !== chain.chainId) {
+    throw new ConfigError("CHAIN_ID", `${network} is chain ${chain.chainId}, got ${env.CHAIN_ID}`);
+  }
+  const address = (name: string): `0x${string}` | undefined => {
+    const raw = env[name];
+    if (!raw) return undefined;
+    if (!/^0x[0-9a-fA-F]{40}$/.test(raw)) throw new ConfigError(name, "must be a 0x-prefixed 20-byte address");
+    return raw.toLowerCase() as `0x${string}`;
+  };
+  const payTo = address("PAY_TO");
+  const relayerPrivateKey = env.RELAYER_PRIVATE_KEY || undefined;
+  if (relayerPrivateKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerPrivateKey)) throw new ConfigError("RELAYER_PRIVATE_KEY", "must be 0x followed by 64 hex digits");
+  const facilitatorUrl = url(env, "FACILITATOR_URL", ["http:", "https:"]);
+  const rpcUrl = url(env, "RPC_URL", ["http:", "https:"]);
+  const facilitator = env.FACILITATOR ? oneOf(env, "FACILITATOR", ["local", "http"] as const, "http") : facilitatorUrl ? "http" : undefined;
+  if (facilitator === "local" && !rpcUrl) throw new ConfigError("RPC_URL", "is required with FACILITATOR=local");
+  if (facilitator === "local" && !relayerPrivateKey) throw new ConfigError("RELAYER_PRIVATE_KEY", "is required with FACILITATOR=local");
+  if (facilitator === "http" && !facilitatorUrl) throw new ConfigError("FACILITATOR_URL", "is required with FACILITATOR=http");
+  // Permit assets settle through the relayer (it is the permit's spender), whatever settles EIP-3009.
+  if (chain.assets.some((a) => a.transfer === "permit") && !(rpcUrl && relayerPrivateKey)) {
+    throw new ConfigError("ASSETS_FILE", "permit assets need RELAYER_PRIVATE_KEY and RPC_URL (the relayer settles them)");
+  }
+  if (deployment !== "local" && !payTo) throw new ConfigError("PAY_TO", `is required for DEPLOYMENT=${deployment}`);
+  if (deployment !== "local" && !facilitator) throw new ConfigError("FACILITATOR_URL", `or FACILITATOR=local is required for DEPLOYMENT=${deployment}`);
+  return {
+    network,
+    payTo,
+    facilitatorUrl,
+    facilitator,
+    rpcUrl,
+    relayerPrivateKey: relayerPrivateKey as `0x${string}` | undefined,
+    assetsFile: env.ASSETS_FILE,
+    chain,
+    facilitatorTimeoutMs: int(env, "FACILITATOR_TIMEOUT_MS", 30_000, 100, 600_000),
+    enabled: Boolean(payTo && facilitator && chain.assets.length > 0),
   };
 }
 
@@ -124,14 +191,6 @@ export function loadConfig(env: Env = process.env): Config {
     upstreamTimeoutMs,
     ledgerShards: int(env, "LEDGER_SHARDS", 16, 1, 1024),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
-    payments: {
-      network: env.X402_NETWORK,
-      payTo: env.PAY_TO,
-      facilitatorUrl: url(env, "FACILITATOR_URL", ["http:", "https:"]),
-      facilitator: env.FACILITATOR,
-      rpcUrl: url(env, "RPC_URL", ["http:", "https:", "ws:", "wss:"]),
-      relayerPrivateKey: env.RELAYER_PRIVATE_KEY,
-      assetsFile: env.ASSETS_FILE,
-    },
+    payments: loadPayments(env, deployment, chainId),
   };
 }

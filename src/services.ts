@@ -8,6 +8,7 @@ import { LedgerScripts } from "./ledger/scripts.ts";
 import { log } from "./log.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
+import { TopupService } from "./modules/topup/topup.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase, type Sql } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
@@ -33,6 +34,7 @@ export interface Services {
   siwe: SiweVerifier;
   credits: Credits;
   keys: KeyService;
+  topup: TopupService;
   chat: ChatService;
   flusher: Flusher;
   /** Starts the flusher and the hold sweeper. */
@@ -73,7 +75,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     apiKeyAuth,
     siwe: new SiweVerifier(redis, ledgerKeys, { domain: config.siweDomain, chainIds: config.siweChainIds }),
     credits,
-    keys: new KeyService(sql, redis, ledger),
+    keys: new KeyService(sql, redis, ledger, credits),
+    topup: new TopupService(config.payments, sql, credits),
     chat,
     flusher,
     startBackground() {

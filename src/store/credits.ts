@@ -15,6 +15,16 @@ export interface CreditInput {
 }
 
 /**
+ * Settled payments whose Postgres write failed even after retries: event id → CreditInput JSON. The Redis
+ * ledger is credited at once (idempotent by event id); `reapplyPending` (the flusher's idle hook) inserts
+ * them into Postgres and removes them here. A hash on one key, so it works on a Redis Cluster too.
+ */
+export const CREDIT_OUTBOX = "gw:credits:outbox";
+
+const RETRY_DELAYS_MS = [50, 250, 1000];
+
+
+/**
  * Records money in: Postgres first (durable before any 2xx), then the Redis ledger (idempotent by event id),
  * then marks it applied. A crash in between leaves `applied_at` NULL and `reapplyPending` finishes the job.
  */
@@ -25,20 +35,60 @@ export class Credits {
   ) {}
 
   async add(c: CreditInput): Promise<{ id: number; balance: number; duplicate: boolean }> {
-    const [row] = await this.sql<{ id: number }[]>`
+    const r = await this.record(this.sql, c);
+    const { balance } = await this.apply(r.id, r.eventId, r.wallet, r.amountUsdc);
+    return { id: r.id, balance, duplicate: r.duplicate };
+  }
+
+  /**
+   * Inserts the credit row without touching Redis. A conflict (same event id or settlement transaction)
+   * returns the row already there, marked duplicate.
+   */
+  private async record(q: Sql, c: CreditInput): Promise<{ id: number; eventId: string; wallet: string; amountUsdc: number; duplicate: boolean }> {
+    const [row] = await q<{ id: number }[]>`
       INSERT INTO credits (event_id, wallet, kind, amount_usdc, reason, tx_hash, network)
       VALUES (${c.eventId}, ${c.wallet}, ${c.kind}, ${c.amountUsdc}, ${c.reason ?? null}, ${c.txHash ?? null}, ${c.network ?? null})
       ON CONFLICT DO NOTHING RETURNING id`;
-    if (!row) {
-      const [prior] = await this.sql<{ id: number; event_id: string; wallet: string; amount_usdc: number }[]>`
-        SELECT id, event_id, wallet, amount_usdc FROM credits
-        WHERE event_id = ${c.eventId} OR (${c.txHash ?? null}::text IS NOT NULL AND tx_hash = ${c.txHash ?? null})`;
-      if (!prior) throw new Error("credit conflicted but no prior row was found");
-      const { balance } = await this.apply(prior.id, prior.event_id, prior.wallet, prior.amount_usdc);
-      return { id: prior.id, balance, duplicate: true };
+    if (row) return { id: row.id, eventId: c.eventId, wallet: c.wallet, amountUsdc: c.amountUsdc, duplicate: false };
+    const [prior] = await q<{ id: number; event_id: string; wallet: string; amount_usdc: number }[]>`
+      SELECT id, event_id, wallet, amount_usdc FROM credits
+      WHERE event_id = ${c.eventId} OR (${c.txHash ?? null}::text IS NOT NULL AND tx_hash = ${c.txHash ?? null})`;
+    if (!prior) throw new Error("credit conflicted but no prior row was found");
+    return { id: prior.id, eventId: prior.event_id, wallet: prior.wallet, amountUsdc: prior.amount_usdc, duplicate: true };
+  }
+
+  /** Applies a credit row another statement wrote (a redeem) to Redis and marks it applied. */
+  async applyRecorded(r: { id: number; eventId: string; wallet: string; amountUsdc: number }) {
+    return this.apply(r.id, r.eventId, r.wallet, r.amountUsdc);
+  }
+
+  /**
+   * For money that already moved on chain: `add`, retried on Postgres errors; when Postgres stays down the
+   * credit goes to the Redis outbox and the ledger at once, so a settled payment is never lost. Throws only
+   * when Redis fails too (then the error log names everything an operator needs to grant it by hand).
+   */
+  async addSettled(c: CreditInput): Promise<{ balance: number; duplicate: boolean; deferred: boolean }> {
+    let lastError: unknown;
+    for (let attempt = 0; attempt <= RETRY_DELAYS_MS.length; attempt++) {
+      try {
+        const r = await this.add(c);
+        // A conflict on a retry is this call's own earlier insert (whose Redis write failed), not a duplicate.
+        return { balance: r.balance, duplicate: r.duplicate && attempt === 0, deferred: false };
+      } catch (e) {
+        lastError = e;
+        const delay = RETRY_DELAYS_MS[attempt];
+        if (delay !== undefined) await Bun.sleep(delay);
+      }
     }
-    const { balance } = await this.apply(row.id, c.eventId, c.wallet, c.amountUsdc);
-    return { id: row.id, balance, duplicate: false };
+    log.error("credit not recorded in Postgres after retries; deferring it to the Redis credit outbox", { event_id: c.eventId, error: lastError });
+    try {
+      await this.ledger.redis.hsetnx(CREDIT_OUTBOX, c.eventId, JSON.stringify(c));
+      const { balance } = await this.ledger.credit(c.wallet, c.eventId, c.amountUsdc);
+      return { balance, duplicate: false, deferred: true };
+    } catch (e) {
+      log.error("SETTLED PAYMENT NOT CREDITED: grant it by hand", { ...c, error: e });
+      throw e;
+    }
   }
 
   private async apply(id: number, eventId: string, wallet: string, amount: number) {
@@ -47,14 +97,26 @@ export class Credits {
     return r;
   }
 
-  /** Applies credits that reached Postgres but not Redis (a crash between the two writes). */
+  /**
+   * Completes money in that stopped half way: credits deferred to the Redis outbox (Postgres was down) are
+   * inserted, and credits that reached Postgres but not Redis (a crash between the two writes) are applied.
+   * Runs at start and as the flusher's idle hook; tests call it instead of waiting.
+   */
   async reapplyPending(): Promise<number> {
+    let done = 0;
+    const deferred = await this.ledger.redis.hgetall(CREDIT_OUTBOX);
+    for (const [eventId, json] of Object.entries(deferred)) {
+      await this.add(JSON.parse(json) as CreditInput);
+      await this.ledger.redis.hdel(CREDIT_OUTBOX, eventId);
+      log.warn("deferred credit recorded in Postgres", { event_id: eventId });
+      done++;
+    }
     const rows = await this.sql<{ id: number; event_id: string; wallet: string; amount_usdc: number }[]>`
       SELECT id, event_id, wallet, amount_usdc FROM credits WHERE applied_at IS NULL ORDER BY id LIMIT 1000`;
     for (const r of rows) {
       const { applied } = await this.apply(r.id, r.event_id, r.wallet, r.amount_usdc);
       if (applied) log.warn("credit applied late by the reconciler", { credit_id: r.id, wallet: r.wallet });
     }
-    return rows.length;
+    return done + rows.length;
   }
 }

@@ -1,8 +1,12 @@
 import init from "../../migrations/001_init.sql" with { type: "text" };
+import topupsCodes from "../../migrations/002_topups_codes.sql" with { type: "text" };
 import type { Sql } from "./db.ts";
 
 /** Every migration in order, imported as text so a compiled binary carries them (a test checks the folder). */
-export const MIGRATIONS: [name: string, sql: string][] = [["001_init.sql", init]];
+export const MIGRATIONS: [name: string, sql: string][] = [
+  ["001_init.sql", init],
+  ["002_topups_codes.sql", topupsCodes],
+];
 
 /** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */
 export async function migrate(sql: Sql): Promise<string[]> {

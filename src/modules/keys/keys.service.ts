@@ -2,8 +2,14 @@ import type { Redis } from "ioredis";
 import { generateApiKey, hashApiKey } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
+import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
 import { writeKeyState } from "../../store/rebuild.ts";
+
+/** SHA-256 hex of a redeem code (normalised: trimmed, lower-case): the only form it is stored in. */
+export function hashRedeemCode(code: string): string {
+  return new Bun.CryptoHasher("sha256").update(code.trim().toLowerCase()).digest("hex");
+}
 
 export interface CreateKeyInput {
   label?: string;
@@ -28,26 +34,87 @@ export class KeyService {
     private readonly sql: Sql,
     private readonly redis: Redis,
     private readonly ledger: Ledger,
+    private readonly credits: Credits,
   ) {}
 
+  /**
+   * Creates a key. A `redeem_code` is spent (once, across all wallets), its credit recorded and the key
+   * inserted by one SQL statement; a `ref_code` attributes the wallet to its referrer, if this is the wallet's
+   * first key, in the statement that inserts the key. So an unknown or spent code is 400 with nothing written.
+   * (Single statements, not transactions: embedded PGlite serves every pooled connection from one session.)
+   * Redis (key state, then the credit) follows.
+   */
   async create(wallet: string, input: CreateKeyInput) {
-    if (input.redeem_code !== undefined || input.ref_code !== undefined) {
-      // Codes are issued by the operator's admin commands; none exists until then, so any code is unknown.
-      throw new ApiError("VALIDATION_ERROR", input.redeem_code !== undefined ? "Unknown or used redeem_code" : "Unknown ref_code");
+    if (input.redeem_code !== undefined && input.ref_code !== undefined) {
+      throw new ApiError("VALIDATION_ERROR", "ref_code and redeem_code are mutually exclusive");
     }
     const key = generateApiKey();
     const hash = hashApiKey(key);
-    const [row] = await this.sql<KeyRow[]>`
-      INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
-      VALUES (${wallet}, ${hash}, ${input.label ?? ""}, ${input.budget_usdc ?? null})
-      RETURNING id, label, created_at, revoked_at`;
-    const p = this.ledger.principal(row!.id, wallet);
+    const label = input.label ?? "";
+    const budget = input.budget_usdc ?? null;
+    let row: KeyRow | undefined;
+    let redeemed: { id: number; eventId: string; wallet: string; amountUsdc: number } | undefined;
+    if (input.redeem_code !== undefined) {
+      const codeHash = hashRedeemCode(input.redeem_code);
+      const eventId = `redeem:${codeHash}`;
+      const [r] = await this.sql<(KeyRow & { credit_id: number; amount_usdc: number })[]>`
+        WITH code AS (
+          UPDATE redeem_codes SET redeemed_by = ${wallet}, redeemed_at = now()
+          WHERE code_hash = ${codeHash} AND redeemed_at IS NULL RETURNING amount_usdc
+        ), credit AS (
+          INSERT INTO credits (event_id, wallet, kind, amount_usdc, reason)
+          SELECT ${eventId}, ${wallet}, 'redeem', amount_usdc, 'redeem code' FROM code RETURNING id, amount_usdc
+        ), k AS (
+          INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
+          SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM code RETURNING id, label, created_at, revoked_at
+        )
+        SELECT k.id, k.label, k.created_at, k.revoked_at, credit.id AS credit_id, credit.amount_usdc FROM k, credit`;
+      if (!r) throw new ApiError("VALIDATION_ERROR", "Unknown or already used redeem_code");
+      row = r;
+      redeemed = { id: r.credit_id, eventId, wallet, amountUsdc: r.amount_usdc };
+    } else if (input.ref_code !== undefined) {
+      const code = input.ref_code.trim().toLowerCase();
+      [row] = await this.sql<KeyRow[]>`
+        WITH ref AS (
+          SELECT code, owner FROM ref_codes WHERE code = ${code} AND owner <> ${wallet}
+        ), first_key AS (
+          SELECT NOT EXISTS (SELECT 1 FROM api_keys WHERE wallet = ${wallet}) AS yes
+        ), attributed AS (
+          INSERT INTO referrals (wallet, ref_code, referrer)
+          SELECT ${wallet}, ref.code, ref.owner FROM ref, first_key WHERE first_key.yes
+          ON CONFLICT (wallet) DO NOTHING
+        )
+        INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
+        SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM ref RETURNING id, label, created_at, revoked_at`;
+      if (!row) {
+        const [known] = await this.sql`SELECT 1 FROM ref_codes WHERE code = ${code}`;
+        throw new ApiError("VALIDATION_ERROR", known ? "A wallet cannot refer itself" : "Unknown ref_code");
+      }
+    } else {
+      [row] = await this.sql<KeyRow[]>`
+        INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
+        VALUES (${wallet}, ${hash}, ${label}, ${budget})
+        RETURNING id, label, created_at, revoked_at`;
+    }
+    const created = row!;
+    const p = this.ledger.principal(created.id, wallet);
     await this.redis
       .multi()
-      .hset(p.apiKeyKey, writeKeyState(false, input.budget_usdc ?? null))
-      .set(this.ledger.keys.keyHash(hash), `${row!.id}|${wallet}`)
+      .hset(p.apiKeyKey, writeKeyState(false, budget))
+      .set(this.ledger.keys.keyHash(hash), `${created.id}|${wallet}`)
       .exec();
-    return { id: row!.id, key, label: row!.label, created_at: row!.created_at.toISOString() };
+    const out: { id: number; key: string; label: string; created_at: string; redeemed_credit_usdc?: number } = {
+      id: created.id,
+      key,
+      label: created.label,
+      created_at: created.created_at.toISOString(),
+    };
+    if (redeemed) {
+      // Recorded in Postgres already; if this Redis write fails the reconciler applies it (applied_at is NULL).
+      await this.credits.applyRecorded(redeemed);
+      out.redeemed_credit_usdc = redeemed.amountUsdc;
+    }
+    return out;
   }
 
   async list(wallet: string) {

@@ -1,0 +1,135 @@
+import type { Address } from "viem";
+import type { PaymentsConfig } from "../../config.ts";
+import { PlainError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { type Facilitator, FacilitatorUnavailable } from "../../payments/facilitator.ts";
+import { HttpFacilitator } from "../../payments/http.ts";
+import { LocalFacilitator } from "../../payments/local.ts";
+import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
+import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
+import type { Credits } from "../../store/credits.ts";
+import type { Sql } from "../../store/db.ts";
+
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+
+/** What a top-up request answers: 402 with the terms, or 200 with the credit. */
+export type TopupOutcome =
+  | { status: 402; body: Offer["body"]; headers: Record<string, string> }
+  | { status: 200; body: { balance_usdc: number; credited_usdc: number }; headers: Record<string, string> };
+
+/**
+ * x402 top-ups (design §6): step 1 offers the terms, step 2 verifies and settles the payment through the
+ * facilitator, records the top-up in Postgres keyed by the settlement transaction (so a payment credits once)
+ * and then credits the payer's wallet in Redis.
+ */
+export class TopupService {
+  /** Facilitator for EIP-3009 assets (FACILITATOR_URL or in-process) and for permit assets (in-process). */
+  private readonly eip3009?: Facilitator;
+  private readonly permit?: LocalFacilitator;
+
+  constructor(
+    private readonly cfg: PaymentsConfig,
+    private readonly sql: Sql,
+    private readonly credits: Credits,
+  ) {
+    const local =
+      cfg.rpcUrl && cfg.relayerPrivateKey && cfg.payTo
+        ? new LocalFacilitator(cfg.chain, cfg.rpcUrl, cfg.relayerPrivateKey, cfg.payTo as Address, cfg.facilitatorTimeoutMs)
+        : undefined;
+    this.permit = local;
+    if (cfg.facilitator === "http" && cfg.facilitatorUrl) this.eip3009 = new HttpFacilitator(cfg.facilitatorUrl, cfg.facilitatorTimeoutMs);
+    else if (cfg.facilitator === "local") this.eip3009 = local;
+    if (!cfg.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
+  }
+
+  get enabled(): boolean {
+    return this.cfg.enabled;
+  }
+
+  /** Human-readable name of the settlement network. */
+  get networkName(): string {
+    return this.cfg.chain.name;
+  }
+
+  offer(microUsdc: number, resource: string, error?: string): Offer {
+    const offer = buildOffer(this.cfg.chain, this.cfg.payTo as Address, microUsdc, resource, this.permit?.relayer);
+    if (error) {
+      offer.body.error = error;
+      offer.v2.error = error;
+    }
+    return offer;
+  }
+
+  private paymentRequired(offer: Offer): TopupOutcome {
+    return { status: 402, body: offer.body, headers: { "payment-required": encodeHeader(offer.v2), "cache-control": "no-store" } };
+  }
+
+  /** Step 1 (no payment header) or step 2. `microUsdc` is already validated (≥ 1 USD, ≤ 6 decimals). */
+  async topup(microUsdc: number, paymentHeader: string | undefined, resource: string): Promise<TopupOutcome> {
+    if (!this.enabled) throw new PlainError(503, "top-ups are not configured on this deployment");
+    const offer = this.offer(microUsdc, resource);
+    if (offer.requirements.length === 0) throw new PlainError(503, "no accepted asset can carry this amount exactly");
+    if (paymentHeader === undefined) return this.paymentRequired(offer);
+
+    const payment = await matchPayment(decodePaymentHeader(paymentHeader), offer.requirements, this.cfg.chain);
+    const facilitator = payment.kind === "permit" ? this.permit : this.eip3009;
+    if (!facilitator) throw new PlainError(503, "no facilitator for this asset");
+
+    const verdict = await this.unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));
+    if (!verdict.isValid) {
+      log.info("top-up payment refused by the facilitator", { reason: verdict.invalidReason, payer: payment.payer });
+      return this.paymentRequired(this.offer(microUsdc, resource, verdict.invalidReason ?? "invalid_payment"));
+    }
+    const settled = await this.unavailableAs503(() => facilitator.settle(payment.payload, payment.requirements));
+    if (!settled.success || !TX_HASH.test(settled.transaction)) {
+      log.warn("top-up settlement failed", { reason: settled.errorReason, payer: payment.payer });
+      return this.paymentRequired(this.offer(microUsdc, resource, settled.errorReason ?? "settlement_failed"));
+    }
+    return this.credit(payment, microUsdc, settled.transaction.toLowerCase());
+  }
+
+  /** Money moved on chain: from here on nothing may lose the credit (Credits.addSettled retries and defers). */
+  private async credit(payment: MatchedPayment, microUsdc: number, tx: string): Promise<TopupOutcome> {
+    const r = await this.credits.addSettled({
+      eventId: `topup:${this.cfg.chain.caip2}:${tx}`,
+      wallet: payment.payer,
+      kind: "topup",
+      amountUsdc: microUsdc,
+      txHash: tx,
+      network: this.cfg.chain.caip2,
+      reason: `${payment.requirement.asset.symbol} x402 v${payment.x402Version}`,
+    });
+    if (r.duplicate) log.warn("settlement already credited; not crediting again", { tx_hash: tx });
+    else log.info("top-up credited", { wallet: payment.payer, amount_usdc: microUsdc, tx_hash: tx, deferred: r.deferred });
+    const receipt = encodeHeader({ success: true, transaction: tx, network: payment.network, payer: payment.payer });
+    return {
+      status: 200,
+      body: { balance_usdc: r.balance, credited_usdc: r.duplicate ? 0 : microUsdc },
+      headers: { "x-payment-response": receipt, "payment-response": receipt, "cache-control": "no-store" },
+    };
+  }
+
+  private async unavailableAs503<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof FacilitatorUnavailable) {
+        log.error("payment facilitator unavailable", { error: e });
+        throw new PlainError(503, "payment facilitator unavailable");
+      }
+      throw e;
+    }
+  }
+
+  /** Top-ups of a wallet, newest first. */
+  async history(wallet: string) {
+    const rows = await this.sql<{ id: number; amount_usdc: number; tx_hash: string; created_at: Date }[]>`
+      SELECT id, amount_usdc, tx_hash, created_at FROM credits
+      WHERE wallet = ${wallet} AND kind = 'topup' ORDER BY id DESC LIMIT 1000`;
+    return {
+      wallet,
+      network: this.networkName,
+      topups: rows.map((r) => ({ id: r.id, amount_usdc: r.amount_usdc, tx_hash: r.tx_hash, created_at: r.created_at.toISOString() })),
+    };
+  }
+}

@@ -1,0 +1,41 @@
+/** A facilitator's verdict on a payment (x402 /verify). */
+export interface VerifyResult {
+  isValid: boolean;
+  invalidReason?: string;
+  payer?: string;
+}
+
+/** A facilitator's settlement (x402 /settle). `transaction` is the on-chain transaction hash on success. */
+export interface SettleResult {
+  success: boolean;
+  errorReason?: string;
+  transaction: string;
+  network: string;
+  payer?: string;
+}
+
+/** x402 verify and settle; `payload` and `requirements` are in the client's protocol version (1 or 2). */
+export interface Facilitator {
+  verify(payload: Record<string, unknown>, requirements: Record<string, unknown>): Promise<VerifyResult>;
+  settle(payload: Record<string, unknown>, requirements: Record<string, unknown>): Promise<SettleResult>;
+}
+
+/** The facilitator (or the chain behind an in-process one) cannot be reached or did not answer in time: 503. */
+export class FacilitatorUnavailable extends Error {}
+
+/** Runs `fn` with an abort signal that fires after `ms`; a timeout becomes FacilitatorUnavailable. */
+export async function withTimeout<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const ctrl = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      ctrl.abort();
+      reject(new FacilitatorUnavailable(`${what} timed out after ${ms} ms`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([fn(ctrl.signal), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

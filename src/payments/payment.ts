@@ -1,0 +1,172 @@
+import { getAddress, isAddress, verifyTypedData, type Address, type Hex } from "viem";
+import { PlainError } from "../errors.ts";
+import type { PaymentNetwork } from "./networks.ts";
+import type { Requirement } from "./requirements.ts";
+
+/** EIP-3009 authorization, as x402 `exact` carries it. */
+export interface Eip3009Payload {
+  signature: Hex;
+  authorization: { from: Address; to: Address; value: string; validAfter: string; validBefore: string; nonce: Hex };
+}
+
+/** EIP-2612 permit (the gateway's permit path): the relayer is the spender, then transfers to PAY_TO. */
+export interface PermitPayload {
+  signature: Hex;
+  permit: { owner: Address; spender: Address; value: string; nonce: string; deadline: string };
+}
+
+/** A decoded X-Payment / PAYMENT-SIGNATURE that matches one requirement of this top-up. */
+export interface MatchedPayment {
+  x402Version: 1 | 2;
+  requirement: Requirement;
+  /** The payment payload as the facilitator expects it for this version. */
+  payload: Record<string, unknown>;
+  /** The requirement in the same protocol version as the payload. */
+  requirements: Record<string, unknown>;
+  kind: "eip3009" | "permit";
+  inner: Eip3009Payload | PermitPayload;
+  /** The paying wallet (lower-case): it is credited. */
+  payer: string;
+  /** Network name as the client's protocol version writes it (for the payment-response header). */
+  network: string;
+}
+
+const MAX_HEADER = 16 * 1024;
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
+const UINT = /^\d{1,78}$/;
+const HEX32 = /^0x[0-9a-fA-F]{64}$/;
+
+export const invalidEncoding = () => new PlainError(400, "invalid payment encoding");
+export const mismatched = (why: string) => new PlainError(400, `mismatched payment: ${why}`);
+
+/** Base64 JSON object, else 400 `{error}` (spec error rule 5). */
+export function decodePaymentHeader(header: string): Record<string, unknown> {
+  const text = header.trim();
+  if (text.length === 0 || text.length > MAX_HEADER || !(BASE64.test(text) || BASE64URL.test(text))) throw invalidEncoding();
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(text, BASE64.test(text) ? "base64" : "base64url").toString("utf8"));
+  } catch {
+    throw invalidEncoding();
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalidEncoding();
+  return value as Record<string, unknown>;
+}
+
+const same = (a: unknown, b: string) => typeof a === "string" && a.toLowerCase() === b.toLowerCase();
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+
+function readInner(p: Record<string, unknown> | undefined): { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload } {
+  if (!p || typeof p.signature !== "string") throw mismatched("no signed authorization in the payload");
+  const auth = obj(p.authorization);
+  const permit = obj(p.permit);
+  if (auth) {
+    const a = auth as Record<string, string>;
+    if (![a.value, a.validAfter, a.validBefore].every((x) => typeof x === "string" && UINT.test(x)) || !HEX32.test(String(a.nonce))) {
+      throw mismatched("malformed authorization");
+    }
+    return { kind: "eip3009", inner: p as unknown as Eip3009Payload };
+  }
+  if (permit) {
+    const a = permit as Record<string, string>;
+    if (![a.value, a.nonce, a.deadline].every((x) => typeof x === "string" && UINT.test(x))) throw mismatched("malformed permit");
+    return { kind: "permit", inner: p as unknown as PermitPayload };
+  }
+  throw mismatched("unknown payload type");
+}
+
+/** The payer of a payload, or 400 when it is not a valid address (spec: undecodable wallet address). */
+function payerOf(m: { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload }): string {
+  const raw = m.kind === "eip3009" ? m.inner.authorization.from : m.inner.permit.owner;
+  if (typeof raw !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(raw) || !isAddress(raw)) throw new PlainError(400, "invalid payer address");
+  return raw.toLowerCase();
+}
+
+/** Checks the signed transfer moves exactly this requirement's amount to PAY_TO (or to the relayer, for a permit). */
+function checkTerms(
+  m: { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload },
+  r: Requirement,
+): void {
+  if (m.kind !== r.asset.transfer) throw mismatched(`${r.asset.symbol} is paid by ${r.asset.transfer}`);
+  if (m.kind === "eip3009") {
+    const a = m.inner.authorization;
+    if (!same(a.to, r.v2.payTo)) throw mismatched("payTo");
+    if (BigInt(a.value) !== r.atomic) throw mismatched("amount");
+  } else {
+    const p = m.inner.permit;
+    if (!same(p.spender, String(r.v2.extra.spender))) throw mismatched("spender");
+    if (BigInt(p.value) !== r.atomic) throw mismatched("amount");
+  }
+}
+
+/**
+ * Finds the requirement a payment answers. x402 v2 names its terms (`accepted`): asset, payTo, network, amount
+ * and scheme must equal one we offered. x402 v1 names only scheme and network, so the asset is the one whose
+ * transfer method fits the payload (when several fit, the one whose EIP-712 domain the signature is for).
+ * Then the signed transfer itself must carry the amount and recipient. Anything else: 400 "mismatched payment".
+ */
+export async function matchPayment(decoded: Record<string, unknown>, offered: Requirement[], net: PaymentNetwork): Promise<MatchedPayment> {
+  const version = decoded.x402Version;
+  if (version !== 1 && version !== 2) throw mismatched("unsupported x402Version");
+  if (version === 2) {
+    const accepted = obj(decoded.accepted);
+    if (!accepted) throw mismatched("no accepted requirements");
+    const r = offered.find(
+      (o) =>
+        accepted.scheme === o.v2.scheme &&
+        accepted.network === o.v2.network &&
+        same(accepted.asset, o.v2.asset) &&
+        same(accepted.payTo, o.v2.payTo) &&
+        accepted.amount === o.v2.amount,
+    );
+    if (!r) throw mismatched("accepted terms are not the ones offered for this amount");
+    const inner = readInner(obj(decoded.payload));
+    checkTerms(inner, r);
+    const payer = payerOf(inner);
+    // The facilitator judges against our terms, not the client's copy of them.
+    return { x402Version: 2, requirement: r, payload: { ...decoded, accepted: r.v2 }, requirements: r.v2 as unknown as Record<string, unknown>, ...inner, payer, network: net.caip2 };
+  }
+  if (decoded.scheme !== "exact") throw mismatched("scheme");
+  const network = net.v1Name ?? net.caip2;
+  if (decoded.network !== network) throw mismatched("network");
+  const inner = readInner(obj(decoded.payload));
+  let candidates = offered.filter((o) => o.asset.transfer === inner.kind);
+  if (candidates.length === 0) throw mismatched(`no offered asset is paid by ${inner.kind}`);
+  if (candidates.length > 1 && inner.kind === "eip3009") candidates = await bySignature(inner.inner, candidates, net.chainId);
+  const r = candidates[0];
+  if (!r) throw mismatched("the signature is for none of the offered assets");
+  checkTerms(inner, r);
+  const payer = payerOf(inner);
+  return { x402Version: 1, requirement: r, payload: decoded, requirements: r.v1 as unknown as Record<string, unknown>, ...inner, payer, network };
+}
+
+/** EIP-3009's typed data: what a USDC payer signs and the gateway checks before the facilitator is asked. */
+export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "value", type: "uint256" },
+    { name: "validAfter", type: "uint256" },
+    { name: "validBefore", type: "uint256" },
+    { name: "nonce", type: "bytes32" },
+  ],
+} as const;
+
+async function bySignature(p: Eip3009Payload, candidates: Requirement[], chainId: number): Promise<Requirement[]> {
+  const a = p.authorization;
+  if (!isAddress(a.from) || !isAddress(a.to)) return [];
+  for (const r of candidates) {
+    const ok = await verifyTypedData({
+      address: getAddress(a.from),
+      domain: { name: r.asset.eip712Name, version: r.asset.eip712Version, chainId, verifyingContract: r.asset.address },
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+      primaryType: "TransferWithAuthorization",
+      message: { from: a.from, to: a.to, value: BigInt(a.value), validAfter: BigInt(a.validAfter), validBefore: BigInt(a.validBefore), nonce: a.nonce },
+      signature: p.signature,
+    }).catch(() => false);
+    if (ok) return [r];
+  }
+  return [];
+}

@@ -1,0 +1,57 @@
+/**
+ * A standalone x402 facilitator service for FACILITATOR_URL tests: x402's own facilitator library
+ * (`@x402/core` x402Facilitator + `@x402/evm` exact, v1 and v2) behind the standard POST /verify and /settle,
+ * settling EIP-3009 on the dev chain with its own relayer. Not the gateway's code: the HTTP client is tested
+ * against the reference implementation.
+ */
+import { x402Facilitator } from "@x402/core/facilitator";
+import { toFacilitatorEvmSigner } from "@x402/evm";
+import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
+import { ExactEvmSchemeV1 } from "@x402/evm/exact/v1/facilitator";
+import { createWalletClient, http, parseEther, publicActions } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import type { DevChain } from "./chain.ts";
+
+export interface FacilitatorServer {
+  url: string;
+  calls: string[];
+  stop(): void;
+}
+
+export async function startFacilitator(chain: DevChain): Promise<FacilitatorServer> {
+  const account = privateKeyToAccount(generatePrivateKey());
+  await chain.rpc("anvil_setBalance", [account.address, `0x${parseEther("100").toString(16)}`]);
+  const client = createWalletClient({ account, chain: chain.chain, transport: http(chain.rpcUrl) }).extend(publicActions);
+  const signer = toFacilitatorEvmSigner({
+    address: account.address,
+    readContract: (a) => client.readContract({ ...a, args: a.args ?? [] } as never),
+    verifyTypedData: (a) => client.verifyTypedData(a as never),
+    writeContract: (a) => client.writeContract({ ...a, args: a.args ?? [] } as never),
+    sendTransaction: (a) => client.sendTransaction(a as never),
+    waitForTransactionReceipt: (a) => client.waitForTransactionReceipt(a),
+    getCode: (a) => client.getCode(a),
+  });
+  const facilitator = new x402Facilitator()
+    .register(`eip155:${chain.chainId}`, new ExactEvmScheme(signer))
+    .registerV1("base-sepolia" as `${string}:${string}`, new ExactEvmSchemeV1(signer));
+  const calls: string[] = [];
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      const path = new URL(req.url).pathname;
+      calls.push(path);
+      if (req.method !== "POST" || (path !== "/verify" && path !== "/settle")) return new Response("not found", { status: 404 });
+      const { paymentPayload, paymentRequirements } = (await req.json()) as { paymentPayload: never; paymentRequirements: never };
+      const result = path === "/verify" ? await facilitator.verify(paymentPayload, paymentRequirements) : await facilitator.settle(paymentPayload, paymentRequirements);
+      return Response.json(result);
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, calls, stop: () => server.stop(true) };
+}
+
+/** A facilitator that accepts connections and never answers (the timeout case). */
+export function startHangingFacilitator(): { url: string; stop(): void } {
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: () => new Promise<Response>(() => {}) });
+  return { url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) };
+}
