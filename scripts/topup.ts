@@ -3,7 +3,7 @@
  * client libraries: `bun scripts/topup.ts <usd> [--v2] [--usdt]`. Prints the answer, the settlement
  * transaction and the new balance.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { defineChain, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -13,7 +13,12 @@ import { v1Fetch, v2Fetch } from "../test/helpers/x402.ts";
 const args = process.argv.slice(2);
 const amount = Number(args.find((a) => !a.startsWith("--")) ?? "5");
 const dataDir = resolve(process.env.DATA_DIR ?? join(import.meta.dir, "../data/dev"));
-const info = JSON.parse(readFileSync(join(dataDir, "devchain.json"), "utf8"));
+const infoFile = join(dataDir, "devchain.json");
+if (!existsSync(infoFile)) {
+  console.error(`no dev chain at ${infoFile}: start \`bash scripts/dev.sh\` first (with the same DATA_DIR)`);
+  process.exit(1);
+}
+const info = JSON.parse(readFileSync(infoFile, "utf8"));
 const payer = privateKeyToAccount(info.payerKey as Hex);
 const chain = {
   ...info,
