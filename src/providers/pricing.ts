@@ -6,11 +6,16 @@ export interface Usage {
   completion_tokens: number;
 }
 
-// Prices are pico-USD per token, so a product is at most ~1e7 tokens × ~1e9 = 1e16 > 2^53.
-// BigInt keeps the rounding exact for any input; it only runs twice per request.
+// Prices are pico-USD per token, so a product can reach ~1e7 tokens × ~1e9 = 1e16 > 2^53. Doubles are exact
+// while every term stays a safe integer (the common case, and the cheap one); beyond that BigInt is.
 function ceilMicro(promptTokens: number, promptPico: number, completionTokens: number, completionPico: number): number {
-  const pico = BigInt(promptTokens) * BigInt(promptPico) + BigInt(completionTokens) * BigInt(completionPico);
-  return Number((pico + 999_999n) / 1_000_000n);
+  const pico = promptTokens * promptPico + completionTokens * completionPico;
+  if (pico <= Number.MAX_SAFE_INTEGER) {
+    const rest = pico % 1_000_000;
+    return (pico - rest) / 1_000_000 + (rest > 0 ? 1 : 0);
+  }
+  const big = BigInt(promptTokens) * BigInt(promptPico) + BigInt(completionTokens) * BigInt(completionPico);
+  return Number((big + 999_999n) / 1_000_000n);
 }
 
 /** What the wallet pays, in µUSDC: ceil(prompt × price + completion × price). */

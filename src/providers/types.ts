@@ -37,7 +37,7 @@ export interface ParsedCompletion {
   /** Response body for the client (OpenAI JSON). */
   json: string;
   usage: Usage | null;
-  /** Generated text (content, reasoning, tool-call names and arguments), to count when the provider gave no usage. */
+  /** Generated text (content, reasoning, tool-call names and arguments), to count when the provider gave no usage; may be empty when it did. */
   generated: string;
 }
 

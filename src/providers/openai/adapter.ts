@@ -51,7 +51,9 @@ export const openaiAdapter: ProviderAdapter = {
   parse(text) {
     const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown };
     if (!obj || !Array.isArray(obj.choices)) throw new Error("upstream body has no choices");
-    return { json: text, usage: usageOf(obj.usage), generated: obj.choices.map((c) => generatedText(c.message)).join("") };
+    const usage = usageOf(obj.usage);
+    // The generated text is only counted when usage is missing: skip the walk over the answer otherwise.
+    return { json: text, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
   },
 
   // Stateless: every OpenAI chunk stands alone, so one translator serves the whole stream.
