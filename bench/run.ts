@@ -376,8 +376,13 @@ async function sequentialLatency(targets: Target[], warmup: number, n: number): 
 }
 
 interface LoadResult {
-  /** CPU cores used during the run (CPU seconds / wall seconds) by the process under test, the stand-in, Redis, the load generator. */
-  cores: { target: number; standin: number; redis: number; loadgen: number };
+  /**
+   * CPU cores used during the run (CPU seconds / wall seconds) by the process under test, the stand-in, Redis,
+   * every Postgres process of the machine, the load generator, and the whole machine (busy time of /proc/stat).
+   */
+  cores: { target: number; standin: number; redis: number; postgres: number; loadgen: number; machine: number };
+  /** Busy CPU time of the whole machine per answered request, µs: what one request costs all processes together. */
+  machineUsPerRequest: number;
   /** CPU time of the process under test per answered request, µs. */
   cpuUsPerRequest: number;
   rps: number;
@@ -406,6 +411,30 @@ function cpuSeconds(pid: number | undefined): number {
   }
 }
 
+/** CPU seconds used so far by every process named postgres (the server's backends and helpers). */
+function postgresCpuSeconds(): number {
+  let total = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (!stat.includes("(postgres)")) continue;
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total;
+}
+
+/** Busy CPU seconds of the whole machine so far (all cores; everything but idle and iowait), from /proc/stat. */
+function machineBusySeconds(): number {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = f;
+  return (user + nice + system + irq + softirq + steal) / CLK_TCK;
+}
+
 /** Processes whose CPU time is sampled around each load run. */
 interface Watch {
   target: number;
@@ -421,13 +450,13 @@ async function autocannon(t: Target, connections: number, durationS: number, wat
     ...Object.entries(t.headers).flatMap(([k, v]) => ["-H", `${k}=${v}`]),
     "-b", t.body, t.url,
   ];
-  const cpu0 = { target: cpuSeconds(watch.target), standin: cpuSeconds(watch.standin), redis: cpuSeconds(watch.redis) };
+  const cpu0 = { target: cpuSeconds(watch.target), standin: cpuSeconds(watch.standin), redis: cpuSeconds(watch.redis), postgres: postgresCpuSeconds(), machine: machineBusySeconds() };
   const wall0 = performance.now();
   const p = Bun.spawn(args, { cwd: ROOT, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   const killer = setTimeout(() => p.kill("SIGKILL"), (durationS + 60) * 1000);
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   clearTimeout(killer);
-  const cpu1 = { target: cpuSeconds(watch.target), standin: cpuSeconds(watch.standin), redis: cpuSeconds(watch.redis) };
+  const cpu1 = { target: cpuSeconds(watch.target), standin: cpuSeconds(watch.standin), redis: cpuSeconds(watch.redis), postgres: postgresCpuSeconds(), machine: machineBusySeconds() };
   const wallS = (performance.now() - wall0) / 1000;
   const loadgenCpuS = Number(p.resourceUsage()?.cpuTime.total ?? NaN) / 1e6;
   const line = out.trim().split("\n").pop() ?? "";
@@ -448,10 +477,13 @@ async function autocannon(t: Target, connections: number, durationS: number, wat
     target: (cpu1.target - cpu0.target) / loadS,
     standin: (cpu1.standin - cpu0.standin) / loadS,
     redis: (cpu1.redis - cpu0.redis) / loadS,
+    postgres: (cpu1.postgres - cpu0.postgres) / wallS,
     loadgen: loadgenCpuS / wallS,
+    machine: (cpu1.machine - cpu0.machine) / wallS,
   };
   return {
     cores,
+    machineUsPerRequest: ((cpu1.machine - cpu0.machine) / Math.max(1, r["2xx"])) * 1e6,
     cpuUsPerRequest: ((cores.target * wallS) / Math.max(1, r["2xx"])) * 1e6,
     rps: r.requests.average,
     total: r.requests.total,
@@ -551,9 +583,9 @@ function report(meta: Record<string, unknown>, results: DelayResult[], rss: { af
   L.push(`## Throughput at concurrency ${S.connections} (autocannon, ${S.durationS} s × ${S.rounds} round(s) each after ${S.warmupS} s warm-up; req/s)`);
   L.push("");
   L.push(
-    "| stand-in delay | gateway | baseline proxy | **ratio gateway/baseline** | direct to stand-in | gateway p50 / p99 latency (ms) | CPU µs/request gateway / baseline | cores used: gateway · stand-in · redis · autocannon | non-2xx + errors |",
+    "| stand-in delay | gateway | baseline proxy | **ratio gateway/baseline** | direct to stand-in | gateway p50 / p99 latency (ms) | CPU µs/request gateway / baseline | machine CPU µs/request gateway / baseline | cores used: gateway · stand-in · redis · postgres · autocannon (machine busy) | non-2xx + errors |",
   );
-  L.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  L.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const r of results) {
     const g = r.throughput.gateway;
     const b = r.throughput.baseline;
@@ -561,7 +593,9 @@ function report(meta: Record<string, unknown>, results: DelayResult[], rss: { af
       `| ${r.delayMs} ms | ${f0(r.gatewayRps)} | ${f0(r.baselineRps)} | **${f2(r.ratio)}** | ${f0(r.directRps)} | ` +
         `${mean(g.map((x) => x.latencyP50)).toFixed(1)} / ${mean(g.map((x) => x.latencyP99)).toFixed(1)} | ` +
         `${f0(mean(g.map((x) => x.cpuUsPerRequest)))} / ${f0(mean(b.map((x) => x.cpuUsPerRequest)))} | ` +
-        `${f2(mean(g.map((x) => x.cores.target)))} · ${f2(mean(g.map((x) => x.cores.standin)))} · ${f2(mean(g.map((x) => x.cores.redis)))} · ${f2(mean(g.map((x) => x.cores.loadgen)))} | ${r.non2xx} |`,
+        `${f0(mean(g.map((x) => x.machineUsPerRequest)))} / ${f0(mean(b.map((x) => x.machineUsPerRequest)))} | ` +
+        `${f2(mean(g.map((x) => x.cores.target)))} · ${f2(mean(g.map((x) => x.cores.standin)))} · ${f2(mean(g.map((x) => x.cores.redis)))} · ` +
+        `${f2(mean(g.map((x) => x.cores.postgres)))} · ${f2(mean(g.map((x) => x.cores.loadgen)))} (${f2(mean(g.map((x) => x.cores.machine)))}) | ${r.non2xx} |`,
     );
   }
   L.push("");
@@ -718,7 +752,8 @@ async function main(): Promise<number> {
         if (x.name === "gateway") (gatewayOk += res.ok2xx), (extraInFlight += S.connections);
         log(
           `  ${r.delayMs} ms round ${round + 1} ${x.name}: ${f0(res.rps)} req/s, non-2xx ${res.non2xx}, errors ${res.errors}, timeouts ${res.timeouts}; ` +
-            `cores: ${x.name} ${f2(res.cores.target)}, stand-in ${f2(res.cores.standin)}, redis ${f2(res.cores.redis)}, autocannon ${f2(res.cores.loadgen)}; ` +
+            `cores: ${x.name} ${f2(res.cores.target)}, stand-in ${f2(res.cores.standin)}, redis ${f2(res.cores.redis)}, postgres ${f2(res.cores.postgres)}, ` +
+            `autocannon ${f2(res.cores.loadgen)}, machine ${f2(res.cores.machine)}; ` +
             `${f0(res.cpuUsPerRequest)} µs CPU/request`,
         );
       }
