@@ -44,6 +44,9 @@ export interface Services {
 }
 
 const SWEEP_INTERVAL_MS = 5_000;
+// Money-in repairs (credits half applied, payments whose settlement was not confirmed) also run under constant
+// load, when the flusher never has an idle round.
+const REPAIR_INTERVAL_MS = 30_000;
 
 /** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
 export async function buildServices(config: Config, conn: Connections): Promise<Services> {
@@ -66,6 +69,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
 
   const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs);
   let sweeper: ReturnType<typeof setInterval> | undefined;
+  let repairer: ReturnType<typeof setInterval> | undefined;
+  const topup = new TopupService(config.payments, sql, credits);
   return {
     config,
     redis,
@@ -76,7 +81,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     siwe: new SiweVerifier(redis, ledgerKeys, { domain: config.siweDomain, chainIds: config.siweChainIds }),
     credits,
     keys: new KeyService(sql, redis, ledger, credits),
-    topup: new TopupService(config.payments, sql, credits),
+    topup,
     chat,
     flusher,
     startBackground() {
@@ -84,9 +89,23 @@ export async function buildServices(config: Config, conn: Connections): Promise<
       sweeper = setInterval(() => {
         ledger.sweepExpired().catch((e) => log.error("hold sweep failed", { error: e }));
       }, SWEEP_INTERVAL_MS);
+      let repairing = false;
+      repairer = setInterval(async () => {
+        if (repairing) return;
+        repairing = true;
+        try {
+          await credits.reapplyPending();
+          await topup.recovery.checkPending();
+        } catch (e) {
+          log.error("money-in repair round failed; it will retry", { error: e });
+        } finally {
+          repairing = false;
+        }
+      }, REPAIR_INTERVAL_MS);
     },
     async close() {
       clearInterval(sweeper);
+      clearInterval(repairer);
       await chat.idle();
       await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
       redis.disconnect();

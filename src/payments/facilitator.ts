@@ -21,7 +21,15 @@ export interface Facilitator {
 }
 
 /** The facilitator (or the chain behind an in-process one) cannot be reached or did not answer in time: 503. */
-export class FacilitatorUnavailable extends Error {}
+export class FacilitatorUnavailable extends Error {
+  constructor(
+    message: string,
+    /** The transfer transaction, when it was sent before the failure (its outcome is then for recovery to learn). */
+    readonly transaction?: string,
+  ) {
+    super(message);
+  }
+}
 
 /** Runs `fn` with an abort signal that fires after `ms`; a timeout becomes FacilitatorUnavailable. */
 export async function withTimeout<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {

@@ -220,6 +220,7 @@ export class LocalFacilitator implements Facilitator {
     const value = BigInt(p.permit.value);
     const sig = parseSignature(p.signature);
     const fail = (errorReason: string, transaction = "") => ({ success: false, errorReason, transaction, network, payer });
+    let tx: Hex | undefined;
     try {
       const permitTx = await this.client.writeContract({
         address: asset,
@@ -229,7 +230,7 @@ export class LocalFacilitator implements Facilitator {
       });
       const permitReceipt = await this.client.waitForTransactionReceipt({ hash: permitTx, timeout: this.timeoutMs });
       if (permitReceipt.status !== "success") return fail("permit_failed", permitTx);
-      const tx = await this.client.writeContract({ address: asset, abi: tokenAbi, functionName: "transferFrom", args: [owner, this.payTo, value] });
+      tx = await this.client.writeContract({ address: asset, abi: tokenAbi, functionName: "transferFrom", args: [owner, this.payTo, value] });
       const receipt = await this.client.waitForTransactionReceipt({ hash: tx, timeout: this.timeoutMs });
       if (receipt.status !== "success") return fail("transaction_failed", tx);
       const moved = parseEventLogs({ abi: tokenAbi, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, asset)) }).some(
@@ -239,7 +240,9 @@ export class LocalFacilitator implements Facilitator {
       return { success: true, transaction: tx, network, payer };
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
-      if (NETWORK_ERROR.test(msg)) throw new FacilitatorUnavailable(msg);
+      // Once transferFrom was sent its outcome is unknown here: the transaction goes along for recovery.
+      if (NETWORK_ERROR.test(msg)) throw new FacilitatorUnavailable(msg, tx);
+      if (tx) return fail("transaction_failed", tx);
       return fail(/expired/i.test(msg) ? "permit_expired" : /signature/i.test(msg) ? "invalid_signature" : "transaction_failed");
     }
   }

@@ -15,10 +15,16 @@ import type { DevChain } from "./chain.ts";
 export interface FacilitatorServer {
   url: string;
   calls: string[];
+  /** The settlements this facilitator made, in order, each resolved once it is on chain (before any delay). */
+  settlements: Promise<{ success: boolean; transaction: string }>[];
   stop(): void;
 }
 
-export async function startFacilitator(chain: DevChain): Promise<FacilitatorServer> {
+/**
+ * `settleDelayMs`: answer /settle only that long after the settlement is on chain (a facilitator slower than the
+ * gateway's timeout, whose payment nonetheless moved). `settleHangs`: verify, but never settle nor answer /settle.
+ */
+export async function startFacilitator(chain: DevChain, opts: { settleDelayMs?: number; settleHangs?: boolean } = {}): Promise<FacilitatorServer> {
   const account = privateKeyToAccount(generatePrivateKey());
   await chain.rpc("anvil_setBalance", [account.address, `0x${parseEther("100").toString(16)}`]);
   const client = createWalletClient({ account, chain: chain.chain, transport: http(chain.rpcUrl) }).extend(publicActions);
@@ -35,6 +41,7 @@ export async function startFacilitator(chain: DevChain): Promise<FacilitatorServ
     .register(`eip155:${chain.chainId}`, new ExactEvmScheme(signer))
     .registerV1("base-sepolia" as `${string}:${string}`, new ExactEvmSchemeV1(signer));
   const calls: string[] = [];
+  const settlements: FacilitatorServer["settlements"] = [];
   const server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
@@ -43,11 +50,16 @@ export async function startFacilitator(chain: DevChain): Promise<FacilitatorServ
       calls.push(path);
       if (req.method !== "POST" || (path !== "/verify" && path !== "/settle")) return new Response("not found", { status: 404 });
       const { paymentPayload, paymentRequirements } = (await req.json()) as { paymentPayload: never; paymentRequirements: never };
-      const result = path === "/verify" ? await facilitator.verify(paymentPayload, paymentRequirements) : await facilitator.settle(paymentPayload, paymentRequirements);
+      if (path === "/verify") return Response.json(await facilitator.verify(paymentPayload, paymentRequirements));
+      if (opts.settleHangs) return new Promise<Response>(() => {});
+      const settled = facilitator.settle(paymentPayload, paymentRequirements);
+      settlements.push(settled);
+      const result = await settled;
+      if (opts.settleDelayMs) await Bun.sleep(opts.settleDelayMs); // the slow answer under test, not a wait for work
       return Response.json(result);
     },
   });
-  return { url: `http://127.0.0.1:${server.port}`, calls, stop: () => server.stop(true) };
+  return { url: `http://127.0.0.1:${server.port}`, calls, settlements, stop: () => server.stop(true) };
 }
 
 /** A facilitator that accepts connections and never answers (the timeout case). */

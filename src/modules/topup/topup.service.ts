@@ -2,10 +2,11 @@ import type { Address } from "viem";
 import type { PaymentsConfig } from "../../config.ts";
 import { PlainError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { type Facilitator, FacilitatorUnavailable } from "../../payments/facilitator.ts";
+import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
 import { HttpFacilitator } from "../../payments/http.ts";
 import { LocalFacilitator } from "../../payments/local.ts";
 import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
+import { PaymentRecovery } from "../../payments/recovery.ts";
 import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
@@ -26,6 +27,8 @@ export class TopupService {
   /** Facilitator for EIP-3009 assets (FACILITATOR_URL or in-process) and for permit assets (in-process). */
   private readonly eip3009?: Facilitator;
   private readonly permit?: LocalFacilitator;
+  /** Payments whose settlement could not be confirmed, credited later if the chain shows they moved. */
+  readonly recovery: PaymentRecovery;
 
   constructor(
     private readonly cfg: PaymentsConfig,
@@ -37,6 +40,7 @@ export class TopupService {
         ? new LocalFacilitator(cfg.chain, cfg.rpcUrl, cfg.relayerPrivateKey, cfg.payTo as Address, cfg.facilitatorTimeoutMs)
         : undefined;
     this.permit = local;
+    this.recovery = new PaymentRecovery(cfg, sql, credits);
     if (cfg.facilitator === "http" && cfg.facilitatorUrl) this.eip3009 = new HttpFacilitator(cfg.facilitatorUrl, cfg.facilitatorTimeoutMs);
     else if (cfg.facilitator === "local") this.eip3009 = local;
     if (!cfg.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
@@ -80,9 +84,11 @@ export class TopupService {
       log.info("top-up payment refused by the facilitator", { reason: verdict.invalidReason, payer: payment.payer });
       return this.paymentRequired(this.offer(microUsdc, resource, verdict.invalidReason ?? "invalid_payment"));
     }
-    const settled = await this.unavailableAs503(() => facilitator.settle(payment.payload, payment.requirements));
+    const settled = await this.settle(facilitator, payment, microUsdc);
     if (!settled.success || !TX_HASH.test(settled.transaction)) {
       log.warn("top-up settlement failed", { reason: settled.errorReason, payer: payment.payer });
+      // The facilitator may have sent the transfer before it failed (a receipt that timed out): the chain decides.
+      await this.recovery.open(payment, microUsdc, `settle failed: ${settled.errorReason ?? "unknown"}`, settled.transaction);
       return this.paymentRequired(this.offer(microUsdc, resource, settled.errorReason ?? "settlement_failed"));
     }
     return this.credit(payment, microUsdc, settled.transaction.toLowerCase());
@@ -107,6 +113,22 @@ export class TopupService {
       body: { balance_usdc: r.balance, credited_usdc: r.duplicate ? 0 : microUsdc },
       headers: { "x-payment-response": receipt, "payment-response": receipt, "cache-control": "no-store" },
     };
+  }
+
+  /**
+   * Settles through the facilitator. Once settle was asked, money may move whatever the answer: an error opens a
+   * recovery check before the client hears 503 (or 500), so a late settlement is still credited.
+   */
+  private async settle(facilitator: Facilitator, payment: MatchedPayment, microUsdc: number): Promise<SettleResult> {
+    try {
+      return await facilitator.settle(payment.payload, payment.requirements);
+    } catch (e) {
+      const unavailable = e instanceof FacilitatorUnavailable;
+      await this.recovery.open(payment, microUsdc, `settle: ${e instanceof Error ? e.message : String(e)}`, unavailable ? e.transaction : undefined);
+      if (!unavailable) throw e;
+      log.error("payment facilitator unavailable", { error: e });
+      throw new PlainError(503, "payment facilitator unavailable");
+    }
   }
 
   private async unavailableAs503<T>(fn: () => Promise<T>): Promise<T> {
