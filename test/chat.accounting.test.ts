@@ -79,6 +79,7 @@ describe("a provider that reports no usage is billed by the tokenizer", () => {
     let text = "";
     let args = "";
     for await (const chunk of stream) {
+      expect(chunk.usage ?? undefined).toBeUndefined(); // not asked for: no usage chunk
       text += chunk.choices[0]?.delta?.content ?? "";
       args += chunk.choices[0]?.delta?.tool_calls?.[0]?.function?.arguments ?? "";
     }
@@ -95,14 +96,37 @@ describe("a provider that reports no usage is billed by the tokenizer", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - amount_usdc, locked: 0 });
   });
 
+  test("stream with include_usage: the last chunk before [DONE] carries the counted usage that was charged", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const stream = await gw.openai(key).chat.completions.create({
+      model: "standin/no-usage-long",
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const last = chunks.at(-1)!;
+    expect(last.choices).toEqual([]);
+    expect(chunks.filter((c) => c.usage)).toHaveLength(1);
+    const [row] = await pgCharges(wallet);
+    expect(last.usage).toEqual({
+      prompt_tokens: row!.prompt_tokens,
+      completion_tokens: row!.completion_tokens,
+      total_tokens: row!.prompt_tokens + row!.completion_tokens,
+    });
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - row!.amount_usdc, locked: 0 });
+  });
+
   test("JSON answer: the same count, the same exactness", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const completion = await gw.openai(key).chat.completions.create({ model: "standin/no-usage-long", messages });
-    expect(completion.usage).toBeUndefined();
     expect(completion.choices[0]!.message.tool_calls?.[0]).toMatchObject({ function: { name: LONG_TOOL.name } });
     const rows = await pgCharges(wallet);
     expect(rows).toHaveLength(1);
     const { prompt_tokens, completion_tokens, amount_usdc } = rows[0]!;
+    // The answer carries the usage it was billed at, as the spec's response has it.
+    expect(completion.usage).toEqual({ prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens });
     expectNear(prompt_tokens, PROMPT_COUNT);
     expectNear(completion_tokens, COMPLETION_COUNT);
     expect(amount_usdc).toBe(expectedCharge(prompt_tokens, completion_tokens));

@@ -34,6 +34,17 @@ async function upstreamFailure(call: Call, res: Response): Promise<ApiError> {
   return call.adapter.upstreamError(res.status, detail);
 }
 
+/** OpenAI's usage object for a billed usage. */
+function usageBody(u: Usage) {
+  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens };
+}
+
+/** The stream's final usage chunk (choices empty), as OpenAI sends it when asked with include_usage. */
+function usageChunk(call: Call, u: Usage): string {
+  const created = Math.floor(Date.now() / 1000);
+  return JSON.stringify({ id: `chatcmpl-${call.holdId}`, object: "chat.completion.chunk", created, model: call.model.id, choices: [], usage: usageBody(u) });
+}
+
 function isTimeout(e: unknown): boolean {
   return e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError");
 }
@@ -104,8 +115,16 @@ export class ChatService {
       log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
       throw new ApiError("UPSTREAM_ERROR");
     }
-    this.settleBehind(call, parsed.usage ?? (await this.estimate(call, parsed.generated)));
-    return new Response(parsed.json, { headers: { "content-type": "application/json", ...call.headers } });
+    if (parsed.usage) {
+      this.settleBehind(call, parsed.usage);
+      return new Response(parsed.json, { headers: { "content-type": "application/json", ...call.headers } });
+    }
+    // The provider reported no usage: the answer carries the counted usage it is billed at (the spec's usage field).
+    const counted = await this.estimate(call, parsed.generated);
+    this.settleBehind(call, counted);
+    const answer = JSON.parse(parsed.json) as Record<string, unknown>;
+    answer.usage = usageBody(counted);
+    return new Response(JSON.stringify(answer), { headers: { "content-type": "application/json", ...call.headers } });
   }
 
   private async streamed(call: Call, url: string, init: RequestInit, includeUsage: boolean): Promise<Response> {
@@ -148,8 +167,12 @@ export class ChatService {
       disarm();
       if (resolved) return; // the client cancelled first; cancel() resolved the hold
       resolved = true;
-      if (ok) await this.settle(call, await cost());
-      else {
+      if (ok) {
+        const billed = await cost();
+        await this.settle(call, billed);
+        // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
+        if (includeUsage && usage === undefined) ctrl.enqueue(encoder.encode(`data: ${usageChunk(call, billed)}\n\n`));
+      } else {
         // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
         abort.abort();
         await this.release(call);
