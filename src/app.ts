@@ -15,16 +15,29 @@ import type { Services } from "./services.ts";
 function validationMessage(error: ValidationError): string {
   try {
     const first = error.all[0] as { path?: string; summary?: string; message?: string } | undefined;
-    if (first) return `${first.path || "body"}: ${first.summary ?? first.message ?? "invalid"}`.slice(0, 300);
+    // The path names the field; where it is empty, the part of the request (body, query, params) does.
+    if (first) return `${first.path || error.type}: ${first.summary ?? first.message ?? "invalid"}`.slice(0, 300);
   } catch {
     // fall through to the generic text
   }
   return "Invalid request parameters";
 }
 
+/**
+ * Largest request body: a full 1M-token context is ~4 MB of text and images come base64-encoded, so 32 MiB serves
+ * any real request while a runaway upload is refused before it is read. main passes it on to Bun.serve too.
+ */
+export const MAX_BODY_BYTES = 32 * 1024 * 1024;
+
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
+    .onRequest(({ request }) => {
+      const length = request.headers.get("content-length");
+      if (length !== null && Number(length) > MAX_BODY_BYTES) {
+        return errorResponse(new ApiError("VALIDATION_ERROR", `Request body too large (at most ${MAX_BODY_BYTES} bytes)`));
+      }
+    })
     .use(
       openapi({
         path: "/docs",
@@ -37,7 +50,14 @@ export function createApp(s: Services) {
     .onError(({ code, error }) => {
       if (error instanceof ApiError) return errorResponse(error);
       if (error instanceof PlainError) return Response.json({ error: error.message }, { status: error.status });
-      if (code === "VALIDATION") return errorResponse(new ApiError("VALIDATION_ERROR", validationMessage(error as ValidationError)));
+      if (code === "VALIDATION") {
+        // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
+        if ((error as ValidationError).type === "response") {
+          log.error("response failed its schema", { error: validationMessage(error as ValidationError) });
+          return errorResponse(new ApiError("INTERNAL_ERROR"));
+        }
+        return errorResponse(new ApiError("VALIDATION_ERROR", validationMessage(error as ValidationError)));
+      }
       if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
       if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
       log.error("unhandled error", { code, error });

@@ -1,5 +1,5 @@
 import { AdminUsageError, runAdmin } from "./admin.ts";
-import { createApp } from "./app.ts";
+import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { log, setLogLevel } from "./log.ts";
 import { buildServices } from "./services.ts";
@@ -10,7 +10,8 @@ async function serve(config: Config): Promise<void> {
   const services = await buildServices(config, stack.connections);
   services.startBackground();
   const app = createApp(services);
-  const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, idleTimeout: 0 });
+  // A body without Content-Length is cut off by Bun just above the app's own limit (which answers in the spec's shape).
+  const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 });
   log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size });
 
   let stopping = false;

@@ -33,7 +33,8 @@ export class ApiKeyAuth {
 
   /** Parses the header and resolves the key; 401 for anything missing, malformed or unknown. */
   async fromHeader(header: string | null): Promise<KeyPrincipal> {
-    if (!header || !header.startsWith("Bearer ")) throw new ApiError("UNAUTHORIZED");
+    // The auth scheme is case-insensitive (RFC 9110); clients send "Bearer" and sometimes "bearer".
+    if (!header || header.length < 7 || header.slice(0, 7).toLowerCase() !== "bearer ") throw new ApiError("UNAUTHORIZED");
     return this.resolve(header.slice(7).trim());
   }
 

@@ -40,6 +40,8 @@ export const chatRoutes = (s: Services) =>
     ({ body, request }) => s.chat.complete(request.headers.get("authorization"), body as ChatRequest),
     {
       body: ChatCompletionRequest,
+      parse: "json", // every body is JSON (spec), whatever Content-Type a client sends
+
       response: { 400: ErrorBody, 401: ErrorBody, 402: ErrorBody, 429: ErrorBody, 502: ErrorBody, 504: ErrorBody },
       detail: { summary: "Chat completion (reserve → provider → settle)", security: [{ bearer: [] }] },
     },

@@ -3,7 +3,8 @@ import type { Services } from "../../services.ts";
 import { ApiError } from "../../errors.ts";
 import { ErrorBody, SiweQuery } from "../schemas.ts";
 
-const SiweBody = { message: t.String({ maxLength: 4096 }), signature: t.String({ maxLength: 200 }) };
+// Missing or malformed SIWE credentials are the spec's 401, not a 400: the verifier checks them (sizes included).
+const SiweBody = { message: t.Optional(t.String()), signature: t.Optional(t.String()) };
 
 /** POST/GET/DELETE /v1/auth/keys: SIWE-authenticated key management. */
 export const keysRoutes = (s: Services) =>
@@ -21,6 +22,7 @@ export const keysRoutes = (s: Services) =>
         return created;
       },
       {
+        parse: "json",
         body: t.Object({
           ...SiweBody,
           label: t.Optional(t.String({ maxLength: 100 })),
@@ -44,13 +46,15 @@ export const keysRoutes = (s: Services) =>
     .delete(
       "/v1/auth/keys/:key_id",
       async ({ params, body }) => {
-        const wallet = await s.siwe.verify(body, "once");
-        await s.keys.revoke(wallet, params.key_id);
+        const wallet = await s.siwe.verify(body ?? {}, "once");
+        await s.keys.revoke(wallet, Number(params.key_id));
         return { revoked: true };
       },
       {
-        params: t.Object({ key_id: t.Integer({ minimum: 1 }) }),
-        body: t.Object(SiweBody),
+        // Digits only, within bigint: "1e0" or 2^64 is a 400, never a coerced id or a database error.
+        params: t.Object({ key_id: t.String({ pattern: "^[1-9][0-9]{0,14}$" }) }),
+        parse: "json",
+        body: t.Optional(t.Object(SiweBody, { additionalProperties: true })),
         response: { 200: t.Object({ revoked: t.Boolean() }), 401: ErrorBody, 404: ErrorBody },
         detail: { summary: "Revoke an API key" },
       },

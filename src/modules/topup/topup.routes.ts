@@ -47,6 +47,7 @@ export const topupRoutes = (s: Services) =>
       return out.body;
     },
     {
+      parse: "json",
       body: t.Object({ amount: t.Number({ description: "USD to credit, minimum 1, at most 6 decimals" }) }),
       response: {
         200: t.Object({ balance_usdc: t.Integer(), credited_usdc: t.Integer() }),
