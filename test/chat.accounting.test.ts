@@ -188,6 +188,20 @@ describe("the reserve: a prompt upper bound plus max_tokens clamped to the model
     expect(locked).toBe(expectedCharge(Buffer.byteLength(JSON.stringify(sent)) + 8, 4096));
   });
 
+  test("max_completion_tokens bounds the hold like max_tokens and goes upstream clamped, under its own name", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const locked = await holdDuring(key, wallet, { model: "standin/hang", messages, max_completion_tokens: 1_000_000 });
+    const sent = gw.standin.requests.at(-1)!;
+    expect(sent.max_completion_tokens).toBe(4096);
+    expect(sent.max_tokens).toBeUndefined();
+    expect(locked).toBe(expectedCharge(Buffer.byteLength(JSON.stringify(sent)) + 8, 4096));
+
+    const small = await holdDuring(key, wallet, { model: "standin/hang", messages, max_completion_tokens: 7, max_tokens: 5 });
+    const both = gw.standin.requests.at(-1)!;
+    expect([both.max_tokens, both.max_completion_tokens]).toEqual([5, 5]);
+    expect(small).toBe(expectedCharge(Buffer.byteLength(JSON.stringify(both)) + 8, 5));
+  });
+
   test("Anthropic dialect: tools add the hidden tool-use system prompt (600 tokens) to the bound", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];

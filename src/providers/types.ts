@@ -7,6 +7,8 @@ export type ChatRequest = Record<string, unknown> & {
   model: string;
   messages: unknown[];
   max_tokens?: number;
+  /** OpenAI's newer name for the completion cap (reasoning models accept only it); same meaning here. */
+  max_completion_tokens?: number;
   stream?: boolean;
   n?: number;
   stream_options?: { include_usage?: boolean };

@@ -22,6 +22,7 @@ export const ChatCompletionRequest = t.Object(
     model: t.String({ minLength: 1, maxLength: 256 }),
     messages: t.Array(Message, { minItems: 1 }),
     max_tokens: t.Optional(Int(1, 10_000_000)),
+    max_completion_tokens: t.Optional(Int(1, 10_000_000)),
     temperature: t.Optional(t.Number({ minimum: 0, maximum: 2 })),
     top_p: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
     stream: t.Optional(t.Boolean()),

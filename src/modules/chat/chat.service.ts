@@ -73,7 +73,8 @@ export class ChatService {
     // the upstream body plus what the provider adds unseen, at most the context window) at the prompt price,
     // plus max_tokens per choice at the completion price. max_tokens (default 1024) is clamped to the model's
     // maximum output and always sent upstream, so the completion can never outgrow the hold.
-    const maxTokens = Math.min(body.max_tokens ?? DEFAULT_MAX_TOKENS, model.maxOutputTokens);
+    // max_completion_tokens is the same cap under OpenAI's newer name: it bounds the reserve just the same.
+    const maxTokens = Math.min(body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS, model.maxOutputTokens);
     const adapter = adapterFor(model.provider.type);
     const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens });
     const promptBound = promptTokenBound(init.body as string, model.contextLength, hiddenPromptTokens);

@@ -36,7 +36,11 @@ function generatedText(part: Record<string, unknown> | undefined): string {
  */
 export const openaiAdapter: ProviderAdapter = {
   request({ model, body, stream, maxTokens }: UpstreamParams) {
-    const upstream: Record<string, unknown> = { ...body, model: model.upstreamModel, max_tokens: maxTokens };
+    const upstream: Record<string, unknown> = { ...body, model: model.upstreamModel };
+    // The cap always goes upstream, clamped, under the name the client used: reasoning models refuse max_tokens,
+    // and a provider that prefers max_completion_tokens must not see a larger one than the hold covers.
+    if (body.max_completion_tokens !== undefined) upstream.max_completion_tokens = maxTokens;
+    if (body.max_completion_tokens === undefined || body.max_tokens !== undefined) upstream.max_tokens = maxTokens;
     if (stream) upstream.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
     return {
       url: model.provider.baseUrl + CHAT_PATH,
