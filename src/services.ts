@@ -12,6 +12,7 @@ import { TopupService } from "./modules/topup/topup.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase, type Sql } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
+import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
 import { ensureLedger } from "./store/rebuild.ts";
 
@@ -36,6 +37,8 @@ export interface Services {
   keys: KeyService;
   topup: TopupService;
   chat: ChatService;
+  /** Charges whose settle could not reach Redis, posted by the repair job. */
+  pendingSettles: PendingSettles;
   flusher: Flusher;
   /** Starts the flusher and the hold sweeper. */
   startBackground(): void;
@@ -67,7 +70,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   });
   await flusher.init();
 
-  const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs);
+  const pendingSettles = new PendingSettles(sql, ledger);
+  const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs, pendingSettles);
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
@@ -83,6 +87,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     keys: new KeyService(sql, redis, ledger, credits),
     topup,
     chat,
+    pendingSettles,
     flusher,
     startBackground() {
       flusher.start();
@@ -96,6 +101,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
         try {
           await credits.reapplyPending();
           await topup.recovery.checkPending();
+          await pendingSettles.replay();
         } catch (e) {
           log.error("money-in repair round failed; it will retry", { error: e });
         } finally {

@@ -100,6 +100,21 @@ export class Ledger {
     return r[0] === 1;
   }
 
+  /** How often a running stream pushes its hold's expiry forward: well within one hold lifetime. */
+  get holdRefreshMs(): number {
+    return Math.max(1_000, Math.floor(this.limits.holdTtlMs / 3));
+  }
+
+  /**
+   * Pushes a live hold's expiry one lifetime ahead (a long stream must not lose its hold to the sweeper). ZADD XX
+   * only touches a hold still in the index, so a settled, released or expired hold is never revived; GT never
+   * shortens it.
+   */
+  async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
+    const changed = await this.scripts.client.send("ZADD", [this.keys.holds(p.shard), "XX", "GT", "CH", String(Date.now() + this.limits.holdTtlMs), holdId]);
+    return Number(changed) === 1;
+  }
+
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
     const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);

@@ -1,6 +1,7 @@
 import init from "../../migrations/001_init.sql" with { type: "text" };
 import topupsCodes from "../../migrations/002_topups_codes.sql" with { type: "text" };
 import paymentChecks from "../../migrations/003_payment_checks.sql" with { type: "text" };
+import pendingSettles from "../../migrations/004_pending_settles.sql" with { type: "text" };
 import type { Sql } from "./db.ts";
 
 /** Every migration in order, imported as text so a compiled binary carries them (a test checks the folder). */
@@ -8,6 +9,7 @@ export const MIGRATIONS: [name: string, sql: string][] = [
   ["001_init.sql", init],
   ["002_topups_codes.sql", topupsCodes],
   ["003_payment_checks.sql", paymentChecks],
+  ["004_pending_settles.sql", pendingSettles],
 ];
 
 /** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */

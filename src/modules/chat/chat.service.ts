@@ -8,6 +8,7 @@ import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
 import { SseDecoder } from "../../providers/sse.ts";
 import { countPromptTokens, countTokens, promptTokenBound } from "../../providers/tokens.ts";
 import type { ChatRequest, ProviderAdapter, StreamStep } from "../../providers/types.ts";
+import type { PendingSettles } from "../../store/pendingSettles.ts";
 
 const DEFAULT_MAX_TOKENS = 1024;
 const encoder = new TextEncoder();
@@ -61,6 +62,7 @@ export class ChatService {
     private readonly ledger: Ledger,
     private readonly catalog: Catalog,
     private readonly upstreamTimeoutMs: number,
+    private readonly pending: PendingSettles,
   ) {}
 
   async complete(authorization: string | null, body: ChatRequest): Promise<Response> {
@@ -164,13 +166,18 @@ export class ChatService {
     // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
     const cost = async (): Promise<Usage> => usage ?? (await this.estimate(call, generated, promptTokens));
 
+    // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
+    // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
+    const keepHold = setInterval(() => void this.ledger.extendHold(call.principal, call.holdId).catch(() => {}), this.ledger.holdRefreshMs);
+
     const finish = async (ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean) => {
       disarm();
+      clearInterval(keepHold);
       if (resolved) return; // the client cancelled first; cancel() resolved the hold
       resolved = true;
       if (ok) {
         const billed = await cost();
-        await this.settle(call, billed);
+        this.settleBehind(call, billed);
         // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
         if (includeUsage && usage === undefined) ctrl.enqueue(encoder.encode(`data: ${usageChunk(call, billed)}\n\n`));
       } else {
@@ -230,10 +237,11 @@ export class ChatService {
         // The client went away: stop the provider, charge the prompt and what was generated until now; the
         // settle releases the rest of the hold.
         disarm();
+        clearInterval(keepHold);
         abort.abort();
         if (resolved) return;
         resolved = true;
-        await this.settle(call, await cost());
+        this.settleBehind(call, await cost());
       },
     });
     return new Response(body, {
@@ -260,12 +268,26 @@ export class ChatService {
 
   /**
    * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
-   * command is queued on the ledger's Redis connection before the response leaves, so a balance read that
-   * follows the response on that connection sees the charge. Saves one Redis round trip of added latency.
+   * command is queued on the ledger's Redis connection before the response (or the stream's end) leaves, so a
+   * balance read that follows on that connection sees the charge. Saves one Redis round trip of added latency.
+   * It retries for about a minute; after that the charge is kept in Postgres for the repair job.
    */
   private settleBehind(call: Call, usage: Usage): void {
-    const p: Promise<void> = this.settle(call, usage, SETTLE_ATTEMPTS_BEHIND)
-      .catch(() => {}) // logged by retry(); the hold stays for the sweeper
+    const charge = billedMicro(call.model, usage);
+    const details: ChargeDetails = {
+      promptTokens: usage.prompt_tokens,
+      completionTokens: usage.completion_tokens,
+      costMicro: costMicro(call.model, usage),
+      model: call.model.id,
+    };
+    const p: Promise<void> = retry("settle", () => this.ledger.settle(call.principal, call.holdId, charge, details), { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
+      .then(
+        (charged) => {
+          // Only a Redis that lost the hold (data loss) gets here: the charge has nowhere to go.
+          if (!charged) log.error("settle found no live hold; nothing charged", { hold: call.holdId, charge, wallet: call.principal.wallet });
+        },
+        () => this.pending.record({ holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details }),
+      )
       .finally(() => this.settling.delete(p));
     this.settling.add(p);
   }
@@ -275,28 +297,16 @@ export class ChatService {
     while (this.settling.size > 0) await Promise.all(this.settling);
   }
 
-  private async settle(call: Call, usage: Usage, attempts = SETTLE_ATTEMPTS): Promise<void> {
-    const charge = billedMicro(call.model, usage);
-    const details: ChargeDetails = {
-      promptTokens: usage.prompt_tokens,
-      completionTokens: usage.completion_tokens,
-      costMicro: costMicro(call.model, usage),
-      model: call.model.id,
-    };
-    await retry("settle", () => this.ledger.settle(call.principal, call.holdId, charge, details), { hold: call.holdId, charge }, attempts);
-  }
-
   private async release(call: Call): Promise<void> {
-    await retry("release", () => this.ledger.release(call.principal, call.holdId), { hold: call.holdId }).catch(() => {
+    await retry("release", () => this.ledger.release(call.principal, call.holdId), { hold: call.holdId }, 5).catch(() => {
       // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
     });
   }
 }
 
-// A settle the client waits for gives up after ~1 s; one behind the answer keeps trying for ~1 min (a late
-// settle still charges after the sweeper expired the hold, so a Redis outage of that length loses nothing).
-const SETTLE_ATTEMPTS = 5;
-const SETTLE_ATTEMPTS_BEHIND = 35;
+// A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
+// goes to Postgres (pending_settles) for the repair job.
+const SETTLE_ATTEMPTS = 35;
 
 /** Retries a ledger call (it is idempotent by hold id) with capped backoff; a settle must not be lost to a blip. */
 async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>, attempts = 5): Promise<T> {
@@ -305,7 +315,7 @@ async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, 
       return await fn();
     } catch (e) {
       if (attempt >= attempts) {
-        log.error(`ledger ${what} failed; hold left for the sweeper`, { ...ctx, error: e });
+        log.error(`ledger ${what} failed after ${attempts} attempts`, { ...ctx, error: e });
         throw e;
       }
       await Bun.sleep(Math.min(2_000, 20 * 2 ** attempt));

@@ -1,0 +1,53 @@
+import type { ChargeDetails, Ledger } from "../ledger/ledger.ts";
+import { log } from "../log.ts";
+import type { Sql } from "./db.ts";
+
+/** A settle that could not be posted: enough to post it later. */
+export interface PendingSettle {
+  holdId: string;
+  wallet: string;
+  keyId: number;
+  charge: number;
+  details: ChargeDetails;
+}
+
+/**
+ * The last resort for a charge: a settle that kept failing (Redis unreachable for about a minute) is written to
+ * Postgres, and `replay` (the repair job) posts it once Redis answers again. settle-5 charges a hold the sweeper
+ * expired meanwhile, and is a no-op for one already settled, so a replay never charges twice.
+ */
+export class PendingSettles {
+  constructor(
+    private readonly sql: Sql,
+    private readonly ledger: Ledger,
+  ) {}
+
+  /** Keeps the settle for later. Never throws: when Postgres fails too, the error log carries the charge. */
+  async record(p: PendingSettle): Promise<void> {
+    const d = p.details;
+    try {
+      await this.sql`
+        INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model)
+        VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model})
+        ON CONFLICT (hold_id) DO NOTHING`;
+      log.warn("settle deferred to Postgres; the repair job posts it when Redis answers", { hold: p.holdId, charge: p.charge });
+    } catch (e) {
+      log.error("CHARGE NOT RECORDED: Redis and Postgres both failed", { ...p, error: e });
+    }
+  }
+
+  /** Posts every deferred settle; returns how many were posted or found already resolved. */
+  async replay(): Promise<number> {
+    const rows = await this.sql<{
+      hold_id: string; wallet: string; api_key_id: number; charge_usdc: number; prompt_tokens: number;
+      completion_tokens: number; cost_usd_micro: number; model: string;
+    }[]>`SELECT * FROM pending_settles ORDER BY created_at LIMIT 500`;
+    for (const r of rows) {
+      const details = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, costMicro: r.cost_usd_micro, model: r.model };
+      const charged = await this.ledger.settle(this.ledger.principal(r.api_key_id, r.wallet), r.hold_id, r.charge_usdc, details);
+      if (!charged) log.warn("deferred settle found its hold already resolved or unknown; nothing charged", { hold: r.hold_id });
+      await this.sql`DELETE FROM pending_settles WHERE hold_id = ${r.hold_id}`;
+    }
+    return rows.length;
+  }
+}
