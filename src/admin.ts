@@ -5,7 +5,9 @@ import { buildServices, type Services } from "./services.ts";
 import { openStack } from "./stack.ts";
 
 const USAGE = `usage:
-  admin grant <wallet> <usd> --reason <text>         credit a wallet without a payment (recorded in Postgres)
+  admin grant <wallet> <usd> --reason <text> [--id ID]
+                                                     credit a wallet without a payment (recorded in Postgres);
+                                                     with --id, running it again never grants twice
   admin redeem-codes create --usd <usd> [--count N]  one-time codes (printed once, only hashes are stored)
   admin ref-codes create --owner <wallet> [--code C] a referral code of a referrer
   admin referrals                                    per referrer: referred wallets, their top-ups and spend`;
@@ -54,20 +56,27 @@ export function parseAdmin(args: string[]): AdminCommand {
 function grant(rest: string[]): AdminCommand {
   const [walletArg, usdArg] = rest;
   const reason = option(rest, "--reason");
+  const idArg = option(rest, "--id");
+  if (idArg !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(idArg)) throw new AdminUsageError(`--id must be 1-100 of A-Z a-z 0-9 . _ : -\n${USAGE}`);
   if (!walletArg || !WALLET.test(walletArg)) throw new AdminUsageError(`wallet must be a 0x address\n${USAGE}`);
   const amount = usdArg ? parseUsd(usdArg) : null;
   if (!amount) throw new AdminUsageError(`usd must be a positive amount with at most 6 decimals\n${USAGE}`);
   if (!reason?.trim()) throw new AdminUsageError(`--reason is required: grants are audited\n${USAGE}`);
   return async (s) => {
     const wallet = walletArg.toLowerCase();
-    const { id, balance } = await s.credits.add({
-      eventId: `grant:${crypto.randomUUID()}`,
-      wallet,
-      kind: "grant",
-      amountUsdc: amount,
-      reason: reason.trim(),
-    });
-    return `granted ${formatUsd(amount)} USD to ${wallet} (credit #${id}); balance ${formatUsd(balance)} USD`;
+    const eventId = `grant:${idArg ?? crypto.randomUUID()}`;
+    let r;
+    try {
+      r = await s.credits.add({ eventId, wallet, kind: "grant", amountUsdc: amount, reason: reason.trim() });
+    } catch (e) {
+      // Recorded in Postgres but not yet in the live ledger: the gateway's repair job applies it; granting
+      // again would credit twice.
+      const [row] = await s.sql<{ id: number }[]>`SELECT id FROM credits WHERE event_id = ${eventId}`.catch(() => []);
+      if (!row) throw e;
+      return `recorded grant of ${formatUsd(amount)} USD to ${wallet} as credit #${row.id}; the running gateway applies it to the balance within a minute (do not grant again)`;
+    }
+    if (r.duplicate) return `already granted: ${eventId} is credit #${r.id}; nothing changed (balance ${formatUsd(r.balance)} USD)`;
+    return `granted ${formatUsd(amount)} USD to ${wallet} (credit #${r.id}); balance ${formatUsd(r.balance)} USD`;
   };
 }
 
