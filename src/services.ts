@@ -66,7 +66,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   await credits.reapplyPending();
   const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
     onIdle: () => credits.reapplyPending(),
-    onRedisLost: () => ensureLedger(redis, sql, ledgerKeys),
+    onRedisLost: () => ledger.pausedWhile(() => ensureLedger(redis, sql, ledgerKeys)),
   });
   await flusher.init();
 

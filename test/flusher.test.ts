@@ -328,6 +328,28 @@ describe("Redis losing its data while the gateway runs", () => {
   });
 });
 
+describe("balance changes during a rebuild in this process", () => {
+  test("a reserve and a credit issued while the rebuild runs wait for it and then apply on top", async () => {
+    const { wallet, keyId } = await gw.newWallet(1);
+    const ledger = gw.services.ledger;
+    const p = ledger.principal(keyId, wallet);
+    let finishRebuild!: () => void;
+    const rebuild = ledger.pausedWhile(() => new Promise<void>((resolve) => (finishRebuild = resolve)));
+
+    let reserved = false;
+    const reserve = ledger.reserve(p, crypto.randomUUID(), 10_000).then(() => (reserved = true));
+    const credit = ledger.credit(wallet, `grant:during-rebuild-${crypto.randomUUID()}`, 5_000);
+    // This read goes out on the ledger's connection after them: had they not waited, it would see their writes.
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
+    expect(reserved).toBe(false);
+
+    finishRebuild();
+    await rebuild;
+    await Promise.all([reserve, credit]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_005_000, locked: 10_000 });
+  });
+});
+
 describe("credits reconciler", () => {
   test("a credit in Postgres that never reached Redis is applied exactly once, however often the reconciler runs", async () => {
     const { wallet } = await gw.newWallet(1);

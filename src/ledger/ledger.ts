@@ -31,12 +31,31 @@ const RESOLUTION_TTL_S = 7 * 24 * 3600;
 
 /** The TypeScript face of the Lua ledger: one atomic script call per balance change. */
 export class Ledger {
+  /** Set while this process rebuilds Redis from Postgres: balance changes wait for it (see `pausedWhile`). */
+  private gate: Promise<unknown> | null = null;
+
   constructor(
     readonly redis: Redis,
     readonly scripts: LedgerScripts,
     readonly keys: LedgerKeys,
     private readonly limits: LedgerLimits,
   ) {}
+
+  /**
+   * Runs `fn` (a rebuild of a Redis that lost its data while the gateway serves) with this process's balance
+   * changes held back: a reserve, settle, release or credit that ran between the rebuild's read of Postgres and
+   * its writes would be overwritten. They wait and then apply on top of the rebuilt ledger.
+   */
+  async pausedWhile<T>(fn: () => Promise<T>): Promise<T> {
+    const run = fn();
+    const gate = run.catch(() => {});
+    this.gate = gate;
+    try {
+      return await run;
+    } finally {
+      if (this.gate === gate) this.gate = null;
+    }
+  }
 
   /** Builds the principal for a key id and wallet (lower-case hex). */
   principal(keyId: number, wallet: string): KeyPrincipal {
@@ -46,6 +65,7 @@ export class Ledger {
 
   /** Holds `amount` for one request, or throws the spec's 401/402/429 with nothing held. */
   async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<{ available: number; rateRemaining: number }> {
+    if (this.gate) await this.gate;
     const { rateLimitRequests: limit, rateLimitWindowMs: windowMs, holdTtlMs } = this.limits;
     const now = Date.now();
     const window = Math.floor(now / windowMs);
@@ -93,6 +113,7 @@ export class Ledger {
 
   /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry). */
   async settle(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<boolean> {
+    if (this.gate) await this.gate;
     const r = await this.scripts.settle(
       ...this.holdKeys(p, holdId),
       holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S,
@@ -117,12 +138,14 @@ export class Ledger {
 
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
+    if (this.gate) await this.gate;
     const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);
     return r[0] === 1;
   }
 
   /** Credits money that Postgres already recorded; idempotent by credit id. */
   async credit(wallet: string, creditId: string, amount: number): Promise<{ applied: boolean; balance: number }> {
+    if (this.gate) await this.gate;
     const shard = this.keys.shardOf(wallet);
     const r = await this.scripts.credit(this.keys.wallet(shard, wallet), this.keys.credited(shard), creditId, amount);
     return { applied: r[0] === 1, balance: r[1] };

@@ -29,14 +29,15 @@ export async function ensureLedger(redis: Redis, sql: Sql, keys: LedgerKeys): Pr
 }
 
 async function rebuild(redis: Redis, sql: Sql, keys: LedgerKeys) {
-  // Snapshot of what Postgres knows; the gateway does not serve yet, so nothing moves meanwhile.
+  // What Postgres knows. At start nothing serves yet; a rebuild while serving (Redis lost its data) runs with
+  // this process's balance changes paused (Ledger.pausedWhile), and what moved meanwhile is caught up below.
   const wallets = await sql<{ wallet: string; balance: number }[]>`
     SELECT wallet, SUM(amount)::bigint AS balance FROM (
       SELECT wallet, amount_usdc AS amount FROM credits
       UNION ALL SELECT wallet, -amount_usdc FROM ledger_events WHERE type = 'charge'
     ) m GROUP BY wallet`;
-  const credits = await sql<{ wallet: string; event_id: string; amount_usdc: number }[]>`
-    SELECT wallet, event_id, amount_usdc FROM credits`;
+  const credits = await sql<{ id: number; wallet: string; event_id: string; amount_usdc: number }[]>`
+    SELECT id, wallet, event_id, amount_usdc FROM credits`;
   const apiKeys = await sql<
     { id: number; wallet: string; key_hash: string; budget_usdc: number | null; revoked: boolean; requests: number; pt: number; ct: number; spent: number; revenue: number }[]
   >`
@@ -72,7 +73,16 @@ async function rebuild(redis: Redis, sql: Sql, keys: LedgerKeys) {
     await flushEvery(i);
   }
   await p.exec();
-  await sql`UPDATE credits SET applied_at = now() WHERE applied_at IS NULL`;
+  // Only the credits in this rebuild are applied; one recorded since stays for the repair job.
+  const lastCredit = credits.reduce((max, c) => Math.max(max, c.id), 0);
+  await sql`UPDATE credits SET applied_at = now() WHERE applied_at IS NULL AND id <= ${lastCredit}`;
+  // A key revoked while the rebuild ran (its Redis write then overwritten) stays revoked: Postgres is read again.
+  const revoked = await sql<{ id: number; wallet: string }[]>`SELECT id, wallet FROM api_keys WHERE revoked_at IS NOT NULL`;
+  if (revoked.length > 0) {
+    const r = redis.pipeline();
+    for (const k of revoked) r.hset(keys.apiKey(keys.shardOf(k.wallet), k.id), "revoked", "1");
+    await r.exec();
+  }
   return { wallets: wallets.length, credits: credits.length, keys: apiKeys.length };
 }
 
