@@ -5,6 +5,9 @@ import { log, setLogLevel } from "./log.ts";
 import { buildServices } from "./services.ts";
 import { openStack } from "./stack.ts";
 
+// Longer than a settle's retries (~1 min), shorter than a patient orchestrator's grace period.
+const SHUTDOWN_DEADLINE_MS = 90_000;
+
 async function serve(config: Config): Promise<void> {
   const stack = await openStack(config);
   const services = await buildServices(config, stack.connections);
@@ -19,6 +22,12 @@ async function serve(config: Config): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
+    // With Redis or Postgres gone, the final settles and drain could wait forever; what is left stays in the Redis
+    // outbox (and pending_settles) for the next start.
+    setTimeout(() => {
+      log.error("shutdown did not finish in time; exiting with work left for the next start", { after_ms: SHUTDOWN_DEADLINE_MS });
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS).unref();
     await server.stop(); // waits for in-flight requests, so their holds settle before the drain
     await services.close();
     await stack.stop();
