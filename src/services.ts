@@ -56,6 +56,16 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const sql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path });
   await migrate(sql);
   const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3 });
+  // ioredis reconnects by itself; without a listener it prints a stack trace per attempt. One line per outage.
+  let redisDown = false;
+  redis.on("error", (e: Error) => {
+    if (!redisDown) log.error("Redis connection lost; reconnecting", { error: e.message });
+    redisDown = true;
+  });
+  redis.on("ready", () => {
+    if (redisDown) log.info("Redis connection restored");
+    redisDown = false;
+  });
   const scripts = await LedgerScripts.connect(conn.redis);
   const ledgerKeys = new LedgerKeys(config.ledgerShards);
   await ensureLedger(redis, sql, ledgerKeys);
