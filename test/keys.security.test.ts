@@ -95,6 +95,15 @@ describe("SIWE on key creation", () => {
     expect(await keyCount(account.address.toLowerCase())).toBe(1);
   });
 
+  test("after a rebuild of a lost Redis (whose replay guard went with it) a message signed before it cannot mint a key", async () => {
+    const account = newAccount();
+    const before = await gw.signIn(account, { issuedAt: new Date(Date.now() - 60_000) });
+    await gw.services.redis.set(gw.services.ledger.keys.ready, new Date(Date.now() - 30_000).toISOString()); // rebuilt 30 s ago
+    expect(await gw.call("POST", "/v1/auth/keys", before)).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    expect(await keyCount(account.address.toLowerCase())).toBe(0);
+    expect((await gw.call("POST", "/v1/auth/keys", await gw.signIn(account))).status).toBe(201);
+  });
+
   test("a message seen on GET (e.g. leaked from a query string) cannot mint a key; GET may reuse it", async () => {
     const account = newAccount();
     const creds = await gw.signIn(account);

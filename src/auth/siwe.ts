@@ -94,6 +94,13 @@ export class SiweVerifier {
     const wallet = m.address.toLowerCase();
     if (signer.toLowerCase() !== wallet) throw new SiweRejected("signer is not the message address");
 
+    // The replay guard lives in Redis: after Redis lost its data and the ledger was rebuilt, a message signed
+    // before that moment may have been used already, so it can no longer mint or revoke keys.
+    if (use === "once") {
+      const rebuiltAt = Date.parse((await this.redis.get(this.keys.ready)) ?? "");
+      if (issued < rebuiltAt) throw new SiweRejected("message predates the ledger rebuild");
+    }
+
     // Remember the message for as long as it could pass the checks above, plus the skew allowance.
     const until = Math.min(issued + MAX_AGE_MS, m.expirationTime?.getTime() ?? Number.POSITIVE_INFINITY) + CLOCK_SKEW_MS;
     const fresh = await this.redis.set(this.keys.siweSeen(sha256(message)), "1", "PX", Math.max(1000, until - now), "NX");
