@@ -53,15 +53,23 @@ export class PaymentRecovery {
     this.client = cfg.rpcUrl ? createPublicClient({ transport: http(cfg.rpcUrl, { timeout: cfg.facilitatorTimeoutMs, retryCount: 1 }) }) : undefined;
   }
 
-  /** Opens a check for a payment whose outcome is unknown. Never throws: the error log then carries the details. */
-  async open(p: MatchedPayment, microUsdc: number, reason: string, transaction?: string): Promise<void> {
+  /** The chain's height now (undefined without RPC_URL or when it does not answer within 2 s). */
+  async height(): Promise<bigint | undefined> {
+    if (!this.client) return undefined;
+    return Promise.race([this.client.getBlockNumber({ cacheTime: 0 }).catch(() => undefined), Bun.sleep(2_000).then(() => undefined)]);
+  }
+
+  /**
+   * Opens a check for a payment whose outcome is unknown; `fromBlock` is the height before settle was asked (the
+   * log search starts there). Never throws: the error log then carries the details.
+   */
+  async open(p: MatchedPayment, microUsdc: number, reason: string, fromBlock: bigint | undefined, transaction?: string): Promise<void> {
     const auth = p.kind === "eip3009" ? (p.inner as Eip3009Payload).authorization : undefined;
     const tx = transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null;
     if (!auth && !tx) {
       // A permit whose transferFrom was never sent moved nothing (the allowance alone pays no one).
       return;
     }
-    const fromBlock = await this.client?.getBlockNumber().catch(() => undefined);
     try {
       await this.sql`
         INSERT INTO payment_checks (network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block, reason)
@@ -112,7 +120,7 @@ export class PaymentRecovery {
       return { kind: "pending" };
     }
     // Used (or cancelled by its signer): the AuthorizationUsed log names the transfer's transaction.
-    const latest = await client.getBlockNumber();
+    const latest = await client.getBlockNumber({ cacheTime: 0 });
     const floor = row.from_block !== null ? BigInt(row.from_block) : latest > MAX_LOOKBACK ? latest - MAX_LOOKBACK : 0n;
     for (let to = latest; to >= floor; to -= LOG_WINDOW) {
       const from = to - LOG_WINDOW + 1n > floor ? to - LOG_WINDOW + 1n : floor;

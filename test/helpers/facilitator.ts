@@ -55,7 +55,11 @@ export async function startFacilitator(chain: DevChain, opts: { settleDelayMs?: 
       const settled = facilitator.settle(paymentPayload, paymentRequirements);
       settlements.push(settled);
       const result = await settled;
-      if (opts.settleDelayMs) await Bun.sleep(opts.settleDelayMs); // the slow answer under test, not a wait for work
+      if (opts.settleDelayMs) {
+        // The chain moves on while the answer is late, so the settlement is not in the latest block any more.
+        await chain.rpc("anvil_mine", ["0x5"]);
+        await Bun.sleep(opts.settleDelayMs); // the slow answer under test, not a wait for work
+      }
       return Response.json(result);
     },
   });

@@ -84,11 +84,13 @@ export class TopupService {
       log.info("top-up payment refused by the facilitator", { reason: verdict.invalidReason, payer: payment.payer });
       return this.paymentRequired(this.offer(microUsdc, resource, verdict.invalidReason ?? "invalid_payment"));
     }
-    const settled = await this.settle(facilitator, payment, microUsdc);
+    // The chain's height before settling: where recovery searches if the outcome stays unknown.
+    const fromBlock = await this.recovery.height();
+    const settled = await this.settle(facilitator, payment, microUsdc, fromBlock);
     if (!settled.success || !TX_HASH.test(settled.transaction)) {
       log.warn("top-up settlement failed", { reason: settled.errorReason, payer: payment.payer });
       // The facilitator may have sent the transfer before it failed (a receipt that timed out): the chain decides.
-      await this.recovery.open(payment, microUsdc, `settle failed: ${settled.errorReason ?? "unknown"}`, settled.transaction);
+      await this.recovery.open(payment, microUsdc, `settle failed: ${settled.errorReason ?? "unknown"}`, fromBlock, settled.transaction);
       return this.paymentRequired(this.offer(microUsdc, resource, settled.errorReason ?? "settlement_failed"));
     }
     return this.credit(payment, microUsdc, settled.transaction.toLowerCase());
@@ -119,12 +121,12 @@ export class TopupService {
    * Settles through the facilitator. Once settle was asked, money may move whatever the answer: an error opens a
    * recovery check before the client hears 503 (or 500), so a late settlement is still credited.
    */
-  private async settle(facilitator: Facilitator, payment: MatchedPayment, microUsdc: number): Promise<SettleResult> {
+  private async settle(facilitator: Facilitator, payment: MatchedPayment, microUsdc: number, fromBlock: bigint | undefined): Promise<SettleResult> {
     try {
       return await facilitator.settle(payment.payload, payment.requirements);
     } catch (e) {
       const unavailable = e instanceof FacilitatorUnavailable;
-      await this.recovery.open(payment, microUsdc, `settle: ${e instanceof Error ? e.message : String(e)}`, unavailable ? e.transaction : undefined);
+      await this.recovery.open(payment, microUsdc, `settle: ${e instanceof Error ? e.message : String(e)}`, fromBlock, unavailable ? e.transaction : undefined);
       if (!unavailable) throw e;
       log.error("payment facilitator unavailable", { error: e });
       throw new PlainError(503, "payment facilitator unavailable");
