@@ -75,7 +75,13 @@ function grant(rest: string[]): AdminCommand {
       if (!row) throw e;
       return `recorded grant of ${formatUsd(amount)} USD to ${wallet} as credit #${row.id}; the running gateway applies it to the balance within a minute (do not grant again)`;
     }
-    if (r.duplicate) return `already granted: ${eventId} is credit #${r.id}; nothing changed (balance ${formatUsd(r.balance)} USD)`;
+    if (r.duplicate) {
+      const [prior] = await s.sql<{ wallet: string; amount_usdc: number }[]>`SELECT wallet, amount_usdc FROM credits WHERE id = ${r.id}`;
+      if (prior && (prior.wallet !== wallet || prior.amount_usdc !== amount)) {
+        throw new Error(`--id ${idArg} was used for another grant (credit #${r.id}: ${formatUsd(prior.amount_usdc)} USD to ${prior.wallet}); nothing granted`);
+      }
+      return `already granted: ${eventId} is credit #${r.id}; not granted again (balance ${formatUsd(r.balance)} USD)`;
+    }
     return `granted ${formatUsd(amount)} USD to ${wallet} (credit #${r.id}); balance ${formatUsd(r.balance)} USD`;
   };
 }

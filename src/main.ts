@@ -26,7 +26,9 @@ async function serve(config: Config): Promise<void> {
     // outbox (and pending_settles) for the next start.
     setTimeout(() => {
       log.error("shutdown did not finish in time; exiting with work left for the next start", { after_ms: SHUTDOWN_DEADLINE_MS });
-      void Promise.race([stack.stop(), Bun.sleep(5_000)]).finally(() => process.exit(1)); // no orphaned redis-server
+      void Promise.race([services.chat.keepInFlight(), Bun.sleep(5_000)])
+        .then(() => Promise.race([stack.stop(), Bun.sleep(5_000)])) // no orphaned redis-server
+        .finally(() => process.exit(1));
     }, SHUTDOWN_DEADLINE_MS).unref();
     await server.stop(); // waits for in-flight requests, so their holds settle before the drain
     await services.close();

@@ -104,18 +104,21 @@ export async function buildServices(config: Config, conn: Connections): Promise<
       sweeper = setInterval(() => {
         ledger.sweepExpired().catch((e) => log.error("hold sweep failed", { error: e }));
       }, SWEEP_INTERVAL_MS);
-      let repairing = false;
-      repairer = setInterval(async () => {
-        if (repairing) return;
-        repairing = true;
-        try {
-          await credits.reapplyPending();
-          await topup.recovery.checkPending();
-          await pendingSettles.replay();
-        } catch (e) {
-          log.error("money-in repair round failed; it will retry", { error: e });
-        } finally {
-          repairing = false;
+      // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
+      // skip the others.
+      const jobs: [string, () => Promise<unknown>][] = [
+        ["credits", () => credits.reapplyPending()],
+        ["payment checks", () => topup.recovery.checkPending()],
+        ["deferred settles", () => pendingSettles.replay()],
+      ];
+      const running = new Set<string>();
+      repairer = setInterval(() => {
+        for (const [name, job] of jobs) {
+          if (running.has(name)) continue;
+          running.add(name);
+          job()
+            .catch((e) => log.error("repair job failed; it will retry", { job: name, error: e }))
+            .finally(() => running.delete(name));
         }
       }, REPAIR_INTERVAL_MS);
     },

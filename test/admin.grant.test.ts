@@ -33,9 +33,16 @@ describe("admin grant", () => {
     const wallet = freshWallet();
     await admin("grant", wallet, "1", "--reason", "promo", "--id", "promo-2026-11:alice");
     const again = await admin("grant", wallet, "1", "--reason", "promo", "--id", "promo-2026-11:alice");
-    expect(again).toMatch(/^already granted: grant:promo-2026-11:alice is credit #\d+; nothing changed/);
+    expect(again).toMatch(/^already granted: grant:promo-2026-11:alice is credit #\d+; not granted again/);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
     expect(await grants(wallet)).toHaveLength(1);
+
+    // The same id for a different grant is an operator mistake: refused, nothing granted anywhere.
+    const other = freshWallet();
+    await expect(admin("grant", other, "1", "--reason", "promo", "--id", "promo-2026-11:alice")).rejects.toThrow(/was used for another grant/);
+    await expect(admin("grant", wallet, "2", "--reason", "promo", "--id", "promo-2026-11:alice")).rejects.toThrow(/was used for another grant/);
+    expect(await gw.ledgerState(other)).toEqual({ balance: 0, locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   });
 
   test.each([

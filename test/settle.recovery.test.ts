@@ -64,6 +64,18 @@ describe("a settle that could not reach Redis is posted later from Postgres", ()
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 993_000, locked: 0 });
   });
 
+  test("a hold Redis no longer knows (data loss) is not dropped: the charge stays, marked for an operator", async () => {
+    const { wallet, keyId } = await gw.newWallet(1);
+    const holdId = crypto.randomUUID(); // never reserved here: as after Redis lost it
+    await gw.services.pendingSettles.record({ holdId, wallet, keyId, charge: 7_000, details });
+    expect(await gw.services.pendingSettles.replay()).toBe(1);
+    const rows = await gw.services.sql<{ unresolved: boolean; charge_usdc: number }[]>`
+      SELECT unresolved, charge_usdc FROM pending_settles WHERE hold_id = ${holdId}`;
+    expect([...rows]).toEqual([{ unresolved: true, charge_usdc: 7_000 }]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
+    expect(await gw.services.pendingSettles.replay()).toBe(0); // not retried every round
+  });
+
   test("a hold the sweeper expired meanwhile is still charged (a late charge), and only once", async () => {
     const { p, wallet, holdId } = await holdFor(1, 10_000);
     await gw.services.redis.zadd(gw.services.ledger.keys.holds(p.shard), "XX", 1, holdId);

@@ -111,14 +111,19 @@ export class Ledger {
     return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard)];
   }
 
-  /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry). */
+  /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry) or unknown. */
   async settle(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<boolean> {
+    return (await this.settleOutcome(p, holdId, charge, d)) === "charged";
+  }
+
+  /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
+  async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<"charged" | "settled" | "released" | "UNKNOWN_HOLD"> {
     if (this.gate) await this.gate;
     const r = await this.scripts.settle(
       ...this.holdKeys(p, holdId),
       holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S,
     );
-    return r[0] === 1;
+    return r[0] === 1 ? "charged" : (r[1] as "settled" | "released" | "UNKNOWN_HOLD");
   }
 
   /** How often a running stream pushes its hold's expiry forward: well within one hold lifetime. */

@@ -90,9 +90,10 @@ export class PaymentRecovery {
     if (!this.client) return 0;
     const rows = await this.sql<CheckRow[]>`
       SELECT id, network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block
-      FROM payment_checks WHERE state = 'pending' ORDER BY id LIMIT ${BATCH}`;
+      FROM payment_checks WHERE state = 'pending' ORDER BY last_checked_at NULLS FIRST, id LIMIT ${BATCH}`;
     let closed = 0;
     for (const row of rows) {
+      await this.sql`UPDATE payment_checks SET last_checked_at = now() WHERE id = ${row.id}`;
       try {
         const outcome = row.method === "eip3009" ? await this.eip3009Outcome(row) : await this.receiptOutcome(row, row.tx_hash as Hex);
         if (outcome.kind === "pending") continue;

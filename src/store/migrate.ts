@@ -2,6 +2,7 @@ import init from "../../migrations/001_init.sql" with { type: "text" };
 import topupsCodes from "../../migrations/002_topups_codes.sql" with { type: "text" };
 import paymentChecks from "../../migrations/003_payment_checks.sql" with { type: "text" };
 import pendingSettles from "../../migrations/004_pending_settles.sql" with { type: "text" };
+import unresolved from "../../migrations/005_unresolved_and_check_order.sql" with { type: "text" };
 import type { Sql } from "./db.ts";
 
 /** Every migration in order, imported as text so a compiled binary carries them (a test checks the folder). */
@@ -10,6 +11,7 @@ export const MIGRATIONS: [name: string, sql: string][] = [
   ["002_topups_codes.sql", topupsCodes],
   ["003_payment_checks.sql", paymentChecks],
   ["004_pending_settles.sql", pendingSettles],
+  ["005_unresolved_and_check_order.sql", unresolved],
 ];
 
 /** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */

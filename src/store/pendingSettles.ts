@@ -9,6 +9,8 @@ export interface PendingSettle {
   keyId: number;
   charge: number;
   details: ChargeDetails;
+  /** Redis no longer knows the hold (it lost its data): kept for an operator instead of replayed. */
+  unresolved?: boolean;
 }
 
 /**
@@ -27,8 +29,8 @@ export class PendingSettles {
     const d = p.details;
     try {
       await this.sql`
-        INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model)
-        VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model})
+        INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model, unresolved)
+        VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model}, ${p.unresolved ?? false})
         ON CONFLICT (hold_id) DO NOTHING`;
       log.warn("settle deferred to Postgres; the repair job posts it when Redis answers", { hold: p.holdId, charge: p.charge });
     } catch (e) {
@@ -41,11 +43,16 @@ export class PendingSettles {
     const rows = await this.sql<{
       hold_id: string; wallet: string; api_key_id: number; charge_usdc: number; prompt_tokens: number;
       completion_tokens: number; cost_usd_micro: number; model: string;
-    }[]>`SELECT * FROM pending_settles ORDER BY created_at LIMIT 500`;
+    }[]>`SELECT * FROM pending_settles WHERE NOT unresolved ORDER BY created_at LIMIT 500`;
     for (const r of rows) {
       const details = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, costMicro: r.cost_usd_micro, model: r.model };
-      const charged = await this.ledger.settle(this.ledger.principal(r.api_key_id, r.wallet), r.hold_id, r.charge_usdc, details);
-      if (!charged) log.warn("deferred settle found its hold already resolved or unknown; nothing charged", { hold: r.hold_id });
+      const outcome = await this.ledger.settleOutcome(this.ledger.principal(r.api_key_id, r.wallet), r.hold_id, r.charge_usdc, details);
+      if (outcome === "UNKNOWN_HOLD") {
+        // Redis lost the hold: the charge stays here, marked, rather than being dropped.
+        log.error("deferred settle: Redis no longer knows the hold; kept in pending_settles for an operator", { hold: r.hold_id, charge: r.charge_usdc });
+        await this.sql`UPDATE pending_settles SET unresolved = true WHERE hold_id = ${r.hold_id}`;
+        continue;
+      }
       await this.sql`DELETE FROM pending_settles WHERE hold_id = ${r.hold_id}`;
     }
     return rows.length;

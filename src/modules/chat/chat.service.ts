@@ -8,7 +8,7 @@ import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
 import { SseDecoder } from "../../providers/sse.ts";
 import { countPromptTokens, countTokens, promptTokenBound } from "../../providers/tokens.ts";
 import type { ChatRequest, ProviderAdapter, StreamStep } from "../../providers/types.ts";
-import type { PendingSettles } from "../../store/pendingSettles.ts";
+import type { PendingSettle, PendingSettles } from "../../store/pendingSettles.ts";
 
 const DEFAULT_MAX_TOKENS = 1024;
 const encoder = new TextEncoder();
@@ -55,7 +55,8 @@ function isTimeout(e: unknown): boolean {
  * then settle the actual usage or release the hold (one Redis call). Nothing else touches Redis on this path.
  */
 export class ChatService {
-  private readonly settling = new Set<Promise<void>>();
+  /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
+  private readonly settling = new Map<Promise<void>, PendingSettle>();
 
   constructor(
     private readonly auth: ApiKeyAuth,
@@ -280,21 +281,34 @@ export class ChatService {
       costMicro: costMicro(call.model, usage),
       model: call.model.id,
     };
-    const p: Promise<void> = retry("settle", () => this.ledger.settle(call.principal, call.holdId, charge, details), { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
+    const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
+    // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
+    // attempt that runs later is harmless: settle-5 posts a hold once.
+    const attempt = () => withDeadline(this.ledger.settleOutcome(call.principal, call.holdId, charge, details), SETTLE_ATTEMPT_MS);
+    const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
-        (charged) => {
-          // Only a Redis that lost the hold (data loss) gets here: the charge has nowhere to go.
-          if (!charged) log.error("settle found no live hold; nothing charged", { hold: call.holdId, charge, wallet: call.principal.wallet });
+        (outcome) => {
+          if (outcome !== "UNKNOWN_HOLD") return;
+          // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
+          log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });
+          return this.pending.record({ ...keep, unresolved: true });
         },
-        () => this.pending.record({ holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details }),
+        () => this.pending.record(keep),
       )
       .finally(() => this.settling.delete(p));
-    this.settling.add(p);
+    this.settling.set(p, keep);
   }
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */
   async idle(): Promise<void> {
-    while (this.settling.size > 0) await Promise.all(this.settling);
+    while (this.settling.size > 0) await Promise.all(this.settling.keys());
+  }
+
+  /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */
+  async keepInFlight(): Promise<number> {
+    const left = [...this.settling.values()];
+    await Promise.all(left.map((k) => this.pending.record(k)));
+    return left.length;
   }
 
   private async release(call: Call): Promise<void> {
@@ -307,6 +321,14 @@ export class ChatService {
 // A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
 // goes to Postgres (pending_settles) for the repair job.
 const SETTLE_ATTEMPTS = 35;
+const SETTLE_ATTEMPT_MS = 2_000;
+
+/** Rejects when `p` takes longer than `ms` (p itself runs on). */
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
 
 /** Retries a ledger call (it is idempotent by hold id) with capped backoff; a settle must not be lost to a blip. */
 async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>, attempts = 5): Promise<T> {
