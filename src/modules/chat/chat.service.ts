@@ -169,7 +169,17 @@ export class ChatService {
 
     // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
     // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
-    const keepHold = setInterval(() => void this.ledger.extendHold(call.principal, call.holdId).catch(() => {}), this.ledger.holdRefreshMs);
+    // A client that keeps the connection but stops reading would keep it forever: after MAX_STREAM_MS the upstream
+    // is stopped and the hold left to expire.
+    const started = Date.now();
+    const keepHold = setInterval(() => {
+      if (Date.now() - started > MAX_STREAM_MS) {
+        clearInterval(keepHold);
+        abort.abort();
+        return;
+      }
+      void this.ledger.extendHold(call.principal, call.holdId).catch(() => {});
+    }, this.ledger.holdRefreshMs);
 
     const finish = async (ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean) => {
       disarm();
@@ -321,6 +331,8 @@ export class ChatService {
 // A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
 // goes to Postgres (pending_settles) for the repair job.
 const SETTLE_ATTEMPTS = 35;
+// Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
+const MAX_STREAM_MS = 2 * 3600_000;
 const SETTLE_ATTEMPT_MS = 2_000;
 
 /** Rejects when `p` takes longer than `ms` (p itself runs on). */
