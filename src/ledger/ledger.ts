@@ -137,7 +137,10 @@ export class Ledger {
    * shortens it.
    */
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
-    const changed = await this.scripts.client.send("ZADD", [this.keys.holds(p.shard), "XX", "GT", "CH", String(Date.now() + this.limits.holdTtlMs), holdId]);
+    // Redis's clock, like reserve-6 and the sweeper: a gateway clock running behind must not make this a no-op.
+    const [sec, usec] = (await this.scripts.client.send("TIME", [])) as [string, string];
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const changed = await this.scripts.client.send("ZADD", [this.keys.holds(p.shard), "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId]);
     return Number(changed) === 1;
   }
 
