@@ -7,10 +7,12 @@ import {
   type Address,
   createWalletClient,
   defineChain,
+  encodeFunctionData,
   getAddress,
   type Hex,
   http,
   isAddressEqual,
+  keccak256,
   parseEventLogs,
   parseSignature,
   publicActions,
@@ -230,7 +232,15 @@ export class LocalFacilitator implements Facilitator {
       });
       const permitReceipt = await this.client.waitForTransactionReceipt({ hash: permitTx, timeout: this.timeoutMs });
       if (permitReceipt.status !== "success") return fail("permit_failed", permitTx);
-      tx = await this.client.writeContract({ address: asset, abi: tokenAbi, functionName: "transferFrom", args: [owner, this.payTo, value] });
+      // Signed here, so its hash is known before it is broadcast: if sending fails or times out, the transfer may
+      // still land, and recovery needs the hash to find out.
+      const request = await this.client.prepareTransactionRequest({
+        to: asset,
+        data: encodeFunctionData({ abi: tokenAbi, functionName: "transferFrom", args: [owner, this.payTo, value] }),
+      });
+      const signed = await this.client.signTransaction(request);
+      tx = keccak256(signed);
+      await this.client.sendRawTransaction({ serializedTransaction: signed });
       const receipt = await this.client.waitForTransactionReceipt({ hash: tx, timeout: this.timeoutMs });
       if (receipt.status !== "success") return fail("transaction_failed", tx);
       const moved = parseEventLogs({ abi: tokenAbi, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, asset)) }).some(
