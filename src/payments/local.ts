@@ -13,7 +13,6 @@ import {
   http,
   isAddressEqual,
   keccak256,
-  parseEventLogs,
   parseSignature,
   publicActions,
   verifyTypedData,
@@ -23,57 +22,7 @@ import { log } from "../log.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult, type VerifyResult, withTimeout } from "./facilitator.ts";
 import type { PaymentNetwork } from "./networks.ts";
 import type { PermitPayload } from "./payment.ts";
-
-/** The token functions the permit path and the checks use. */
-export const tokenAbi = [
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
-  { type: "function", name: "nonces", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
-  {
-    type: "function",
-    name: "permit",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "owner", type: "address" },
-      { name: "spender", type: "address" },
-      { name: "value", type: "uint256" },
-      { name: "deadline", type: "uint256" },
-      { name: "v", type: "uint8" },
-      { name: "r", type: "bytes32" },
-      { name: "s", type: "bytes32" },
-    ],
-    outputs: [],
-  },
-  {
-    type: "function",
-    name: "transferFrom",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" },
-      { name: "to", type: "address" },
-      { name: "value", type: "uint256" },
-    ],
-    outputs: [{ type: "bool" }],
-  },
-  {
-    type: "event",
-    name: "Transfer",
-    inputs: [
-      { name: "from", type: "address", indexed: true },
-      { name: "to", type: "address", indexed: true },
-      { name: "value", type: "uint256", indexed: false },
-    ],
-  },
-] as const;
-
-export const permitTypes = {
-  Permit: [
-    { name: "owner", type: "address" },
-    { name: "spender", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "nonce", type: "uint256" },
-    { name: "deadline", type: "uint256" },
-  ],
-} as const;
+import { permitTypes, tokenAbi, transferred } from "./token.ts";
 
 /** Seconds a signed authorization must still be valid when it is checked (as x402's own facilitator). */
 const VALIDITY_MARGIN_S = 6n;
@@ -243,10 +192,7 @@ export class LocalFacilitator implements Facilitator {
       await this.client.sendRawTransaction({ serializedTransaction: signed });
       const receipt = await this.client.waitForTransactionReceipt({ hash: tx, timeout: this.timeoutMs });
       if (receipt.status !== "success") return fail("transaction_failed", tx);
-      const moved = parseEventLogs({ abi: tokenAbi, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, asset)) }).some(
-        (l) => isAddressEqual(l.args.from, owner) && isAddressEqual(l.args.to, this.payTo) && l.args.value === value,
-      );
-      if (!moved) return fail("transfer_event_mismatch", tx);
+      if (!transferred(receipt.logs, asset, owner, this.payTo, value)) return fail("transfer_event_mismatch", tx);
       return { success: true, transaction: tx, network, payer };
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);

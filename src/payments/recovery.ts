@@ -1,15 +1,13 @@
-import { type Address, createPublicClient, getAddress, type Hex, http, isAddressEqual, parseAbi, parseEventLogs } from "viem";
+import { type Address, createPublicClient, getAbiItem, getAddress, type Hex, http } from "viem";
 import type { PaymentsConfig } from "../config.ts";
 import { log } from "../log.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import type { Eip3009Payload, MatchedPayment } from "./payment.ts";
+import { tokenAbi, transferred } from "./token.ts";
 
-const abi = parseAbi([
-  "function authorizationState(address authorizer, bytes32 nonce) view returns (bool)",
-  "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)",
-  "event Transfer(address indexed from, address indexed to, uint256 value)",
-]);
+
+const AUTHORIZATION_USED = getAbiItem({ abi: tokenAbi, name: "AuthorizationUsed" });
 
 // Log searches go back in windows small enough for public RPCs, and not further than a week of Base blocks.
 const LOG_WINDOW = 10_000n;
@@ -112,7 +110,7 @@ export class PaymentRecovery {
     const asset = getAddress(row.asset);
     const authorizer = getAddress(row.payer);
     const nonce = row.nonce as Hex;
-    const used = await client.readContract({ address: asset, abi, functionName: "authorizationState", args: [authorizer, nonce] });
+    const used = await client.readContract({ address: asset, abi: tokenAbi, functionName: "authorizationState", args: [authorizer, nonce] });
     if (!used) {
       const block = await client.getBlock({ blockTag: "latest" });
       if (row.valid_before !== null && block.timestamp > BigInt(row.valid_before) + VOID_MARGIN_S) {
@@ -125,7 +123,7 @@ export class PaymentRecovery {
     const floor = row.from_block !== null ? BigInt(row.from_block) : latest > MAX_LOOKBACK ? latest - MAX_LOOKBACK : 0n;
     for (let to = latest; to >= floor; to -= LOG_WINDOW) {
       const from = to - LOG_WINDOW + 1n > floor ? to - LOG_WINDOW + 1n : floor;
-      const logs = await client.getLogs({ address: asset, event: abi[1], args: { authorizer, nonce }, fromBlock: from, toBlock: to });
+      const logs = await client.getLogs({ address: asset, event: AUTHORIZATION_USED, args: { authorizer, nonce }, fromBlock: from, toBlock: to });
       const hit = logs.find((l) => !l.removed);
       if (hit?.transactionHash) return this.receiptOutcome(row, hit.transactionHash);
       if (from === floor) break;
@@ -143,10 +141,7 @@ export class PaymentRecovery {
     });
     if (!receipt) return { kind: "pending" };
     if (receipt.status !== "success") return { kind: "void", why: `transaction ${tx} reverted` };
-    const moved = parseEventLogs({ abi, eventName: "Transfer", logs: receipt.logs.filter((l) => isAddressEqual(l.address, row.asset as Address)) }).some(
-      (l) => isAddressEqual(l.args.from, row.payer as Address) && isAddressEqual(l.args.to, row.pay_to as Address) && l.args.value === BigInt(row.atomic),
-    );
-    if (!moved) return { kind: "void", why: `transaction ${tx} did not transfer the payment to PAY_TO` };
+    if (!transferred(receipt.logs, row.asset as Address, row.payer as Address, row.pay_to as Address, BigInt(row.atomic))) return { kind: "void", why: `transaction ${tx} did not transfer the payment to PAY_TO` };
     return { kind: "moved", tx: tx.toLowerCase() };
   }
 
