@@ -75,7 +75,6 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const credits = new Credits(sql, ledger);
   await credits.reapplyPending();
   const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
-    onIdle: () => credits.reapplyPending(),
     onRedisLost: () => ledger.pausedWhile(() => ensureLedger(redis, sql, ledgerKeys)),
   });
   await flusher.init();

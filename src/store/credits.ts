@@ -16,7 +16,7 @@ export interface CreditInput {
 
 /**
  * Settled payments whose Postgres write failed even after retries: event id → CreditInput JSON. The Redis
- * ledger is credited at once (idempotent by event id); `reapplyPending` (the flusher's idle hook) inserts
+ * ledger is credited at once (idempotent by event id); `reapplyPending` (the repair job) inserts
  * them into Postgres and removes them here. A hash on one key, so it works on a Redis Cluster too.
  */
 export const CREDIT_OUTBOX = "gw:credits:outbox";
@@ -100,7 +100,7 @@ export class Credits {
   /**
    * Completes money in that stopped half way: credits deferred to the Redis outbox (Postgres was down) are
    * inserted, and credits that reached Postgres but not Redis (a crash between the two writes) are applied.
-   * Runs at start and as the flusher's idle hook; tests call it instead of waiting.
+   * Runs at start and in the repair job (every 30 s); tests call it instead of waiting.
    */
   async reapplyPending(): Promise<number> {
     let done = 0;

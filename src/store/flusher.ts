@@ -35,8 +35,6 @@ function eventJson(fields: string[] | null): string | null {
 
 /** What the flusher calls beside its own work. */
 export interface FlusherHooks {
-  /** Every 25th empty round: background repair (credits recorded in Postgres but not yet in Redis). */
-  onIdle?: () => Promise<unknown>;
   /** Redis lost its data under us: rebuild the ledger from Postgres before flushing on. */
   onRedisLost?: () => Promise<unknown>;
 }
@@ -83,7 +81,6 @@ export class Flusher {
       let n = 0;
       try {
         n = await this.flushOnce();
-        if (n === 0 && this.rounds % 25 === 0) await this.hooks.onIdle?.();
       } catch (e) {
         log.error("flusher round failed; it will retry", { error: e });
       }
