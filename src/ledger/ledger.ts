@@ -111,6 +111,12 @@ export class Ledger {
     return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard)];
   }
 
+  /** Redis's clock in ms: hold expiries (reserve-6, the sweeper, extendHold) all use it, never a gateway's. */
+  private async redisNowMs(): Promise<number> {
+    const [sec, usec] = (await this.scripts.client.send("TIME", [])) as [string, string];
+    return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+  }
+
   /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry) or unknown. */
   async settle(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<boolean> {
     return (await this.settleOutcome(p, holdId, charge, d)) === "charged";
@@ -138,8 +144,7 @@ export class Ledger {
    */
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
     // Redis's clock, like reserve-6 and the sweeper: a gateway clock running behind must not make this a no-op.
-    const [sec, usec] = (await this.scripts.client.send("TIME", [])) as [string, string];
-    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const now = await this.redisNowMs();
     const changed = await this.scripts.client.send("ZADD", [this.keys.holds(p.shard), "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId]);
     return Number(changed) === 1;
   }
@@ -176,8 +181,7 @@ export class Ledger {
 
   /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
   async sweepExpired(batch = 200): Promise<number> {
-    const [sec, usec] = await this.redis.time();
-    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const now = await this.redisNowMs();
     let released = 0;
     for (const shard of this.keys.allShards()) {
       const ids = await this.redis.zrangebyscore(this.keys.holds(shard), 0, now, "LIMIT", 0, batch);
