@@ -22,6 +22,10 @@ export interface RequestTrace {
   stream?: boolean;
   /** A streamed answer: resolves when the stream has ended and its charge is known. */
   streamEnd?: Promise<void>;
+  /** Counted and logged already. */
+  finished?: boolean;
+  /** Started by the app's hook: accessLogIdle() waits for its line. */
+  awaited?: boolean;
 }
 
 const traces = new WeakMap<Request, RequestTrace>();
@@ -33,11 +37,31 @@ export function newTrace(method = "POST", id: string = crypto.randomUUID()): Req
   return { id, start: performance.now(), method };
 }
 
+// Requests whose line is not written yet: the after-response hook runs after the answer left, a stream's line at
+// its end. Tests wait for them through accessLogIdle() instead of sleeping.
+let unwritten = 0;
+let idleWaiters: (() => void)[] = [];
+
+/** Resolves once every request started so far has its access-log line written. */
+export function accessLogIdle(): Promise<void> {
+  if (unwritten === 0) return Promise.resolve();
+  return new Promise((resolve) => idleWaiters.push(resolve));
+}
+
+function written(): void {
+  if (--unwritten > 0) return;
+  const waiters = idleWaiters;
+  idleWaiters = [];
+  for (const w of waiters) w();
+}
+
 /** Opens the trace of a request; returns its id for the `X-Request-Id` header. */
 export function startTrace(request: Request): RequestTrace {
   const given = request.headers.get("x-request-id");
   const trace = newTrace(request.method, given && SAFE_ID.test(given) ? given : crypto.randomUUID());
   traces.set(request, trace);
+  trace.awaited = true;
+  unwritten++;
   return trace;
 }
 
@@ -54,6 +78,8 @@ export function traceOf(request: Request): RequestTrace {
  * wallet or an `api_key` query and would make one metric series per URL.
  */
 export function finishTrace(trace: RequestTrace, route: string | undefined, status: number): void {
+  if (trace.finished) return;
+  trace.finished = true;
   const latencyMs = performance.now() - trace.start;
   const pattern = route ?? "unmatched";
   metrics.httpRequests.inc({ method: trace.method, route: pattern, status: String(status) });
@@ -63,7 +89,13 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
     metrics.upstreamLatency.observe({ provider: trace.provider ?? "unknown", stream }, trace.upstreamMs / 1000);
     metrics.addedLatency.observe({ stream }, Math.max(0, latencyMs - trace.upstreamMs) / 1000);
   }
-  const write = () => log.info("request", accessFields(trace, pattern, status, latencyMs));
+  const write = () => {
+    try {
+      log.info("request", accessFields(trace, pattern, status, latencyMs));
+    } finally {
+      if (trace.awaited) written();
+    }
+  };
   if (trace.streamEnd) trace.streamEnd.then(write, write);
   else write();
 }
