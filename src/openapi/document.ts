@@ -14,7 +14,11 @@ export const EXAMPLE_WALLET = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed";
 
 /** Response headers the API sends, declared once (components.headers). */
 export const HEADERS = {
-  "X-Request-Id": { description: "Id of this request, also in the access log; a client's own X-Request-Id is echoed when it is a plain token", schema: { type: "string" } },
+  "X-Request-Id": {
+    description: "Id of this request, also in the access log; a client's own X-Request-Id is echoed when it is a plain token",
+    required: true,
+    schema: { type: "string" },
+  },
   "X-RateLimit-Limit": { description: "Requests allowed per window for the wallet", schema: { type: "integer" } },
   "X-RateLimit-Remaining": { description: "Requests left in the current window for the wallet", schema: { type: "integer" } },
   "X-RateLimit-Reset": { description: "Seconds until a request is allowed again", schema: { type: "integer" } },
@@ -70,10 +74,13 @@ export function errors(...codes: ErrorCode[]): Record<number, Json> {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const c of codes) byStatus.set(ERROR_STATUS[c], [...(byStatus.get(ERROR_STATUS[c]) ?? []), c]);
   const out: Record<number, Json> = {};
+  // The model's own rate limit comes back as 429 UPSTREAM_CLIENT_ERROR (spec, errors rule 1).
+  if (codes.includes("UPSTREAM_CLIENT_ERROR") && byStatus.has(429)) byStatus.get(429)!.push("UPSTREAM_CLIENT_ERROR");
   for (const [status, group] of byStatus) {
     const examples = Object.fromEntries(group.map((c) => [c, { value: { error: c, message: FIXED_MESSAGE[c] ?? EXAMPLE_MESSAGE[c] ?? c } }]));
     out[status] = {
       description: group.join(" or "),
+      // Sent with RATE_LIMITED (not with the provider's own 429).
       headers: headerRefs(status === 429 ? ["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] : []),
       content: { "application/json": { schema: schemaRef("Error"), examples } },
     };
