@@ -34,6 +34,8 @@ export interface Config {
   rateLimitRequests: number;
   rateLimitWindowMs: number;
   upstreamTimeoutMs: number;
+  /** Total time cap of one stream (a client that stops reading keeps it open); it is then charged what it produced. */
+  streamMaxMs: number;
   ledgerShards: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
@@ -189,6 +191,8 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitRequests: int(env, "RATE_LIMIT_REQUESTS", 600, 1, 10_000_000),
     rateLimitWindowMs: int(env, "RATE_LIMIT_WINDOW_S", 60, 1, 86_400) * 1000,
     upstreamTimeoutMs,
+    // Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
+    streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
     ledgerShards: int(env, "LEDGER_SHARDS", 16, 1, 1024),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),

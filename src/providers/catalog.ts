@@ -1,4 +1,5 @@
 import { log } from "../log.ts";
+import type { ImageTokens } from "./reserve.ts";
 
 /** Wire dialect of an upstream; each has an adapter under src/providers/<type>/. */
 export type ProviderType = "openai" | "anthropic";
@@ -22,6 +23,8 @@ export interface Model {
   upstreamModel: string;
   contextLength: number;
   maxOutputTokens: number;
+  /** The most one image part can cost this model, by detail; absent: its provider type's (reserve.ts). */
+  imageTokens?: ImageTokens;
   /** USD per 1M tokens, as listed (for /v1/models). */
   promptPricePer1MTokens: number;
   completionPricePer1M: number;
@@ -57,6 +60,13 @@ function positiveInt(value: unknown, where: string): number {
     throw new CatalogError(`${where} must be a positive integer`);
   }
   return value;
+}
+
+function imageTokens(value: unknown, where: string): ImageTokens | undefined {
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== "object") throw new CatalogError(`${where} must be an object {low, high}`);
+  const { low, high } = value as Record<string, unknown>;
+  return { low: positiveInt(low, `${where}.low`), high: positiveInt(high, `${where}.high`) };
 }
 
 function str(value: unknown, where: string): string {
@@ -105,6 +115,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       upstreamModel: str(m.upstreamModel, `${at}.upstreamModel`),
       contextLength: positiveInt(m.contextLength, `${at}.contextLength`),
       maxOutputTokens: positiveInt(m.maxOutputTokens, `${at}.maxOutputTokens`),
+      imageTokens: imageTokens(m.imageTokens, `${at}.imageTokens`),
       promptPricePer1MTokens: m.promptPricePer1MTokens as number,
       completionPricePer1M: m.completionPricePer1M as number,
       promptPico: toPico(m.promptPricePer1MTokens, `${at}.promptPricePer1MTokens`),

@@ -28,8 +28,8 @@ export interface UpstreamRequest {
   url: string;
   init: RequestInit;
   /**
-   * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt), so the
-   * reserve's prompt bound still covers them.
+   * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt, OpenAI's
+   * rendering of tools and response schemas), so the reserve's prompt bound (reserve.ts) still covers them.
    */
   hiddenPromptTokens?: number;
 }

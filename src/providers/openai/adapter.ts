@@ -1,8 +1,14 @@
 import { upstreamStatusError } from "../errors.ts";
+import { OPENAI_FORWARDED_FIELDS, pickFields } from "../fields.ts";
 import type { Usage } from "../pricing.ts";
 import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
 
 const CHAT_PATH = "/chat/completions";
+// OpenAI renders tool definitions and a response schema into the prompt in its own form (a few tokens per tool
+// and property beyond their JSON, a dozen around them: OpenAI's cookbook count); the JSON's bytes are in the body,
+// these allowances cover the rest with room to spare.
+const TOOLS_RENDERING_TOKENS = 100;
+const SCHEMA_RENDERING_TOKENS = 100;
 
 function usageOf(u: unknown): Usage | null {
   if (!u || typeof u !== "object") return null;
@@ -31,18 +37,22 @@ function generatedText(part: Record<string, unknown> | undefined): string {
 }
 
 /**
- * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request is
- * passed through with the upstream model name, the clamped max_tokens and, for streams, include_usage.
+ * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request's
+ * allowed fields (fields.ts) are passed through with the upstream model name, the clamped max_tokens and, for
+ * streams, include_usage.
  */
 export const openaiAdapter: ProviderAdapter = {
   request({ model, body, stream, maxTokens }: UpstreamParams) {
-    const upstream: Record<string, unknown> = { ...body, model: model.upstreamModel };
+    const upstream: Record<string, unknown> = { ...pickFields(body, OPENAI_FORWARDED_FIELDS), model: model.upstreamModel };
     // The cap always goes upstream, clamped, under the name the client used: reasoning models refuse max_tokens,
     // and a provider that prefers max_completion_tokens must not see a larger one than the hold covers.
     if (body.max_completion_tokens !== undefined) upstream.max_completion_tokens = maxTokens;
     if (body.max_completion_tokens === undefined || body.max_tokens !== undefined) upstream.max_tokens = maxTokens;
     if (stream) upstream.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+    const tools = (Array.isArray(body.tools) && body.tools.length > 0) || (Array.isArray(body.functions) && body.functions.length > 0);
+    const schema = body.response_format !== undefined && body.response_format !== null;
     return {
+      hiddenPromptTokens: (tools ? TOOLS_RENDERING_TOKENS : 0) + (schema ? SCHEMA_RENDERING_TOKENS : 0),
       url: model.provider.baseUrl + CHAT_PATH,
       init: {
         method: "POST",
