@@ -38,6 +38,7 @@ const claude = models.get("an/claude")!;
 
 const req = (body: Record<string, unknown>) => ({ model: "m", messages: [{ role: "user", content: "hi" }], ...body }) as ChatRequest;
 const bytes = (s: string) => Buffer.byteLength(s);
+const image = (url: string, detail?: string) => ({ type: "image_url", image_url: detail ? { url, detail } : { url } });
 
 describe("reserveFor: text", () => {
   test("prompt = bytes of the upstream body + 8 + hidden tokens; completion = max_tokens; micro at the billed prices", () => {
@@ -81,17 +82,16 @@ describe("reserveFor: text", () => {
 });
 
 describe("reserveFor: images are billed by pixels, not bytes", () => {
-  const image = (url: string, detail?: string) => ({ type: "image_url", image_url: detail ? { url, detail } : { url } });
   const dataUrl = "data:image/png;base64," + "A".repeat(200_000);
 
-  test("a URL's bytes are replaced by the model's maximum for the detail; auto, absent and unknown bill as high", () => {
+  test("a URL's bytes are replaced by the model's maximum for the detail; auto and absent bill as high", () => {
     const url = "https://img.example/cat.png";
-    const parts = [image(url, "low"), image(url, "high"), image(url, "auto"), image(url), image(url, "original")];
+    const parts = [image(url, "low"), image(url, "high"), image(url, "auto"), image(url)];
     const body = req({ messages: [{ role: "user", content: [{ type: "text", text: "what is it?" }, ...parts] }] });
     const upstream = JSON.stringify(body);
     const r = reserveFor(tiles, body, upstream);
-    expect(r.promptTokens).toBe(bytes(upstream) - 5 * url.length + 8 + 85 + 4 * 1_445);
-    expect(r.shape.images).toBe(5);
+    expect(r.promptTokens).toBe(bytes(upstream) - 4 * url.length + 8 + 85 + 3 * 1_445);
+    expect(r.shape.images).toBe(4);
     expect(r.unbounded).toBe(false);
   });
 
@@ -141,6 +141,13 @@ describe("reserveFor: inputs the gateway cannot bound hold the context window", 
       expect(r.micro).toBe(billedMicro(tiles, { prompt_tokens: 100_000, completion_tokens: 10 }));
     });
   }
+
+  test("an image of a detail level the gateway does not know", () => {
+    const body = req({ messages: [{ role: "user", content: [image("u", "low"), image("u", "original")] }] });
+    const r = reserveFor(tiles, body, JSON.stringify(body));
+    expect(r).toMatchObject({ promptTokens: 100_000, unbounded: true });
+    expect(r.shape.images).toBe(2);
+  });
 
   test("an assistant message that refers to an earlier audio answer", () => {
     const body = req({ messages: [{ role: "assistant", content: null, audio: { id: "audio_1" } }, { role: "user", content: "and?" }] });

@@ -5,7 +5,7 @@ import type { ChatRequest } from "./types.ts";
 /** The spec's default max_tokens: the completion cap of a request that names none. */
 export const DEFAULT_MAX_TOKENS = 1024;
 
-/** The most prompt tokens one image part can cost, by its `detail` ("auto", absent or unknown bill as "high"). */
+/** The most prompt tokens one image part can cost, by its `detail` ("auto" and absent bill as "high"). */
 export interface ImageTokens {
   low: number;
   high: number;
@@ -46,7 +46,7 @@ export interface ReserveBound {
   completionTokens: number;
   /** µUSDC to hold. */
   micro: number;
-  /** An input the gateway cannot bound (audio, files, unknown parts) made the context window the prompt bound. */
+  /** An input the gateway cannot bound (audio, files, unknown parts or detail) made the context window the prompt bound. */
   unbounded: boolean;
   shape: RequestShape;
 }
@@ -57,6 +57,7 @@ export function completionCap(model: Model, body: ChatRequest): number {
 }
 
 type Part = Record<string, unknown> | string | null | undefined;
+const KNOWN_DETAILS: ReadonlySet<string> = new Set(["low", "high", "auto"]);
 
 // The bytes an image's data takes in the upstream body: a URL goes verbatim, a data URL's base64 after its comma
 // (the OpenAI dialect sends the whole data URL, the Anthropic one only the base64). Counted in UTF-16 units, which
@@ -76,8 +77,8 @@ function imagePayloadLength(part: Record<string, unknown>): number {
  *   (the model's `imageTokens`, else the provider type's), since an image is billed by its pixels, not its bytes.
  * - `hiddenPromptTokens`: what the provider adds unseen (Anthropic's tool-use system prompt, OpenAI's rendering of
  *   tools and response schemas), as the adapter reports it.
- * - Audio, files and unknown parts cannot be bounded from the request (an audio's duration, a PDF's pages): they
- *   make the context window the prompt bound.
+ * - Audio, files, unknown parts and images of an unknown `detail` cannot be bounded from the request (an audio's
+ *   duration, a PDF's pages): they make the context window the prompt bound.
  * - The prompt bound never exceeds the context window: a provider refuses a longer prompt, unbilled.
  * - Completion: the cap (max_tokens clamped to the model's maximum output, always sent upstream) per choice.
  */
@@ -86,6 +87,7 @@ export function reserveFor(model: Model, body: ChatRequest, upstreamBody: string
   const shape: RequestShape = { messages: body.messages.length, images: 0, audio: 0, files: 0, otherParts: 0, tools: 0, choices: body.n ?? 1 };
   let imageTokens = 0;
   let imageBytes = 0;
+  let unknownDetail = false;
   for (const m of body.messages as Record<string, unknown>[]) {
     if (!m || typeof m !== "object") continue;
     if (m.audio !== undefined && m.audio !== null) shape.audio++; // an earlier audio answer, billed as audio input
@@ -97,6 +99,8 @@ export function reserveFor(model: Model, body: ChatRequest, upstreamBody: string
       if (type === "image_url") {
         shape.images++;
         const detail = (part.image_url as { detail?: unknown } | undefined)?.detail;
+        // A detail level the gateway does not know (a provider's newer, finer one) has no known maximum.
+        if (detail !== undefined && !KNOWN_DETAILS.has(detail as string)) unknownDetail = true;
         imageTokens += detail === "low" ? images.low : Math.max(images.low, images.high);
         imageBytes += imagePayloadLength(part);
       } else if (type === "input_audio") shape.audio++;
@@ -106,7 +110,7 @@ export function reserveFor(model: Model, body: ChatRequest, upstreamBody: string
   }
   shape.tools = (Array.isArray(body.tools) ? body.tools.length : 0) + (Array.isArray(body.functions) ? body.functions.length : 0);
 
-  const unbounded = shape.audio + shape.files + shape.otherParts > 0;
+  const unbounded = unknownDetail || shape.audio + shape.files + shape.otherParts > 0;
   const bytes = Buffer.byteLength(upstreamBody) - imageBytes;
   const promptTokens = unbounded ? model.contextLength : Math.min(bytes + 8 + imageTokens + hiddenPromptTokens, model.contextLength);
   const completionTokens = completionCap(model, body) * shape.choices;
