@@ -45,8 +45,9 @@ export function refuseRepricingFields(body: Record<string, unknown>): void {
  * the hold: the completion cap is always sent (clamped), logprobs and logit_bias shape the answer not its size,
  * `user` / `safety_identifier` / `prompt_cache_key` are hints for abuse tracking and caching (a cache hit only
  * lowers the provider's bill), `verbosity` is bounded by the cap, `functions` / `function_call` are the older
- * form of tools and bounded like them. `store` and `metadata` are left out: storing completions in the
- * operator's provider account is the operator's decision, not a client's.
+ * form of tools and bounded like them, `top_k` is a sampling knob some providers take, `modalities` passes only
+ * as ["text"] (refused otherwise). `store` and `metadata` are left out: storing completions in the operator's
+ * provider account is the operator's decision, not a client's.
  */
 export const OPENAI_FORWARDED_FIELDS: ReadonlySet<string> = new Set([
   // the spec's
