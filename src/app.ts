@@ -6,6 +6,7 @@ import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
+import { siweRoutes } from "./modules/keys/siwe.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { topupRoutes } from "./modules/topup/topup.routes.ts";
 import { topupsRoutes } from "./modules/topup/topups.routes.ts";
@@ -66,6 +67,7 @@ export function createApp(s: Services) {
     .use(healthRoutes(s))
     .use(modelsRoutes(s))
     .use(balanceRoutes(s))
+    .use(siweRoutes(s))
     .use(keysRoutes(s))
     .use(usageRoutes(s))
     .use(topupRoutes(s))
