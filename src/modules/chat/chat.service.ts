@@ -2,7 +2,7 @@ import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
-import type { Catalog, Model } from "../../providers/catalog.ts";
+import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
 import { adapterFor } from "../../providers/index.ts";
 import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
 import { SseDecoder } from "../../providers/sse.ts";
@@ -69,7 +69,7 @@ export class ChatService {
   async complete(authorization: string | null, body: ChatRequest): Promise<Response> {
     const principal = await this.auth.fromHeader(authorization);
     const model = this.catalog.models.get(body.model);
-    if (!model) throw new ApiError("UNKNOWN_MODEL", `Unknown model "${String(body.model).slice(0, 200)}"`);
+    if (!model) throw new ApiError("UNKNOWN_MODEL", unknownModelReason(this.catalog, String(body.model)));
 
     const stream = body.stream === true;
     // The reserve is what the answer can cost at most: the prompt's upper bound (see promptTokenBound: bytes of
@@ -113,7 +113,7 @@ export class ChatService {
 
     let parsed;
     try {
-      parsed = call.adapter.parse(text);
+      parsed = call.adapter.parse(text, call.model.id);
     } catch (e) {
       await this.release(call);
       log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
@@ -157,7 +157,7 @@ export class ChatService {
 
     const reader = res.body.getReader();
     const decoder = new SseDecoder();
-    const translate = call.adapter.openStream(includeUsage);
+    const translate = call.adapter.openStream(includeUsage, call.model.id);
     let usage: Usage | undefined;
     let promptTokens: number | undefined;
     let generated = "";
