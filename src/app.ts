@@ -1,5 +1,6 @@
 import { openapi } from "@elysiajs/openapi";
 import { Elysia, ValidationError } from "elysia";
+import { cors } from "./cors.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -33,6 +34,8 @@ export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
+    // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers.
+    .use(cors(s.config.corsOrigins))
     .onRequest(({ request }) => {
       const length = request.headers.get("content-length");
       if (length !== null && Number(length) > MAX_BODY_BYTES) {
