@@ -91,7 +91,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     sql,
     ledger,
     apiKeyAuth,
-    siwe: new SiweVerifier(redis, ledgerKeys, { domain: config.siweDomain, chainIds: config.siweChainIds }),
+    siwe: new SiweVerifier(redis, ledgerKeys, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
     keys: new KeyService(sql, redis, ledger, credits),
     topup,

@@ -37,7 +37,7 @@ function problem(env: Record<string, string>): string {
 describe("configuration is validated once, naming the variable", () => {
   test("defaults", () => {
     const c = loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k" });
-    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 31337, siweChainIds: [31337], ledgerShards: 16 });
+    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 84532, siweChainIds: [84532], ledgerShards: 16 });
     expect(c.rateLimitRequests).toBe(600);
     expect(c.rateLimitWindowMs).toBe(60_000);
     expect(c.upstreamTimeoutMs).toBe(120_000);

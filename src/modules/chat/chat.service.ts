@@ -2,7 +2,7 @@ import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
-import type { Catalog, Model } from "../../providers/catalog.ts";
+import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
 import { refuseRepricingFields } from "../../providers/fields.ts";
 import { adapterFor } from "../../providers/index.ts";
 import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
@@ -77,7 +77,7 @@ export class ChatService {
     refuseRepricingFields(body);
     const principal = await this.auth.fromHeader(authorization);
     const model = this.catalog.models.get(body.model);
-    if (!model) throw new ApiError("UNKNOWN_MODEL", `Unknown model "${String(body.model).slice(0, 200)}"`);
+    if (!model) throw new ApiError("UNKNOWN_MODEL", unknownModelReason(this.catalog, String(body.model)));
 
     const stream = body.stream === true;
     // The reserve is what the provider can bill at most (reserve.ts): the prompt's upper bound from the upstream
@@ -117,7 +117,7 @@ export class ChatService {
 
     let parsed;
     try {
-      parsed = call.adapter.parse(text);
+      parsed = call.adapter.parse(text, call.model.id);
     } catch (e) {
       await this.release(call);
       log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
@@ -161,7 +161,7 @@ export class ChatService {
 
     const reader = res.body.getReader();
     const decoder = new SseDecoder();
-    const translate = call.adapter.openStream(includeUsage);
+    const translate = call.adapter.openStream(includeUsage, call.model.id);
     let usage: Usage | undefined;
     let promptTokens: number | undefined;
     let generated = "";

@@ -56,37 +56,51 @@ export const openaiAdapter: ProviderAdapter = {
       url: model.provider.baseUrl + CHAT_PATH,
       init: {
         method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${model.provider.apiKey}` },
+        // A keyless provider (a local server) gets no Authorization header at all.
+        headers: model.provider.apiKey
+          ? { "content-type": "application/json", authorization: `Bearer ${model.provider.apiKey}` }
+          : ({ "content-type": "application/json" } as Record<string, string>),
         body: JSON.stringify(upstream),
       },
     };
   },
 
-  parse(text) {
-    const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown };
+  parse(text, modelId) {
+    const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown; model?: unknown };
     if (!obj || !Array.isArray(obj.choices)) throw new Error("upstream body has no choices");
     const usage = usageOf(obj.usage);
+    // The answer names the model the client asked for; the body is passed on untouched when it already does.
+    let json = text;
+    if (obj.model !== modelId) {
+      obj.model = modelId;
+      json = JSON.stringify(obj);
+    }
     // The generated text is only counted when usage is missing: skip the walk over the answer otherwise.
-    return { json: text, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
+    return { json, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
   },
 
   // Stateless: every OpenAI chunk stands alone, so one translator serves the whole stream.
-  openStream(includeUsage) {
+  openStream(includeUsage, modelId) {
     return (payload): StreamStep => {
       if (payload === "[DONE]") return { done: true };
-      const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown };
+      const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown; model?: unknown };
       if (obj.error) return { failed: true };
       const usage = usageOf(obj.usage) ?? undefined;
       const choices = Array.isArray(obj.choices) ? obj.choices : [];
       let generated = "";
       for (const c of choices) generated += generatedText(c.delta);
+      let rewrite = false;
+      if ("model" in obj && obj.model !== modelId) {
+        obj.model = modelId; // every chunk names the model the client asked for
+        rewrite = true;
+      }
       if (usage && !includeUsage) {
         // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
         if (choices.length === 0) return { usage, generated };
         delete obj.usage;
-        return { chunk: JSON.stringify(obj), usage, generated };
+        rewrite = true;
       }
-      return { chunk: payload, usage, generated };
+      return { chunk: rewrite ? JSON.stringify(obj) : payload, usage, generated };
     };
   },
 
