@@ -1,10 +1,12 @@
 import { Elysia, ValidationError } from "elysia";
+import { cors } from "./cors.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
+import { siweRoutes } from "./modules/keys/siwe.routes.ts";
 import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { topupRoutes } from "./modules/topup/topup.routes.ts";
@@ -52,6 +54,9 @@ export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
+    // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A
+    // preflight is answered there, before a trace opens: it is neither counted nor logged.
+    .use(cors(s.config.corsOrigins))
     .onRequest(({ request, set }) => {
       const trace = startTrace(request);
       set.headers["x-request-id"] = trace.id;
@@ -80,6 +85,7 @@ export function createApp(s: Services) {
     .use(healthRoutes(s))
     .use(modelsRoutes(s))
     .use(balanceRoutes(s))
+    .use(siweRoutes(s))
     .use(keysRoutes(s))
     .use(usageRoutes(s))
     .use(topupRoutes(s))

@@ -26,12 +26,18 @@ function redact(value: unknown, depth = 0): unknown {
 }
 
 let threshold: number = LEVELS.info;
+let allToStderr = false;
+
+/** The admin command's stdout carries its answer alone: every log line goes to stderr instead. */
+export function logToStderr(): void {
+  allToStderr = true;
+}
 
 /** Where a finished line goes; tests swap it to read what the gateway logs (never the real streams' job). */
 export type LogSink = (line: string, level: LogLevel) => void;
 
 const stdSink: LogSink = (line, level) => {
-  if (LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
+  if (allToStderr || LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
   else process.stdout.write(line + "\n");
 };
 let sink: LogSink = stdSink;

@@ -50,6 +50,8 @@ describe("the document", () => {
       "get /health",
       "get /metrics",
       "get /v1/models",
+      "get /v1/models/{id}",
+      "get /v1/auth/siwe",
       "post /v1/chat/completions",
       "post /v1/topup",
       "get /v1/topups/{wallet}",
@@ -100,6 +102,9 @@ describe("live answers match the document", () => {
     await conforms("GET", "/health", await call("GET", "/health"));
     const models = await conforms("GET", "/v1/models", await call("GET", "/v1/models"));
     expect(models.data.length).toBeGreaterThan(0);
+    await conforms("GET", "/v1/models/x", await call("GET", `/v1/models/${models.data[0].id}`));
+    await conforms("GET", "/v1/models/x", await call("GET", "/v1/models/nope/nothing"));
+    await conforms("GET", "/v1/auth/siwe", await call("GET", "/v1/auth/siwe"));
     await conforms("GET", "/v1/balance/0x0000000000000000000000000000000000000001", await call("GET", "/v1/balance/0x0000000000000000000000000000000000000001"));
     await conforms("GET", "/v1/balance/nope", await call("GET", "/v1/balance/nope"));
     await conforms("GET", "/metrics", await call("GET", "/metrics"));

@@ -57,6 +57,16 @@ export const metrics = {
     labelNames: ["outcome"] as const,
     registers,
   }),
+  settlesAboveHold: new Counter({
+    name: "gateway_settles_above_hold_total",
+    help: "Charges above their hold (a reserve-bound defect; still charged), from the chat service's count",
+    registers,
+  }),
+  settlesAboveHoldUsdc: new Counter({
+    name: "gateway_settles_above_hold_usdc_total",
+    help: "µUSDC charged above the holds of those settles",
+    registers,
+  }),
   settlesDeferred: new Counter({
     name: "gateway_settles_deferred_total",
     help: "Settles that could not reach Redis and were kept in Postgres (pending_settles) for the repair job",

@@ -1,5 +1,6 @@
 import type { Services } from "../services.ts";
 import { log } from "../log.ts";
+import { holdOverruns } from "../modules/chat/holdOverruns.ts";
 import { dependencyStates } from "./dependencies.ts";
 import { metrics } from "./metrics.ts";
 
@@ -9,6 +10,7 @@ import { metrics } from "./metrics.ts";
  * dependency that is down leaves its gauges as they were and reports itself down.
  */
 export async function scrapeLive(s: Services): Promise<void> {
+  syncOverruns();
   const deps = await dependencyStates(s);
   metrics.redisUp.set(deps.redis === "up" ? 1 : 0);
   metrics.postgresUp.set(deps.postgres === "up" ? 1 : 0);
@@ -47,4 +49,13 @@ async function scrapePostgres(s: Services): Promise<void> {
            (SELECT count(*)::int FROM payment_checks WHERE state = 'pending') AS checks`;
   metrics.pendingSettles.set(row?.settles ?? 0);
   metrics.paymentChecks.set(row?.checks ?? 0);
+}
+
+// The chat service counts overruns in its own module; the counters take what was added since the last scrape.
+const seen = { count: 0, excessMicro: 0 };
+function syncOverruns(): void {
+  const now = holdOverruns();
+  if (now.count > seen.count) metrics.settlesAboveHold.inc(now.count - seen.count);
+  if (now.excessMicro > seen.excessMicro) metrics.settlesAboveHoldUsdc.inc(now.excessMicro - seen.excessMicro);
+  Object.assign(seen, now);
 }

@@ -37,12 +37,13 @@ export function newTrace(method = "POST", id: string = crypto.randomUUID()): Req
   return { id, start: performance.now(), method };
 }
 
-// Requests whose line is not written yet: the after-response hook runs after the answer left, a stream's line at
-// its end. Tests wait for them through accessLogIdle() instead of sleeping.
+// Requests not yet counted: the after-response hook runs after the answer left. Tests wait for them through
+// accessLogIdle() instead of sleeping. (A stream's line waits for its end as well; a test that reads a stream to
+// its end and awaits the chat service's settles has it.)
 let unwritten = 0;
 let idleWaiters: (() => void)[] = [];
 
-/** Resolves once every request started so far has its access-log line written. */
+/** Resolves once every request started so far is counted and, unless it streams, has its access-log line. */
 export function accessLogIdle(): Promise<void> {
   if (unwritten === 0) return Promise.resolve();
   return new Promise((resolve) => idleWaiters.push(resolve));
@@ -80,6 +81,7 @@ export function traceOf(request: Request): RequestTrace {
 export function finishTrace(trace: RequestTrace, route: string | undefined, status: number): void {
   if (trace.finished) return;
   trace.finished = true;
+  if (trace.awaited) written();
   const latencyMs = performance.now() - trace.start;
   const pattern = route ?? "unmatched";
   metrics.httpRequests.inc({ method: trace.method, route: pattern, status: String(status) });
@@ -89,13 +91,7 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
     metrics.upstreamLatency.observe({ provider: trace.provider ?? "unknown", stream }, trace.upstreamMs / 1000);
     metrics.addedLatency.observe({ stream }, Math.max(0, latencyMs - trace.upstreamMs) / 1000);
   }
-  const write = () => {
-    try {
-      log.info("request", accessFields(trace, pattern, status, latencyMs));
-    } finally {
-      if (trace.awaited) written();
-    }
-  };
+  const write = () => log.info("request", accessFields(trace, pattern, status, latencyMs));
   if (trace.streamEnd) trace.streamEnd.then(write, write);
   else write();
 }

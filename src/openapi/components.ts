@@ -168,6 +168,22 @@ export const COMPONENTS = {
     closed,
   ),
   SiweAuth: T.Object(SiweFields),
+  SiweParameters: T.Object(
+    {
+      domain: T.String({ description: "The message's domain (host[:port])" }),
+      uri: T.String({ description: "A URI on that domain for the message's URI field" }),
+      version: T.Literal("1"),
+      chain_ids: T.Array(T.Integer(), { description: "Accepted Chain IDs" }),
+      nonce: T.String({ description: "A fresh nonce (any nonce of ≥ 8 letters or digits is accepted; replay is refused by message)" }),
+      statement: T.Union([T.String(), T.Null()], { description: "Required statement, or null: any statement (or none) is accepted" }),
+      issued_at_max_age_s: T.Integer({ description: "A message is accepted at most this many seconds after its Issued At" }),
+      clock_skew_s: T.Integer({ description: "How far Issued At and Not Before may lie in the future" }),
+      expiration_max_s: T.Union([T.Integer(), T.Null()], {
+        description: "Upper bound on Expiration Time − Issued At, or null: Expiration Time is optional and unbounded",
+      }),
+    },
+    { ...closed, description: "What GET /v1/auth/siwe answers: everything needed to build an acceptable SIWE message" },
+  ),
   ApiKeyCreateRequest: T.Object(
     {
       ...SiweFields,

@@ -3,7 +3,7 @@ import { Elysia } from "elysia";
 import swaggerCss from "swagger-ui-dist/swagger-ui.css" with { type: "file" };
 import swaggerJs from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "file" };
 import { COMPONENTS, REQUEST_BODIES } from "./components.ts";
-import { HEADERS, OWN_PARAMETERS, OWN_REQUEST_BODY, SECURITY_SCHEMES } from "./document.ts";
+import { HEADERS, OWN_PARAMETERS, OWN_PATH, OWN_REQUEST_BODY, SECURITY_SCHEMES } from "./document.ts";
 
 /** API version of the document (the spec's interface version). */
 export const API_VERSION = "1.0.0";
@@ -64,11 +64,24 @@ export const openapiDocs = () =>
   );
 
 type Parameter = { name: string; in: string };
-type Operation = { parameters?: Parameter[]; requestBody?: unknown; [OWN_PARAMETERS]?: Parameter[]; [OWN_REQUEST_BODY]?: unknown };
+type Operation = { parameters?: Parameter[]; requestBody?: unknown; [OWN_PARAMETERS]?: Parameter[]; [OWN_REQUEST_BODY]?: unknown; [OWN_PATH]?: string };
 type Document = { paths?: Record<string, Record<string, Operation>> };
 
-/** Puts each operation's own parameters and body (doc()) in place of the generated ones; idempotent. */
+/** Puts each operation's own path, parameters and body (doc()) in place of the generated ones; idempotent. */
 function applyOwnParts(d: Document): void {
+  for (const [path, item] of Object.entries(d.paths ?? {})) {
+    for (const [method, op] of Object.entries(item)) {
+      const own = op[OWN_PATH];
+      if (own) {
+        // A wildcard route: its generated parameters name "*"; the document shows the path and parameters it gives.
+        delete op[OWN_PATH];
+        op.parameters = (op.parameters ?? []).filter((p) => p.name !== "*");
+        d.paths![own] = { ...d.paths![own], [method]: op };
+        delete item[method];
+        if (Object.keys(item).length === 0) delete d.paths![path];
+      }
+    }
+  }
   for (const item of Object.values(d.paths ?? {})) {
     for (const op of Object.values(item)) {
       const own = op[OWN_PARAMETERS];

@@ -106,6 +106,7 @@ export function responses(...parts: Record<number, Json>[]): Record<number, Json
 /** Where doc() keeps a route's own parameters and body: the generator replaces both, docs.ts puts these back. */
 export const OWN_PARAMETERS = "x-own-parameters";
 export const OWN_REQUEST_BODY = "x-own-request-body";
+export const OWN_PATH = "x-own-path";
 
 /**
  * The `detail` of a route: an OpenAPI operation (public unless it names its security). `parameters` and
@@ -115,14 +116,21 @@ export const OWN_REQUEST_BODY = "x-own-request-body";
  */
 export function doc(op: {
   summary: string;
+  /** The path as the document shows it, for a route whose pattern has no OpenAPI form (a `*` wildcard). */
+  path?: string;
   description?: string;
   security?: readonly Json[];
   parameters?: readonly Json[];
   requestBody?: Json;
   responses: Record<number, Json>;
 }): { summary: string } & Json {
-  const { parameters, requestBody, ...rest } = op;
-  return { ...rest, ...(parameters ? { [OWN_PARAMETERS]: parameters } : {}), ...(requestBody ? { [OWN_REQUEST_BODY]: requestBody } : {}) };
+  const { parameters, requestBody, path, ...rest } = op;
+  return {
+    ...rest,
+    ...(parameters ? { [OWN_PARAMETERS]: parameters } : {}),
+    ...(requestBody ? { [OWN_REQUEST_BODY]: requestBody } : {}),
+    ...(path ? { [OWN_PATH]: path } : {}),
+  };
 }
 
 /** A documented path parameter. */

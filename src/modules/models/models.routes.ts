@@ -1,31 +1,45 @@
 import { Elysia } from "elysia";
-import { doc, json } from "../../openapi/document.ts";
+import { ApiError } from "../../errors.ts";
+import { doc, errors, json, pathParam, responses } from "../../openapi/document.ts";
 import type { Services } from "../../services.ts";
 
-const EXAMPLE = {
-  object: "list",
-  data: [
-    {
-      id: "openai/gpt-4o-mini",
-      object: "model",
-      name: "GPT-4o mini",
-      provider: "openai",
-      contextLength: 128_000,
-      promptPricePer1MTokens: 0.18,
-      completionPricePer1M: 0.72,
-    },
-  ],
+const JSON_TYPE = { "content-type": "application/json" };
+
+const MODEL_EXAMPLE = {
+  id: "openai/gpt-4o-mini",
+  object: "model",
+  name: "GPT-4o mini",
+  provider: "openai",
+  contextLength: 128_000,
+  promptPricePer1MTokens: 0.18,
+  completionPricePer1M: 0.72,
 };
 
-/** GET /v1/models: the catalog with billed prices, rendered once at start. */
+/** GET /v1/models and GET /v1/models/{id}: the catalog with billed prices, rendered once at start. */
 export const modelsRoutes = (s: Services) =>
-  new Elysia({ tags: ["models"] }).get(
-    "/v1/models",
-    () => new Response(s.config.catalog.modelListJson, { headers: { "content-type": "application/json" } }),
-    {
+  new Elysia({ tags: ["models"] })
+    .get("/v1/models", () => new Response(s.config.catalog.modelListJson, { headers: JSON_TYPE }), {
       detail: doc({
         summary: "Models and their prices (USD per 1M tokens)",
-        responses: { 200: json("ModelList", "The catalog, with the billed prices", EXAMPLE) },
+        responses: { 200: json("ModelList", "The catalog, with the billed prices", { object: "list", data: [MODEL_EXAMPLE] }) },
       }),
-    },
-  );
+    })
+    // Model ids contain slashes (openai/gpt-4o, openrouter/meta-llama/…): the id is the whole rest of the path.
+    .get(
+      "/v1/models/*",
+      ({ params }) => {
+        const id = decodeURIComponent(params["*"]);
+        const json = s.config.catalog.modelJson.get(id);
+        if (json) return new Response(json, { headers: JSON_TYPE });
+        const off = s.config.catalog.disabled.get(id);
+        throw new ApiError("NOT_FOUND", off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model");
+      },
+      {
+        detail: doc({
+          summary: "One model and its prices (extension)",
+          path: "/v1/models/{id}",
+          parameters: [pathParam("id", "Model id; it contains slashes (openai/gpt-4o), sent as they are", { type: "string", examples: ["openai/gpt-4o-mini"] })],
+          responses: responses({ 200: json("Model", "The model", MODEL_EXAMPLE) }, errors("NOT_FOUND")),
+        }),
+      },
+    );
