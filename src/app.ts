@@ -9,6 +9,7 @@ import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { topupRoutes } from "./modules/topup/topup.routes.ts";
 import { topupsRoutes } from "./modules/topup/topups.routes.ts";
+import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import type { Services } from "./services.ts";
 
@@ -68,6 +69,7 @@ export function createApp(s: Services) {
     .use(balanceRoutes(s))
     .use(keysRoutes(s))
     .use(usageRoutes(s))
+    .use(dailyUsageRoutes(s))
     .use(topupRoutes(s))
     .use(topupsRoutes(s))
     .use(chatRoutes(s));
