@@ -1,5 +1,6 @@
 import { openapi } from "@elysiajs/openapi";
 import { Elysia, ValidationError } from "elysia";
+import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -72,7 +73,8 @@ export function createApp(s: Services) {
     .use(dailyUsageRoutes(s))
     .use(topupRoutes(s))
     .use(topupsRoutes(s))
-    .use(chatRoutes(s));
+    .use(chatRoutes(s))
+    .use(dashboardRoutes(s));
 }
 
 export type App = ReturnType<typeof createApp>;
