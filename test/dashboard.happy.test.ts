@@ -1,17 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Server } from "bun";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { injectWallet, launchBrowser, screenshot, type TestWallet } from "./helpers/browser.ts";
+import { injectWallet, launchBrowser, screenshot, servedGateway, type TestWallet } from "./helpers/browser.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 
 // The page in real Chromium against the real gateway (HTTP on a free port) on a local anvil chain, paid and signed
 // by an injected EIP-1193 wallet backed by a viem account.
 let chain: DevChain;
 let gw: TestGateway;
-let server: Server<undefined>;
+let served: Awaited<ReturnType<typeof servedGateway>>;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
@@ -21,11 +20,8 @@ let origin: string;
 
 beforeAll(async () => {
   chain = await startChain();
-  let handle: (r: Request) => Promise<Response> = async () => new Response("starting", { status: 503 });
-  server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (r) => handle(r) });
-  origin = `http://127.0.0.1:${server.port}`;
-  gw = await startGateway({ ...chain.gatewayEnv(), SIWE_DOMAIN: `127.0.0.1:${server.port}`, SIWE_CHAIN_IDS: String(chain.chainId) });
-  handle = gw.handle;
+  served = await servedGateway(chain);
+  ({ gw, origin } = served);
   payer = await chain.newPayer(100);
   browser = await launchBrowser();
   context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
@@ -36,8 +32,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  server?.stop(true);
-  await gw?.close();
+  await served?.close();
   await chain?.stop();
 });
 

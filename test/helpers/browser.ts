@@ -9,6 +9,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import type { Hex } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import type { DevChain } from "./chain.ts";
+import { startGateway } from "./gateway.ts";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARGS = [
@@ -114,4 +115,21 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount, chain
     announce();
   });
   return state;
+}
+
+/** The gateway behind a real HTTP port (Chromium cannot call `app.handle`), its SIWE domain that very origin. */
+export async function servedGateway(chain: DevChain, env: Record<string, string> = {}) {
+  let handle: (r: Request) => Promise<Response> = async () => new Response("starting", { status: 503 });
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (r) => handle(r) });
+  const origin = `http://127.0.0.1:${server.port}`;
+  const gw = await startGateway({ ...chain.gatewayEnv(), SIWE_DOMAIN: `127.0.0.1:${server.port}`, SIWE_CHAIN_IDS: String(chain.chainId), ...env });
+  handle = gw.handle;
+  return {
+    gw,
+    origin,
+    async close() {
+      server.stop(true);
+      await gw.close();
+    },
+  };
 }
