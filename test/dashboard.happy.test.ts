@@ -56,6 +56,9 @@ describe("the dashboard in Chromium with a browser wallet", () => {
     // First paint: the one script, under 200 KB before compression.
     expect(bytes).toBeLessThan(200 * 1024);
     expect((await fetch(`${origin}/dashboard/app.0000.js`)).status).toBe(404);
+    // Like every extension, the page is in the OpenAPI document.
+    const doc = await (await fetch(`${origin}/docs/json`)).json();
+    expect(doc.paths["/"].get.summary).toBe("The wallet dashboard (HTML)");
   }, STEP_MS);
 
   test("connect: the wallet appears by its EIP-6963 name; the public balance shows at once", async () => {
