@@ -11,6 +11,7 @@ import { startChain, type DevChain } from "./helpers/chain.ts";
 let chain: DevChain;
 let served: Awaited<ReturnType<typeof servedGateway>>;
 let deadFacilitator: Awaited<ReturnType<typeof servedGateway>>;
+let unpaid: Awaited<ReturnType<typeof servedGateway>>;
 let browser: Browser;
 const STEP_MS = 30_000;
 
@@ -19,6 +20,8 @@ beforeAll(async () => {
   served = await servedGateway(chain);
   // The same deployment whose EIP-3009 facilitator is down: POST /v1/topup answers 503.
   deadFacilitator = await servedGateway(chain, { FACILITATOR: "http", FACILITATOR_URL: "http://127.0.0.1:9", FACILITATOR_TIMEOUT_MS: "2000" });
+  // A gateway without payments configured.
+  unpaid = await servedGateway(null, { SIWE_CHAIN_IDS: String(chain.chainId) });
   browser = await launchBrowser();
 }, 90_000);
 
@@ -26,8 +29,9 @@ afterAll(async () => {
   await browser?.close();
   await served?.close();
   await deadFacilitator?.close();
+  await unpaid?.close();
   await chain?.stop();
-});
+}, 30_000);
 
 /** A page with the wallet of `account` connected (on the payment network already). */
 async function connected(origin: string, account: PrivateKeyAccount): Promise<{ page: Page; wallet: TestWallet }> {
@@ -121,6 +125,15 @@ describe("errors in the browser", () => {
   }, STEP_MS);
 });
 
+test("a gateway without top-ups says so instead of offering a form that cannot work; signing in still works", async () => {
+  const { page } = await connected(unpaid.origin, await chain.newPayer(1));
+  await expect(page.locator("#topup-form").isVisible()).resolves.toBe(false);
+  expect(await page.locator("#wallet-tokens").innerText()).toBe("Top-ups are not enabled on this gateway. Ask its operator for credit.");
+  await page.getByRole("button", { name: "Sign in with Ethereum" }).click();
+  await page.waitForFunction(() => document.querySelector("#keys tbody")?.textContent?.includes("No keys yet"));
+  await page.context().close();
+}, STEP_MS);
+
 describe("the words for each answer", () => {
   const f = (status: number, body: Record<string, unknown> = {}, retry?: number) => new ApiFailure(status, body, retry);
   test("API statuses in the contexts the page meets them", () => {
@@ -156,5 +169,9 @@ describe("the words for each answer", () => {
     expect(explain(err(-32002), "topup")).toStartWith("Your wallet already has a request waiting.");
     // viem wraps the provider's error; its code is on the cause.
     expect(explain(Object.assign(new Error("wrapped"), { cause: { code: 4001 } }), "sign-in")).toStartWith("You declined");
+    expect(explain(Object.assign(new Error("Internal JSON-RPC error.\nDetails: x"), { code: -32603 }), "topup")).toBe(
+      "The wallet reported a problem: Internal JSON-RPC error.",
+    );
+    expect(explain(new Error("the gateway does not take USDT for this amount"), "topup")).toBe("The gateway does not take USDT for this amount.");
   });
 });

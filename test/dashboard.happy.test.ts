@@ -34,7 +34,7 @@ afterAll(async () => {
   await browser?.close();
   await served?.close();
   await chain?.stop();
-});
+}, 30_000);
 
 const text = (selector: string) => page.locator(selector).innerText();
 // A browser step waits on a wallet, a chain and the gateway: more than a unit test, on a busy machine.

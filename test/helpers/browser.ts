@@ -117,12 +117,16 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount, chain
   return state;
 }
 
-/** The gateway behind a real HTTP port (Chromium cannot call `app.handle`), its SIWE domain that very origin. */
-export async function servedGateway(chain: DevChain, env: Record<string, string> = {}) {
+/**
+ * The gateway behind a real HTTP port (Chromium cannot call `app.handle`), its SIWE domain that very origin;
+ * paid on `chain`, or with top-ups off when there is none.
+ */
+export async function servedGateway(chain: DevChain | null, env: Record<string, string> = {}) {
   let handle: (r: Request) => Promise<Response> = async () => new Response("starting", { status: 503 });
   const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (r) => handle(r) });
   const origin = `http://127.0.0.1:${server.port}`;
-  const gw = await startGateway({ ...chain.gatewayEnv(), SIWE_DOMAIN: `127.0.0.1:${server.port}`, SIWE_CHAIN_IDS: String(chain.chainId), ...env });
+  const payments = chain ? { ...chain.gatewayEnv(), SIWE_CHAIN_IDS: String(chain.chainId) } : {};
+  const gw = await startGateway({ ...payments, SIWE_DOMAIN: `127.0.0.1:${server.port}`, ...env });
   handle = gw.handle;
   return {
     gw,

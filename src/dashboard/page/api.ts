@@ -65,8 +65,9 @@ export function explain(e: unknown, doing: Doing, ctx: { network?: string; asset
     if (walletCode === 4902) return `Your wallet does not know the ${ctx.network ?? "payment"} network yet. Add it in your wallet, then try again.`;
     if (walletCode === -32002) return "Your wallet already has a request waiting. Open the wallet to answer it.";
     if (walletCode === 4100) return "The wallet has not allowed this site yet. Connect again and approve it.";
-    const text = e instanceof Error ? e.message.split("\n")[0] : String(e);
-    return `The wallet reported a problem: ${text}`;
+    const text = e instanceof Error ? e.message.split("\n")[0]! : String(e);
+    // An EIP-1193 error carries a numeric code; anything else is the page's own finding, said as it is.
+    return typeof walletCode === "number" ? `The wallet reported a problem: ${text}` : `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
   }
   const message = typeof e.body.message === "string" ? e.body.message : undefined;
   const plain = typeof e.body.error === "string" ? e.body.error : undefined;

@@ -206,7 +206,7 @@ function renderHistory(t: Topups): void {
 
 /** The owner's token balances, when the wallet is on the payment network (another chain's would mislead). */
 async function walletTokens(): Promise<void> {
-  if (!wallet) return;
+  if (!wallet || !cfg.topupsEnabled) return;
   const line = $("wallet-tokens");
   try {
     if ((await wallet.chainId()) !== cfg.network.chainId) {
@@ -311,9 +311,9 @@ async function runTopup(): Promise<void> {
 function init(): void {
   $("network").textContent = cfg.network.name;
   fill($("topup-asset"), ...cfg.assets.map((a) => h("option", { value: a.symbol }, a.symbol)));
-  if (!cfg.topupsEnabled) {
-    fill($("topup-card"), h("h2", {}, "Top up"), h("p", { class: "muted" }, "Top-ups are not enabled on this gateway."));
-  }
+  // Without payments the card says so (its elements stay, so nothing else needs to know).
+  show($("topup-form"), cfg.topupsEnabled);
+  if (!cfg.topupsEnabled) $("wallet-tokens").textContent = "Top-ups are not enabled on this gateway. Ask its operator for credit.";
   ($("topup-amount") as HTMLInputElement).placeholder = `at least ${cfg.minTopupUsd}`;
   $("topup-form").addEventListener("submit", (e) => {
     e.preventDefault();
