@@ -145,7 +145,9 @@ describe("the words for each answer", () => {
       "The gateway did not accept this payment (mismatched payment: amount). Nothing was charged; try again.",
     );
     expect(explain(f(401, { error: "UNAUTHORIZED", message: "x" }), "read", { sessionMinutes: 10 })).toStartWith("Your sign-in has run out or was not accepted");
-    expect(explain(f(401, { error: "UNAUTHORIZED", message: "x" }), "sign-in")).toStartWith("The gateway did not accept the sign-in.");
+    expect(explain(f(401, { error: "UNAUTHORIZED", message: "SIWE rejected: chain: Chain ID must be one of 8453" }), "sign-in")).toStartWith(
+      "The gateway did not accept the sign-in (SIWE rejected: chain: Chain ID must be one of 8453). Check your computer's clock",
+    );
     expect(explain(f(402, { error: "INSUFFICIENT_BALANCE", message: "x" }), "read")).toBe("Your credit is too low for this request. Top up to continue.");
     expect(explain(f(402, { error: "KEY_BUDGET_EXCEEDED", message: "x" }), "read")).toStartWith("This API key has used up its budget.");
     expect(explain(f(402, { x402Version: 1, error: "invalid_exact_evm_payload_authorization_valid_before", accepts: [] }), "topup")).toBe(

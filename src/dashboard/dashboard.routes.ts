@@ -1,5 +1,6 @@
 import { gzipSync } from "bun";
 import { Elysia } from "elysia";
+import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../auth/siwe.ts";
 import type { Config } from "../config.ts";
 import type { NetworkId } from "../payments/networks.ts";
 import type { Services } from "../services.ts";
@@ -15,7 +16,7 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
 export function pageConfig(config: Config, topupsEnabled: boolean): PageConfig {
   const chain = config.payments.chain;
   return {
-    siwe: { domain: config.siweDomain, chainIds: config.siweChainIds, maxAgeS: 600, skewS: 60 },
+    siwe: { domain: config.siweDomain, chainIds: config.siweChainIds, maxAgeS: SIWE_MAX_AGE_MS / 1000, skewS: SIWE_CLOCK_SKEW_MS / 1000 },
     network: { name: chain.name, chainId: chain.chainId, testnet: chain.testnet, explorer: EXPLORERS[chain.id] },
     assets: chain.assets.map((a) => ({ symbol: a.symbol, address: a.address, decimals: a.decimals })),
     topupsEnabled,

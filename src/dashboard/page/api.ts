@@ -81,7 +81,10 @@ export function explain(e: unknown, doing: Doing, ctx: { network?: string; asset
       }
       return `The gateway did not accept the request: ${message ?? plain ?? "invalid parameters"}.`;
     case 401:
-      if (doing === "sign-in") return "The gateway did not accept the sign-in. Check your computer's clock and that the wallet signed for this site, then try again.";
+      if (doing === "sign-in") {
+        // The gateway names the rule the message broke (never the message itself): worth showing here.
+        return `The gateway did not accept the sign-in${message ? ` (${message})` : ""}. Check your computer's clock and that the wallet signed for this site, then try again.`;
+      }
       return `Your sign-in has run out or was not accepted (a sign-in lasts ${ctx.sessionMinutes ?? 10} minutes, and each change needs a fresh signature). Sign in again to continue; nothing was changed.`;
     case 402:
       if (e.code === "INSUFFICIENT_BALANCE") return "Your credit is too low for this request. Top up to continue.";

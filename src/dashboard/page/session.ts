@@ -1,7 +1,7 @@
 /**
  * Sign-in with Ethereum for the page. A session is one signed message that the GET endpoints accept until it
  * runs out (the server takes a message for `issued_at_max_age_s` after its issuedAt, so the page sets
- * expirationTime there). Creating or revoking a key needs a message the server has never seen (its replay
+ * expirationTime there, or sooner if the server bounds it by `expiration_max_s`). Creating or revoking a key needs a message the server has never seen (its replay
  * guard), so every change asks the wallet for a fresh signature, which then also serves as the new session.
  */
 import type { Address } from "viem";
@@ -17,9 +17,12 @@ export interface SiweParams {
   version: "1";
   chain_ids: number[];
   nonce: string;
-  statement?: string;
+  /** A statement the server requires, or null (any). */
+  statement?: string | null;
   issued_at_max_age_s: number;
   clock_skew_s: number;
+  /** Upper bound on expirationTime − issuedAt, or null (none). */
+  expiration_max_s?: number | null;
 }
 
 /** Credentials the GET endpoints take as query parameters. */
@@ -79,7 +82,7 @@ export async function signIn(wallet: ConnectedWallet, cfg: PageConfig["siwe"], a
   const chainId = p.chain_ids.includes(walletChain) ? walletChain : p.chain_ids[0]!;
   // Times by the server's clock: a fast or slow computer clock would otherwise make every message invalid.
   const issuedAt = new Date(Date.now() + clockOffsetMs - 1_000);
-  const lifetimeMs = p.issued_at_max_age_s * 1000;
+  const lifetimeMs = Math.min(p.issued_at_max_age_s, p.expiration_max_s ?? Number.POSITIVE_INFINITY) * 1000;
   const message = createSiweMessage({
     domain: p.domain,
     address: wallet.address as Address,
