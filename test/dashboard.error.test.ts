@@ -125,6 +125,17 @@ describe("errors in the browser", () => {
   }, STEP_MS);
 });
 
+test("a gateway without GET /v1/auth/siwe (older): the page signs by the rules written into it", async () => {
+  const page = await (await browser.newContext()).newPage();
+  await injectWallet(page, await chain.newPayer(1), chain, chain.chainId);
+  await page.route("**/v1/auth/siwe", (r) => r.fulfill({ status: 404, contentType: "application/json", body: '{"error":"NOT_FOUND","message":"No such route"}' }));
+  await page.goto(`${served.origin}/`);
+  await page.getByRole("button", { name: "Test Wallet" }).click();
+  await page.getByRole("button", { name: "Sign in with Ethereum" }).click();
+  await page.waitForFunction(() => document.querySelector("#keys tbody")?.textContent?.includes("No keys yet"));
+  await page.context().close();
+}, STEP_MS);
+
 test("a gateway without top-ups says so instead of offering a form that cannot work; signing in still works", async () => {
   const { page } = await connected(unpaid.origin, await chain.newPayer(1));
   await expect(page.locator("#topup-form").isVisible()).resolves.toBe(false);

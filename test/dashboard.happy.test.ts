@@ -17,6 +17,8 @@ let page: Page;
 let payer: PrivateKeyAccount;
 let wallet: TestWallet;
 let origin: string;
+/** Statuses of GET /v1/auth/siwe as the page saw them: each signature starts from a fresh nonce. */
+const siweAnswers: number[] = [];
 
 beforeAll(async () => {
   chain = await startChain();
@@ -28,6 +30,9 @@ beforeAll(async () => {
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin });
   page = await context.newPage();
   wallet = await injectWallet(page, payer, chain);
+  page.on("response", (r) => {
+    if (new URL(r.url()).pathname === "/v1/auth/siwe") siweAnswers.push(r.status());
+  });
 }, 90_000);
 
 afterAll(async () => {
@@ -82,6 +87,7 @@ describe("the dashboard in Chromium with a browser wallet", () => {
     await expect(text("#keys tbody")).resolves.toContain("No keys yet");
     await expect(text("#session-line")).resolves.toContain("Signed in until");
     expect(wallet.calls.filter((c) => c === "personal_sign").length).toBe(signed + 1);
+    expect(siweAnswers).toEqual([200]);
     await screenshot(page, "dashboard-03-signed-in");
   }, STEP_MS);
 
