@@ -37,6 +37,8 @@ USDT          ${chain.usdt.address} (EIP-2612 permit, ${chain.usdt.decimals} dec
 PAY_TO        ${chain.payTo}
 payer         ${payer.address} holds 1000 USDC and 1000 USDT (key in ${join(dataDir, "devchain.json")})
 gateway       http://localhost:${port}  (data in ${dataDir})
+dashboard     http://localhost:${port}/  with a browser wallet on chain id ${chain.chainId}, RPC ${chain.rpcUrl},
+              holding the payer's key (or any account: top-ups need its USDC/USDT, signing in needs nothing)
 
 top up:       bun scripts/topup.ts 5                 # x402-fetch (v1), USDC
               bun scripts/topup.ts 5 --v2            # @x402/fetch (v2), USDC

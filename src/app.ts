@@ -1,5 +1,6 @@
 import { Elysia, ValidationError } from "elysia";
 import { cors } from "./cors.ts";
+import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -11,6 +12,7 @@ import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { topupRoutes } from "./modules/topup/topup.routes.ts";
 import { topupsRoutes } from "./modules/topup/topups.routes.ts";
+import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
@@ -88,10 +90,12 @@ export function createApp(s: Services) {
     .use(siweRoutes(s))
     .use(keysRoutes(s))
     .use(usageRoutes(s))
+    .use(dailyUsageRoutes(s))
     .use(topupRoutes(s))
     .use(topupsRoutes(s))
     .use(chatRoutes(s))
-    .use(metricsRoutes(s));
+    .use(metricsRoutes(s))
+    .use(dashboardRoutes(s));
 }
 
 export type App = ReturnType<typeof createApp>;
