@@ -59,6 +59,7 @@ describe("the document", () => {
       "get /v1/auth/keys",
       "delete /v1/auth/keys/{key_id}",
       "get /v1/usage/{wallet}",
+      "get /v1/usage/{wallet}/daily",
       "get /v1/balance/{wallet}",
     ];
     const documented = Object.entries<any>(doc.paths).flatMap(([p, item]) => Object.keys(item).map((m) => `${m} ${p}`));
@@ -139,6 +140,11 @@ describe("live answers match the document", () => {
     const query = new URLSearchParams(await gw.signIn(account)).toString();
     await conforms("GET", `/v1/usage/${wallet}`, await call("GET", `/v1/usage/${wallet}?${query}`));
     await conforms("GET", `/v1/usage/${wallet}`, await call("GET", `/v1/usage/${wallet}`));
+    await gw.services.flusher.drain();
+    const daily = await conforms("GET", `/v1/usage/${wallet}/daily`, await call("GET", `/v1/usage/${wallet}/daily?days=2`, undefined, { authorization: `Bearer ${key}` }));
+    expect(daily.days.at(-1).keys[0].request_count).toBe(1);
+    await conforms("GET", `/v1/usage/${wallet}/daily`, await call("GET", `/v1/usage/${wallet}/daily?days=0`, undefined, { authorization: `Bearer ${key}` }));
+    await conforms("GET", `/v1/usage/${wallet}/daily`, await call("GET", `/v1/usage/${wallet}/daily`));
     await conforms("GET", `/v1/topups/${wallet}`, await call("GET", `/v1/topups/${wallet}?api_key=${key}`));
     await conforms("GET", `/v1/topups/${wallet}`, await call("GET", `/v1/topups/${wallet}`));
   });

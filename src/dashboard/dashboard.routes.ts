@@ -5,6 +5,7 @@ import type { Config } from "../config.ts";
 import type { NetworkId } from "../payments/networks.ts";
 import type { Services } from "../services.ts";
 import type { PageConfig } from "./pageConfig.ts";
+import { doc, text } from "../openapi/document.ts";
 
 /** Block explorers of the real networks; a local chain has none, so the page shows bare transaction hashes. */
 const EXPLORERS: Record<NetworkId, string | null> = { base: "https://basescan.org", "base-sepolia": "https://sepolia.basescan.org", local: null };
@@ -61,10 +62,11 @@ export const dashboardRoutes = (s: Services) => {
     }));
   return new Elysia({ tags: ["dashboard"] })
     .get("/", async ({ request }) => serve((await load()).html, request), {
-      detail: {
+      detail: doc({
         summary: "The wallet dashboard (HTML)",
         description: "Connect a browser wallet, sign in with SIWE, manage API keys, see credit and spend, top up with x402.",
-      },
+        responses: { 200: text("The page (its script is served beside it, same origin)", "text/html", "<!doctype html>…") },
+      }),
     })
     .get(
       "/dashboard/:file",

@@ -231,6 +231,35 @@ export const COMPONENTS = {
     },
     closed,
   ),
+  DailyUsageKey: T.Object(
+    {
+      api_key_id: Int("Key id", 1),
+      request_count: Int(),
+      total_prompt_tokens: Int(),
+      total_completion_tokens: Int(),
+      total_charged_usdc: Micro("Charged that day"),
+    },
+    { ...closed, description: "One key's spend on one day; the field names are UsageKey's" },
+  ),
+  DailyUsageResponse: T.Object(
+    {
+      wallet: WalletString,
+      from: T.String({ description: "First day (UTC, YYYY-MM-DD)" }),
+      to: T.String({ description: "Last day (UTC, YYYY-MM-DD): today" }),
+      days: T.Array(
+        T.Object(
+          {
+            date: T.String({ description: "UTC day, YYYY-MM-DD" }),
+            total_charged_usdc: Micro("All keys that day"),
+            keys: T.Array(ref("DailyUsageKey"), { description: "Keys charged that day, by id" }),
+          },
+          closed,
+        ),
+        { description: "Every day of the range, oldest first, days without charges included (keys empty)" },
+      ),
+    },
+    closed,
+  ),
   BalanceResponse: T.Object({ wallet: WalletString, available_usdc: Micro("Balance minus locked; 0 for an unknown wallet") }, closed),
 } satisfies Record<string, TSchema>;
 

@@ -2,32 +2,10 @@ import { Elysia, t } from "elysia";
 import { requireWallet } from "../../auth/walletAuth.ts";
 import type { Services } from "../../services.ts";
 import type { Sql } from "../../store/db.ts";
-import { ErrorBody, Wallet } from "../schemas.ts";
+import { doc, errors, EXAMPLE_WALLET, json, queryParam, responses, SECURITY } from "../../openapi/document.ts";
+import { Wallet } from "../schemas.ts";
 
 const DAY_MS = 86_400_000;
-
-/** One key's spend on one day; the field names are UsageKey's, so clients read both alike. */
-const DailyKey = t.Object({
-  api_key_id: t.Integer(),
-  request_count: t.Integer(),
-  total_prompt_tokens: t.Integer(),
-  total_completion_tokens: t.Integer(),
-  total_charged_usdc: t.Integer({ description: "µUSDC" }),
-});
-
-const DailyUsage = t.Object({
-  wallet: t.String(),
-  from: t.String({ description: "First day (UTC, YYYY-MM-DD)" }),
-  to: t.String({ description: "Last day (UTC, YYYY-MM-DD): today" }),
-  days: t.Array(
-    t.Object({
-      date: t.String({ description: "UTC day, YYYY-MM-DD" }),
-      total_charged_usdc: t.Integer({ description: "µUSDC, all keys" }),
-      keys: t.Array(DailyKey, { description: "Keys that were charged that day, by id" }),
-    }),
-    { description: "Every day of the range, oldest first, days without charges included (keys empty)" },
-  ),
-});
 
 type DailyRow = { day: string; api_key_id: number; requests: number; prompt: number; completion: number; charged: number };
 
@@ -85,13 +63,36 @@ export const dailyUsageRoutes = (s: Services) =>
         },
         { additionalProperties: true },
       ),
-      response: { 200: DailyUsage, 400: ErrorBody, 401: ErrorBody },
-      detail: {
+      detail: doc({
         summary: "Spend per day and API key of a wallet (API key or SIWE of that wallet)",
         description:
           "Charges per UTC day and key over the last `days` days (today included), every day listed. Read from the system of " +
           "record, which the ledger's outbox feeds within about a second, so a charge made a moment ago may not be counted yet; " +
           "GET /v1/usage/{wallet} has the live totals.",
-      },
+        security: [SECURITY.apiKey, SECURITY.siweQuery],
+        parameters: [
+          { name: "days", in: "query", required: false, description: "Days back, today included (default 30)", schema: { type: "integer", minimum: 1, maximum: 366 } },
+          queryParam("message", "SIWE message (with signature), instead of an API key", false),
+          queryParam("signature", "Signature of the SIWE message", false),
+        ],
+        responses: responses(
+          {
+            200: json("DailyUsageResponse", "Dense: every day of the range", {
+              wallet: EXAMPLE_WALLET,
+              from: "2026-11-22",
+              to: "2026-11-23",
+              days: [
+                { date: "2026-11-22", total_charged_usdc: 0, keys: [] },
+                {
+                  date: "2026-11-23",
+                  total_charged_usdc: 129,
+                  keys: [{ api_key_id: 42, request_count: 3, total_prompt_tokens: 27, total_completion_tokens: 6, total_charged_usdc: 129 }],
+                },
+              ],
+            }),
+          },
+          errors("VALIDATION_ERROR", "UNAUTHORIZED"),
+        ),
+      }),
     },
   );
