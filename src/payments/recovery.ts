@@ -1,5 +1,5 @@
 import { type Address, createPublicClient, getAbiItem, getAddress, type Hex, http } from "viem";
-import type { PaymentsConfig } from "../config.ts";
+import type { PaymentsConfig } from "./config.ts";
 import { log } from "../log.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";

@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import type { PaymentsConfig } from "../../config.ts";
+import type { PaymentsConfig } from "../../payments/config.ts";
 import { PlainError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
