@@ -5,6 +5,7 @@ import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import type { Eip3009Payload, MatchedPayment } from "./payment.ts";
 import { tokenAbi, transferred } from "./token.ts";
+import { topupEventId } from "./topupId.ts";
 
 
 const AUTHORIZATION_USED = getAbiItem({ abi: tokenAbi, name: "AuthorizationUsed" });
@@ -147,7 +148,7 @@ export class PaymentRecovery {
 
   private async creditMoved(row: CheckRow, tx: string): Promise<void> {
     const r = await this.credits.addSettled({
-      eventId: `topup:${row.network}:${tx}`,
+      eventId: topupEventId(row.network, tx),
       wallet: row.payer,
       kind: "topup",
       amountUsdc: row.amount_usdc,

@@ -8,6 +8,7 @@ import { LocalFacilitator } from "../../payments/local.ts";
 import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
 import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
+import { topupEventId } from "../../payments/topupId.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
 
@@ -99,7 +100,7 @@ export class TopupService {
   /** Money moved on chain: from here on nothing may lose the credit (Credits.addSettled retries and defers). */
   private async credit(payment: MatchedPayment, microUsdc: number, tx: string): Promise<TopupOutcome> {
     const r = await this.credits.addSettled({
-      eventId: `topup:${this.cfg.chain.caip2}:${tx}`,
+      eventId: topupEventId(this.cfg.chain.caip2, tx),
       wallet: payment.payer,
       kind: "topup",
       amountUsdc: microUsdc,
