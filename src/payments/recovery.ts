@@ -3,7 +3,8 @@ import type { PaymentsConfig } from "./config.ts";
 import { log } from "../log.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
-import type { Eip3009Payload, MatchedPayment } from "./payment.ts";
+import type { TransferMethod } from "./networks.ts";
+import type { MatchedPayment } from "./payment.ts";
 import { tokenAbi, transferred } from "./token.ts";
 import { topupEventId } from "./topupId.ts";
 
@@ -25,7 +26,7 @@ interface CheckRow {
   pay_to: string;
   amount_usdc: number;
   atomic: string;
-  method: "eip3009" | "permit";
+  method: TransferMethod;
   nonce: string | null;
   valid_before: number | null;
   tx_hash: string | null;
@@ -63,7 +64,7 @@ export class PaymentRecovery {
    * log search starts there). Never throws: the error log then carries the details.
    */
   async open(p: MatchedPayment, microUsdc: number, reason: string, fromBlock: bigint | undefined, transaction?: string): Promise<void> {
-    const auth = p.kind === "eip3009" ? (p.inner as Eip3009Payload).authorization : undefined;
+    const auth = p.kind === "eip3009" ? p.inner.authorization : undefined;
     const tx = transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null;
     if (!auth && !tx) {
       // A permit whose transferFrom was never sent moved nothing (the allowance alone pays no one).
