@@ -9,6 +9,8 @@ export interface EmbeddedRedis {
   socket: string;
   /** False when another process's redis-server already served this data dir and we joined it. */
   started: boolean;
+  /** The child's process id when this process started it (the benchmark samples its CPU time). */
+  pid?: number;
   /** Stops the child if this process started it; a shared one is left running for its owner. */
   stop(): Promise<void>;
 }
@@ -30,8 +32,9 @@ async function ping(socket: string): Promise<boolean> {
 /**
  * Starts a private redis-server on a unix socket in `dir` (no TCP port to collide with), or joins the one
  * already serving that dir (the admin command beside a running gateway). AOF keeps the ledger across crashes.
+ * `tcpPort` also listens on 127.0.0.1 at that port, for a client in another process that takes only a URL.
  */
-export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean } = {}): Promise<EmbeddedRedis> {
+export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean; tcpPort?: number } = {}): Promise<EmbeddedRedis> {
   mkdirSync(dir, { recursive: true });
   const socket = join(dir, "redis.sock");
   if (await ping(socket)) return { socket, started: false, stop: async () => {} };
@@ -39,7 +42,7 @@ export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean 
 
   const persist = opts.persist ?? true;
   const args = [
-    "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--dir", dir,
+    ...(opts.tcpPort ? ["--port", String(opts.tcpPort), "--bind", "127.0.0.1"] : ["--port", "0"]), "--unixsocket", socket, "--unixsocketperm", "700", "--dir", dir,
     "--save", "", "--appendonly", persist ? "yes" : "no", "--appendfsync", "everysec",
     "--daemonize", "no", "--loglevel", "warning", "--logfile", join(dir, "redis.log"),
   ];
@@ -55,6 +58,7 @@ export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean 
       return {
         socket,
         started: true,
+        pid: child.pid,
         stop: async () => {
           if (child.exitCode !== null) return;
           child.kill("SIGTERM"); // redis-server flushes the AOF on SIGTERM
