@@ -2,6 +2,7 @@ import { openapi } from "@elysiajs/openapi";
 import { Elysia, ValidationError } from "elysia";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
+import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
@@ -60,6 +61,13 @@ export function createApp(s: Services) {
       }
       if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
       if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
+      // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
+      const down = outageOf(error);
+      if (down) {
+        // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.
+        if (down === "postgres") s.pgHealth.markDown(error);
+        return errorResponse(new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" }));
+      }
       log.error("unhandled error", { code, error });
       return errorResponse(new ApiError("INTERNAL_ERROR"));
     })

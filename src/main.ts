@@ -1,7 +1,8 @@
 import { AdminUsageError, runAdmin } from "./admin.ts";
 import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
-import { log, setLogLevel } from "./log.ts";
+import { log, redactText, setLogLevel } from "./log.ts";
+import { outageOf } from "./outage.ts";
 import { buildServices } from "./services.ts";
 import { openStack } from "./stack.ts";
 
@@ -39,6 +40,15 @@ async function serve(config: Config): Promise<void> {
   process.on("SIGINT", () => void shutdown("SIGINT"));
 }
 
+/** An error as one line for the operator: a dependency that is down is named, secrets in URLs are masked. */
+function failureLine(e: unknown): string {
+  const message = redactText(e instanceof Error ? e.message : String(e)).replace(/\s+/g, " ").trim();
+  const down = outageOf(e);
+  if (down === "redis" && !/redis/i.test(message)) return `Redis unavailable: ${message}`;
+  if (down === "postgres" && !/postgres/i.test(message)) return `Postgres unavailable: ${message}`;
+  return message;
+}
+
 async function main(argv: string[]): Promise<void> {
   let config: Config;
   try {
@@ -52,7 +62,13 @@ async function main(argv: string[]): Promise<void> {
   }
   setLogLevel(config.logLevel);
   const [command = "serve", ...rest] = argv;
-  if (command === "serve") return serve(config);
+  if (command === "serve") {
+    return serve(config).catch((e) => {
+      if (!outageOf(e)) throw e;
+      console.error(`start-up failed: ${failureLine(e)}`);
+      process.exit(1);
+    });
+  }
   if (command === "admin") {
     try {
       console.log(await runAdmin(config, rest));
@@ -62,7 +78,9 @@ async function main(argv: string[]): Promise<void> {
         console.error(e.message);
         process.exit(2);
       }
-      throw e;
+      // One line, never a stack trace: the operator needs to know what failed, not where in our code.
+      console.error(`admin: ${failureLine(e)}`);
+      process.exit(1);
     }
   }
   console.error(`unknown command "${command}": use serve or admin`);

@@ -2,6 +2,7 @@ import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
+import { isRedisDown, withinDeadline } from "../../outage.ts";
 import type { Catalog, Model } from "../../providers/catalog.ts";
 import { adapterFor } from "../../providers/index.ts";
 import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
@@ -57,6 +58,8 @@ function isTimeout(e: unknown): boolean {
 export class ChatService {
   /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
   private readonly settling = new Map<Promise<void>, PendingSettle>();
+  /** Releases of holds whose reserve reply was lost. */
+  private readonly releasing = new Set<Promise<void>>();
 
   constructor(
     private readonly auth: ApiKeyAuth,
@@ -84,7 +87,7 @@ export class ChatService {
     const reserve = billedMicro(model, { prompt_tokens: promptBound, completion_tokens: maxTokens * (body.n ?? 1) });
 
     const holdId = crypto.randomUUID();
-    const { rateRemaining } = await this.ledger.reserve(principal, holdId, reserve);
+    const { rateRemaining } = await this.reserve(principal, holdId, reserve);
     const call: Call = {
       principal,
       holdId,
@@ -95,6 +98,32 @@ export class ChatService {
       headers: { "x-ratelimit-remaining": String(rateRemaining) },
     };
     return stream ? this.streamed(call, url, init, body.stream_options?.include_usage === true) : this.single(call, url, init);
+  }
+
+  /**
+   * The reserve, answering 503 fast when Redis cannot: at once while the ledger's connection is down (nothing is
+   * sent, so nothing is held), and after RESERVE_DEADLINE_MS when Redis does not answer. A reserve whose reply
+   * was lost (connection dropped, deadline) may still have opened its hold, now or when a queued command runs on
+   * reconnect: a release by its hold id follows it on the same connection, behind the answer (the request's
+   * second and last Redis call); should that fail too, the sweeper expires the hold with its lifetime.
+   */
+  private async reserve(principal: KeyPrincipal, holdId: string, amount: number) {
+    if (!this.ledger.scripts.client.connected) throw new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" });
+    try {
+      return await withinDeadline(this.ledger.reserve(principal, holdId, amount), RESERVE_DEADLINE_MS, "redis", "reserve");
+    } catch (e) {
+      if (e instanceof ApiError) throw e;
+      this.releaseBehind(principal, holdId);
+      if (!isRedisDown(e)) throw e;
+      log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
+      throw new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" });
+    }
+  }
+
+  /** Releases a hold that may or may not exist, without making anyone wait; shutdown waits for it (`idle`). */
+  private releaseBehind(principal: KeyPrincipal, holdId: string): void {
+    const p: Promise<void> = this.release({ principal, holdId }).finally(() => this.releasing.delete(p));
+    this.releasing.add(p);
   }
 
   private async single(call: Call, url: string, init: RequestInit): Promise<Response> {
@@ -311,7 +340,7 @@ export class ChatService {
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */
   async idle(): Promise<void> {
-    while (this.settling.size > 0) await Promise.all(this.settling.keys());
+    while (this.settling.size > 0 || this.releasing.size > 0) await Promise.all([...this.settling.keys(), ...this.releasing]);
   }
 
   /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */
@@ -321,8 +350,10 @@ export class ChatService {
     return left.length;
   }
 
-  private async release(call: Call): Promise<void> {
-    await retry("release", () => this.ledger.release(call.principal, call.holdId), { hold: call.holdId }, 5).catch(() => {
+  private async release(call: Pick<Call, "principal" | "holdId">): Promise<void> {
+    // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
+    const attempt = () => withDeadline(this.ledger.release(call.principal, call.holdId), SETTLE_ATTEMPT_MS);
+    await retry("release", attempt, { hold: call.holdId }, 5).catch(() => {
       // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
     });
   }
@@ -334,6 +365,8 @@ const SETTLE_ATTEMPTS = 35;
 // Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
 const MAX_STREAM_MS = 2 * 3600_000;
 const SETTLE_ATTEMPT_MS = 2_000;
+// A reserve takes well under a millisecond in Redis; one that has not answered in this long is not coming soon.
+const RESERVE_DEADLINE_MS = 2_000;
 
 /** Rejects when `p` takes longer than `ms` (p itself runs on). */
 function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
