@@ -34,7 +34,11 @@ function option(args: string[], name: string): string | undefined {
 export async function runAdmin(config: Config, args: string[]): Promise<string> {
   const command = parseAdmin(args);
   const stack = await openStack(config);
-  const services = await buildServices(config, stack.connections);
+  // A dependency that is down fails here: the embedded services this command started must not outlive it.
+  const services = await buildServices(config, stack.connections).catch(async (e) => {
+    await stack.stop();
+    throw e;
+  });
   try {
     return await command(services);
   } finally {

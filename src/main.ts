@@ -11,7 +11,10 @@ const SHUTDOWN_DEADLINE_MS = 90_000;
 
 async function serve(config: Config): Promise<void> {
   const stack = await openStack(config);
-  const services = await buildServices(config, stack.connections);
+  const services = await buildServices(config, stack.connections).catch(async (e) => {
+    await stack.stop(); // no orphaned redis-server
+    throw e;
+  });
   services.startBackground();
   const app = createApp(services);
   // A body without Content-Length is cut off by Bun just above the app's own limit (which answers in the spec's shape).
