@@ -34,7 +34,7 @@ async function admin(env: Record<string, string>, args: string[]) {
 describe("admin with a dependency down", () => {
   test("Redis down: one line naming Redis, exit 1", async () => {
     // Postgres: the test database (TEST_DATABASE_URL), else the command's own embedded PGlite.
-    const database = process.env.TEST_DATABASE_URL ? { DATABASE_URL: db.database.url } : {};
+    const database: Record<string, string> = process.env.TEST_DATABASE_URL ? { DATABASE_URL: db.database.url } : {};
     const r = await admin({ REDIS_URL: "redis://127.0.0.1:1", ...database }, ["referrals"]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
