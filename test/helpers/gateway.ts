@@ -9,6 +9,7 @@ import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
 import { buildServices, type Services } from "../../src/services.ts";
 import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
+import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
 import { freshDatabase, privateRedis } from "./services.ts";
 
@@ -66,8 +67,22 @@ function catalog(standinUrl: string, anthropicUrl: string) {
   };
 }
 
+/** What a fault test needs beyond the defaults. */
+export interface GatewayOptions {
+  /** Put a forwarder (test/helpers/forwarder.ts) in front of Redis, to take it away and give it back. */
+  forwardRedis?: boolean;
+  /** The same in front of Postgres. */
+  forwardPostgres?: boolean;
+  /** Sees every query the services' postgres.js client sends. */
+  onQuery?: (query: string) => void;
+}
+
 export interface TestGateway {
   services: Services;
+  /** The private redis-server's own socket (a test's side door, past any forwarder). */
+  redisSocket: string;
+  redisForwarder?: Forwarder;
+  pgForwarder?: Forwarder;
   standin: Standin;
   /** The Anthropic stand-in behind the "claude/…" models. */
   anthropic: AnthropicStandin;
@@ -88,7 +103,7 @@ export interface TestGateway {
 }
 
 /** Builds the real gateway (private redis-server, fresh database, stand-in provider) for one test file. */
-export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
+export async function startGateway(env: Record<string, string> = {}, opts: GatewayOptions = {}): Promise<TestGateway> {
   setLogLevel("error");
   const standin = startStandin();
   const anthropic = startAnthropicStandin();
@@ -104,12 +119,31 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   });
   const redis = await privateRedis();
   const db = await freshDatabase();
-  const services = await buildServices(config, { redis: redis.socket, database: db.database });
+  const redisForwarder = opts.forwardRedis ? startForwarder({ unix: redis.socket }) : undefined;
+  let database = { ...db.database, debug: opts.onQuery && ((_c: number, q: string) => opts.onQuery!(q)) };
+  let pgForwarder: Forwarder | undefined;
+  if (opts.forwardPostgres) {
+    if (database.path) {
+      pgForwarder = startForwarder({ unix: database.path });
+      database = { ...database, path: (pgForwarder.address as { unix: string }).unix };
+    } else {
+      const url = new URL(database.url);
+      pgForwarder = startForwarder({ hostname: url.hostname, port: Number(url.port || 5432) });
+      url.hostname = "127.0.0.1";
+      url.port = String((pgForwarder.address as { port: number }).port);
+      database = { ...database, url: url.toString() };
+    }
+  }
+  const redisTarget = redisForwarder ? (redisForwarder.address as { unix: string }).unix : redis.socket;
+  const services = await buildServices(config, { redis: redisTarget, database });
   const app = createApp(services);
   const handle = (req: Request) => app.handle(req);
 
   const gw: TestGateway = {
     services,
+    redisSocket: redis.socket,
+    redisForwarder,
+    pgForwarder,
     standin,
     anthropic,
     handle,
@@ -169,7 +203,11 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     },
     ledgerState: (wallet) => services.ledger.balance(wallet),
     async close() {
+      await redisForwarder?.up();
+      await pgForwarder?.up();
       await services.close();
+      await redisForwarder?.stop();
+      await pgForwarder?.stop();
       await redis.stop();
       await db.stop();
       standin.stop();
