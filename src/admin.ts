@@ -3,6 +3,7 @@ import { hashRedeemCode } from "./modules/keys/keys.service.ts";
 import { formatUsd, parseUsd } from "./money.ts";
 import { buildServices, type Services } from "./services.ts";
 import { openStack } from "./stack.ts";
+import { runAudit } from "./store/audit.ts";
 
 const USAGE = `usage:
   admin grant <wallet> <usd> --reason <text> [--id ID]
@@ -10,13 +11,22 @@ const USAGE = `usage:
                                                      with --id, running it again never grants twice
   admin redeem-codes create --usd <usd> [--count N]  one-time codes (printed once, only hashes are stored)
   admin ref-codes create --owner <wallet> [--code C] a referral code of a referrer
-  admin referrals                                    per referrer: referred wallets, their top-ups and spend`;
+  admin referrals                                    per referrer: referred wallets, their top-ups and spend
+  admin audit [--fix]                                compare Redis with Postgres for every wallet and key; exit 1
+                                                     on a difference; --fix rebuilds Redis from Postgres, audits again`;
 
 const WALLET = /^0x[0-9a-fA-F]{40}$/;
 const MAX_CODES = 10_000;
 
 /** A usage mistake: printed with the usage text, exit code 2. */
 export class AdminUsageError extends Error {}
+
+/** A command that ran and printed its report, but whose verdict is a failure (audit differences): exit code 1. */
+export class AdminFailure extends Error {
+  constructor(readonly output: string, readonly exitCode = 1) {
+    super(output);
+  }
+}
 
 /** A parsed, valid command; runs against the services it is given. */
 export type AdminCommand = (s: Services) => Promise<string>;
@@ -50,6 +60,7 @@ export function parseAdmin(args: string[]): AdminCommand {
   if (command === "redeem-codes" && sub === "create") return createRedeemCodes(more);
   if (command === "ref-codes" && sub === "create") return createRefCode(more);
   if (command === "referrals" && sub === undefined) return referrals;
+  if (command === "audit" && (sub === undefined || (sub === "--fix" && more.length === 0))) return audit(sub === "--fix");
   throw new AdminUsageError(USAGE);
 }
 
@@ -83,6 +94,15 @@ function grant(rest: string[]): AdminCommand {
       return `already granted: ${eventId} is credit #${r.id}; not granted again (balance ${formatUsd(r.balance)} USD)`;
     }
     return `granted ${formatUsd(amount)} USD to ${wallet} (credit #${r.id}); balance ${formatUsd(r.balance)} USD`;
+  };
+}
+
+/** Redis vs Postgres, wallet by wallet and key by key (src/store/audit.ts); differences exit 1. */
+function audit(fix: boolean): AdminCommand {
+  return async (s) => {
+    const r = await runAudit(s, { fix });
+    if (!r.clean) throw new AdminFailure(r.output);
+    return r.output;
   };
 }
 

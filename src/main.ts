@@ -1,4 +1,4 @@
-import { AdminUsageError, runAdmin } from "./admin.ts";
+import { AdminFailure, AdminUsageError, runAdmin } from "./admin.ts";
 import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { log, setLogLevel } from "./log.ts";
@@ -61,6 +61,10 @@ async function main(argv: string[]): Promise<void> {
       if (e instanceof AdminUsageError) {
         console.error(e.message);
         process.exit(2);
+      }
+      if (e instanceof AdminFailure) {
+        console.log(e.output);
+        process.exit(e.exitCode);
       }
       throw e;
     }

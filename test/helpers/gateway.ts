@@ -7,7 +7,7 @@ import { createSiweMessage, generateSiweNonce } from "viem/siwe";
 import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
-import { buildServices, type Services } from "../../src/services.ts";
+import { buildServices, type Connections, type Services } from "../../src/services.ts";
 import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
 import { freshDatabase, privateRedis } from "./services.ts";
@@ -57,6 +57,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
 
 export interface TestGateway {
   services: Services;
+  /** Where its Redis and Postgres listen (for a child process, e.g. `bun src/main.ts admin …`). */
+  connections: Connections;
   standin: Standin;
   /** The Anthropic stand-in behind the "claude/…" models. */
   anthropic: AnthropicStandin;
@@ -99,6 +101,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
 
   const gw: TestGateway = {
     services,
+    connections: { redis: redis.socket, database: db.database },
     standin,
     anthropic,
     handle,
