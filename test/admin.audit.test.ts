@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { auditLedger, runAudit, type AuditResult } from "../src/store/audit.ts";
+import { auditLedger, auditOnce, runAudit, type AuditResult } from "../src/store/audit.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 
@@ -28,7 +28,8 @@ const messages = [{ role: "user" as const, content: "Say hello." }];
 const usage = usageFor(messages.length);
 const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 
-const audit = () => auditLedger({ redis: gw.services.redis, scripts: gw.services.scripts, sql: gw.services.sql, keys: gw.services.ledger.keys });
+const deps = () => ({ redis: gw.services.redis, scripts: gw.services.scripts, sql: gw.services.sql, keys: gw.services.ledger.keys });
+const audit = () => auditLedger(deps());
 
 /** `bun src/main.ts admin …` as an operator runs it, against this test's Redis and Postgres. */
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -167,5 +168,46 @@ describe("admin audit", () => {
     expect(only(await audit())).toEqual([{ subject: `key ${d.keyId}`, field: "revoked", redis: "0", expected: "1" }]);
     expect((await runAudit(gw.services, { fix: true })).clean).toBe(true);
     expect(await gw.services.redis.hget(keyHash, "revoked")).toBe("1");
+  }, 60_000);
+
+  test("under load (chat JSON and streams in flight, grants, the flusher running) every single pass is exact", async () => {
+    const wallets = await Promise.all([1, 2, 3, 4].map(() => gw.newWallet(2)));
+    let stop = false;
+    let served = 0;
+    const traffic = wallets.map(async (w, i) => {
+      for (let n = 0; !stop; n++) {
+        if ((n + i) % 2 === 0) await chat(w.key);
+        else for await (const _ of await gw.openai(w.key).chat.completions.create({ model: "standin/drip", messages, stream: true }));
+        served++;
+      }
+    });
+    let granted = 0;
+    const grants = (async () => {
+      for (let n = 0; !stop; n++) await gw.grant(wallets[n % wallets.length]!.wallet, 1_000), granted++;
+    })();
+    // Often enough to flush between and during the passes, seldom enough that charges wait in the outbox.
+    gw.services.flusher.start(20);
+    const seen = { holds: 0, outbox: 0, flushedBetween: 0 };
+    try {
+      // At least 8 passes, and on until 24 requests were served meanwhile.
+      for (let pass = 0; (pass < 8 || served < 24) && pass < 500; pass++) {
+        const r = await auditOnce(deps());
+        expect(only({ ...r, clean: false })).toEqual([]);
+        const flight = Object.fromEntries(r.inFlight.map((f) => [f.label, f]));
+        seen.holds += flight["live holds"]!.count;
+        seen.outbox += flight["charges in the outbox"]!.count;
+        if (flight["charges in the outbox"]!.note) seen.flushedBetween++;
+      }
+    } finally {
+      stop = true;
+      await Promise.all([...traffic, grants]);
+      await gw.services.flusher.stop();
+    }
+    // The audits really ran against requests in flight and an outbox being flushed.
+    expect(served).toBeGreaterThanOrEqual(24);
+    expect(seen.holds).toBeGreaterThan(0);
+    expect(seen.outbox).toBeGreaterThan(0);
+    expect(granted).toBeGreaterThan(8);
+    expect((await audit()).clean).toBe(true);
   }, 60_000);
 });

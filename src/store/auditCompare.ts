@@ -1,6 +1,6 @@
 import type { LedgerKeys } from "../ledger/keys.ts";
 import type { CreditInput } from "./credits.ts";
-import type { ChargeEvent, LedgerNames, ShardBooks } from "./auditRedis.ts";
+import type { ChargeEvent, LateWrites, LedgerNames, ShardBooks } from "./auditRedis.ts";
 import type { PostgresBooks } from "./auditPostgres.ts";
 
 /** A field where Redis disagrees with what it should hold (from Postgres and the outbox, or from the live holds). */
@@ -41,13 +41,28 @@ type Sums = { amount: number; count: number; pt: number; ct: number; revenue: nu
 const zero = (): Sums => ({ amount: 0, count: 0, pt: 0, ct: 0, revenue: 0 });
 const fromEvent = (e: Omit<ChargeEvent, "eventId">): Sums => ({ amount: e.amount, count: 1, pt: e.pt, ct: e.ct, revenue: e.amount - e.cost });
 
+/** Writes Postgres shows and the shard read did not: maybe their Redis half only came later (`writtenSinceRead`). */
+export function lateCandidates(keys: LedgerKeys, names: LedgerNames, shards: ShardBooks[], pg: PostgresBooks) {
+  const shard = new Map(shards.map((s) => [s.shard, s]));
+  const audited = (wallet: string) => names.byShard.get(keys.shardOf(wallet))?.wallets.has(wallet) ?? false;
+  const credits = pg.credits.filter((c) => c.applied && audited(c.wallet) && !shard.get(keys.shardOf(c.wallet))!.credited.has(c.eventId));
+  const changedKeys: { id: number; wallet: string; revoked: boolean }[] = [];
+  for (const s of shards) {
+    for (const [id, r] of s.keys) {
+      const p = pg.apiKeys.get(id);
+      if (p && (!r || r.revoked !== (p.revoked ? "1" : "0"))) changedKeys.push({ id, ...p });
+    }
+  }
+  return { credits, keys: changedKeys };
+}
+
 /**
  * Compares one Redis read (per shard, one instant each) with one later Postgres snapshot. Expected, per wallet:
  * balance = Σ credits Redis has applied − Σ charges (in Postgres and stamped before the shard's read, or still in
  * the outbox: the same event counted once); locked = Σ its live holds. Per key the same for spent and counters,
  * and revoked and budget as Postgres has them.
  */
-export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: ShardBooks[], creditOutbox: Map<string, CreditInput>, pg: PostgresBooks): AuditPass {
+export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: ShardBooks[], creditOutbox: Map<string, CreditInput>, pg: PostgresBooks, late: LateWrites): AuditPass {
   const diffs: Difference[] = [];
   const shardOf = new Map(shards.map((s) => [s.shard, s]));
   const books = (wallet: string) => shardOf.get(keys.shardOf(wallet))!;
@@ -103,7 +118,7 @@ export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: Shard
     if (inRedis !== undefined) {
       counts(c.wallet, c.amount);
       if (inRedis !== c.amount) diffs.push({ subject: `credit ${c.eventId}`, field: "amount", redis: inRedis, expected: c.amount, unit: "usd" });
-    } else if (c.applied) {
+    } else if (c.applied && !late.credits.has(c.eventId)) {
       counts(c.wallet, c.amount); // so the wallet's balance shows what is missing
       diffs.push({ subject: `credit ${c.eventId}`, field: "applied", redis: "missing", expected: "applied", unit: "text" });
     } else {
@@ -166,11 +181,11 @@ export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: Shard
         continue;
       }
       if (!r) {
-        diffs.push({ subject, field: "record", redis: "missing", expected: "present", unit: "text" });
+        if (!late.keys.has(id)) diffs.push({ subject, field: "record", redis: "missing", expected: "present", unit: "text" });
         continue;
       }
       const c = byKey.get(id) ?? zero();
-      check(subject, "revoked", "text", r.revoked, p.revoked ? "1" : "0");
+      if (!late.keys.has(id)) check(subject, "revoked", "text", r.revoked, p.revoked ? "1" : "0");
       check(subject, "budget", "text", r.budget, p.budget === null ? "" : String(p.budget));
       const fields: [string, Total["unit"], number, number][] = [
         ["spent", "usd", r.spent, c.amount],

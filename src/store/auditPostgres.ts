@@ -40,39 +40,38 @@ export interface PostgresBooks {
 const AT_MS = `(extract(epoch FROM occurred_at) * 1000)::bigint`;
 const ROW = `event_id AS "eventId", wallet, api_key_id AS "keyId", amount_usdc AS amount, cost_usd_micro AS cost,
              prompt_tokens AS pt, completion_tokens AS ct, ${AT_MS} AS at`;
+const rows = (query: string) => `COALESCE((SELECT json_agg(r) FROM (${query}) r), '[]')`;
 
 /**
- * Reads Postgres in one REPEATABLE READ, READ ONLY transaction: every query sees the same snapshot, taken at the
- * first one, which runs after the Redis read. So Postgres may be ahead of Redis (charges flushed or settled
- * since, credits recorded since) but never behind it; the caller sorts the extra rows out by time and event id.
+ * Reads Postgres in ONE statement: every part of it sees the same snapshot, taken when it starts, after the Redis
+ * read (a transaction would do the same on a server, but embedded PGlite serves all connections from one session,
+ * where a transaction held across round trips tangles with the gateway's queries). So Postgres may be ahead of
+ * Redis (charges flushed or settled since, credits recorded since) but never behind it; the caller sorts the
+ * extra rows out by time and event id.
  */
-export function readPostgresBooks(sql: Sql, sinceMs: number, outboxEventIds: string[]): Promise<PostgresBooks> {
-  return sql.begin("isolation level repeatable read, read only", async (tx) => {
-    const credits = await tx<PostgresBooks["credits"]>`
-      SELECT event_id AS "eventId", wallet, amount_usdc AS amount, applied_at IS NOT NULL AS applied FROM credits`;
-    const keys = await tx<{ id: number; wallet: string; budget: number | null; revoked: boolean }[]>`
-      SELECT id, wallet, budget_usdc AS budget, revoked_at IS NOT NULL AS revoked FROM api_keys`;
-    const chargesBefore = await tx<ChargeSum[]>`
-      SELECT wallet, api_key_id AS "keyId", SUM(amount_usdc)::bigint AS amount, COUNT(*)::bigint AS count,
-             SUM(prompt_tokens)::bigint AS pt, SUM(completion_tokens)::bigint AS ct,
-             SUM(amount_usdc - cost_usd_micro)::bigint AS revenue
-      FROM ledger_events WHERE type = 'charge' AND ${tx.unsafe(AT_MS)} < ${sinceMs}
-      GROUP BY wallet, api_key_id`;
-    const chargesSince = await tx<ChargeRow[]>`
-      SELECT ${tx.unsafe(ROW)} FROM ledger_events WHERE type = 'charge' AND ${tx.unsafe(AT_MS)} >= ${sinceMs}`;
-    const chargesInOutbox = outboxEventIds.length === 0 ? [] : await tx<ChargeRow[]>`
-      SELECT ${tx.unsafe(ROW)} FROM ledger_events WHERE event_id = ANY(${tx.array(outboxEventIds)}::text[])`;
-    const [pending] = await tx<PostgresBooks["pendingSettles"][]>`
-      SELECT COUNT(*)::bigint AS count, COALESCE(SUM(charge_usdc), 0)::bigint AS amount,
-             COUNT(*) FILTER (WHERE unresolved)::bigint AS unresolved
-      FROM pending_settles`;
-    return {
-      credits: [...credits],
-      apiKeys: new Map(keys.map((k) => [k.id, { wallet: k.wallet, budget: k.budget, revoked: k.revoked }])),
-      chargesBefore: [...chargesBefore],
-      chargesSince: [...chargesSince],
-      chargesInOutbox: [...chargesInOutbox],
-      pendingSettles: pending!,
-    };
-  }) as Promise<PostgresBooks>;
+export async function readPostgresBooks(sql: Sql, sinceMs: number, outboxEventIds: string[]): Promise<PostgresBooks> {
+  const raw = sql.unsafe;
+  const [r] = await sql`
+    SELECT
+      ${raw(rows(`SELECT event_id AS "eventId", wallet, amount_usdc AS amount, applied_at IS NOT NULL AS applied FROM credits`))} AS credits,
+      ${raw(rows(`SELECT id, wallet, budget_usdc AS budget, revoked_at IS NOT NULL AS revoked FROM api_keys`))} AS keys,
+      COALESCE((SELECT json_agg(r) FROM (
+        SELECT wallet, api_key_id AS "keyId", SUM(amount_usdc) AS amount, COUNT(*) AS count, SUM(prompt_tokens) AS pt,
+               SUM(completion_tokens) AS ct, SUM(amount_usdc - cost_usd_micro) AS revenue
+        FROM ledger_events WHERE type = 'charge' AND ${raw(AT_MS)} < ${sinceMs} GROUP BY wallet, api_key_id) r), '[]') AS before,
+      COALESCE((SELECT json_agg(r) FROM (
+        SELECT ${raw(ROW)} FROM ledger_events WHERE type = 'charge' AND ${raw(AT_MS)} >= ${sinceMs}) r), '[]') AS since,
+      COALESCE((SELECT json_agg(r) FROM (
+        SELECT ${raw(ROW)} FROM ledger_events WHERE event_id = ANY(${sql.array(outboxEventIds)}::text[])) r), '[]') AS in_outbox,
+      ${raw(rows(`SELECT COUNT(*) AS count, COALESCE(SUM(charge_usdc), 0) AS amount, COUNT(*) FILTER (WHERE unresolved) AS unresolved
+                  FROM pending_settles`))} AS pending`;
+  const keys = r!.keys as { id: number; wallet: string; budget: number | null; revoked: boolean }[];
+  return {
+    credits: r!.credits,
+    apiKeys: new Map(keys.map((k) => [k.id, { wallet: k.wallet, budget: k.budget, revoked: k.revoked }])),
+    chargesBefore: r!.before,
+    chargesSince: r!.since,
+    chargesInOutbox: r!.in_outbox,
+    pendingSettles: r!.pending[0],
+  };
 }

@@ -154,3 +154,33 @@ export async function readCreditOutbox(redis: Redis): Promise<Map<string, Credit
   const all = await redis.hgetall(CREDIT_OUTBOX);
   return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as CreditInput]));
 }
+
+/** Credits and keys whose Redis half landed after their shard's read (see `writtenSinceRead`). */
+export interface LateWrites {
+  credits: Set<string>;
+  keys: Set<number>;
+}
+
+/**
+ * Postgres is written first, Redis second (credits, key creation, revocation), so the Postgres snapshot can show
+ * a write whose Redis half came after the shard's read. Asked again now: a credit Redis has applied since, or a
+ * key Redis has since created or revoked, is that, not a difference.
+ */
+export async function writtenSinceRead(
+  redis: Redis,
+  keys: LedgerKeys,
+  candidates: { credits: { eventId: string; wallet: string }[]; keys: { id: number; wallet: string; revoked: boolean }[] },
+): Promise<LateWrites> {
+  const late: LateWrites = { credits: new Set(), keys: new Set() };
+  if (candidates.credits.length + candidates.keys.length === 0) return late;
+  const p = redis.pipeline();
+  for (const c of candidates.credits) p.hexists(keys.credited(keys.shardOf(c.wallet)), c.eventId);
+  for (const k of candidates.keys) p.hget(keys.apiKey(keys.shardOf(k.wallet), k.id), "revoked");
+  const replies = (await p.exec()) ?? [];
+  candidates.credits.forEach((c, i) => replies[i]?.[1] === 1 && late.credits.add(c.eventId));
+  candidates.keys.forEach((k, i) => {
+    const revoked = replies[candidates.credits.length + i]?.[1];
+    if (revoked === (k.revoked ? "1" : "0")) late.keys.add(k.id);
+  });
+  return late;
+}
