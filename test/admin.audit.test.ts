@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { AdminUsageError, parseAdmin } from "../src/admin.ts";
 import { auditLedger, auditOnce, runAudit, type AuditResult } from "../src/store/audit.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
@@ -51,6 +52,12 @@ async function chat(key: string, stream = false) {
 const only = (r: AuditResult) => r.differences.map(({ subject, field, redis, expected }) => ({ subject, field, redis, expected }));
 
 describe("admin audit", () => {
+  test("arguments: none or --fix; anything else is a usage mistake before anything opens", () => {
+    expect(typeof parseAdmin(["audit"])).toBe("function");
+    expect(typeof parseAdmin(["audit", "--fix"])).toBe("function");
+    for (const args of [["audit", "--fix", "now"], ["audit", "fix"], ["audit", "--all"]]) expect(() => parseAdmin(args)).toThrow(AdminUsageError);
+  });
+
   let a: Awaited<ReturnType<TestGateway["newWallet"]>>;
   let b: Awaited<ReturnType<TestGateway["newWallet"]>>;
 
