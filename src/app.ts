@@ -1,4 +1,3 @@
-import { openapi } from "@elysiajs/openapi";
 import { Elysia, ValidationError } from "elysia";
 import { cors } from "./cors.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
@@ -8,10 +7,13 @@ import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { siweRoutes } from "./modules/keys/siwe.routes.ts";
+import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { topupRoutes } from "./modules/topup/topup.routes.ts";
 import { topupsRoutes } from "./modules/topup/topups.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
+import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
+import { openapiDocs } from "./openapi/docs.ts";
 import type { Services } from "./services.ts";
 
 function validationMessage(error: ValidationError): string {
@@ -25,6 +27,24 @@ function validationMessage(error: ValidationError): string {
   return "Invalid request parameters";
 }
 
+/** The spec's error answer for anything thrown while serving; detail goes to the log only. */
+function renderError(code: string | number, error: unknown): Response {
+  if (error instanceof ApiError) return errorResponse(error);
+  if (error instanceof PlainError) return Response.json({ error: error.message }, { status: error.status });
+  if (code === "VALIDATION") {
+    // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
+    if ((error as ValidationError).type === "response") {
+      log.error("response failed its schema", { error: validationMessage(error as ValidationError) });
+      return errorResponse(new ApiError("INTERNAL_ERROR"));
+    }
+    return errorResponse(new ApiError("VALIDATION_ERROR", validationMessage(error as ValidationError)));
+  }
+  if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
+  if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
+  log.error("unhandled error", { code, error });
+  return errorResponse(new ApiError("INTERNAL_ERROR"));
+}
+
 /**
  * Largest request body: a full 1M-token context is ~4 MB of text and images come base64-encoded, so 32 MiB serves
  * any real request while a runaway upload is refused before it is read. main passes it on to Bun.serve too.
@@ -34,38 +54,33 @@ export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
-    // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers.
+    // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A
+    // preflight is answered there, before a trace opens: it is neither counted nor logged.
     .use(cors(s.config.corsOrigins))
-    .onRequest(({ request }) => {
+    .onRequest(({ request, set }) => {
+      const trace = startTrace(request);
+      set.headers["x-request-id"] = trace.id;
       const length = request.headers.get("content-length");
       if (length !== null && Number(length) > MAX_BODY_BYTES) {
-        return errorResponse(new ApiError("VALIDATION_ERROR", `Request body too large (at most ${MAX_BODY_BYTES} bytes)`));
+        // Answered before routing: no after-response hook runs, so the request is counted and logged here.
+        const res = errorResponse(new ApiError("VALIDATION_ERROR", `Request body too large (at most ${MAX_BODY_BYTES} bytes)`));
+        finishTrace(trace, undefined, res.status);
+        return res;
       }
     })
-    .use(
-      openapi({
-        path: "/docs",
-        documentation: {
-          info: { title: "LLM credit gateway", version: "1.0.0", description: "Prepaid, OpenAI-compatible inference gateway" },
-          components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
-        },
-      }),
-    )
-    .onError(({ code, error }) => {
-      if (error instanceof ApiError) return errorResponse(error);
-      if (error instanceof PlainError) return Response.json({ error: error.message }, { status: error.status });
-      if (code === "VALIDATION") {
-        // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
-        if ((error as ValidationError).type === "response") {
-          log.error("response failed its schema", { error: validationMessage(error as ValidationError) });
-          return errorResponse(new ApiError("INTERNAL_ERROR"));
-        }
-        return errorResponse(new ApiError("VALIDATION_ERROR", validationMessage(error as ValidationError)));
-      }
-      if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
-      if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
-      log.error("unhandled error", { code, error });
-      return errorResponse(new ApiError("INTERNAL_ERROR"));
+    .onAfterResponse((c) => {
+      const trace = traceOf(c.request);
+      const wallet = (c.params as Record<string, string> | undefined)?.wallet;
+      if (trace.wallet === undefined && wallet) trace.wallet = wallet.toLowerCase();
+      const value = (c as { responseValue?: unknown }).responseValue;
+      const status = trace.status ?? (value instanceof Response ? value.status : typeof c.set.status === "number" ? c.set.status : 200);
+      finishTrace(trace, c.route || undefined, status);
+    })
+    .use(openapiDocs())
+    .onError(({ code, error, request }) => {
+      const res = renderError(code, error);
+      traceOf(request).status = res.status;
+      return res;
     })
     .use(healthRoutes(s))
     .use(modelsRoutes(s))
@@ -75,7 +90,8 @@ export function createApp(s: Services) {
     .use(usageRoutes(s))
     .use(topupRoutes(s))
     .use(topupsRoutes(s))
-    .use(chatRoutes(s));
+    .use(chatRoutes(s))
+    .use(metricsRoutes(s));
 }
 
 export type App = ReturnType<typeof createApp>;

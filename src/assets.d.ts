@@ -15,3 +15,12 @@ declare module "*.data" {
   const path: string;
   export default path;
 }
+// The docs UI's files, embedded in the binary (imported `with { type: "file" }`: the value is a path).
+declare module "swagger-ui-dist/swagger-ui-bundle.js" {
+  const path: string;
+  export default path;
+}
+declare module "swagger-ui-dist/swagger-ui.css" {
+  const path: string;
+  export default path;
+}

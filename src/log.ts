@@ -33,6 +33,20 @@ export function logToStderr(): void {
   allToStderr = true;
 }
 
+/** Where a finished line goes; tests swap it to read what the gateway logs (never the real streams' job). */
+export type LogSink = (line: string, level: LogLevel) => void;
+
+const stdSink: LogSink = (line, level) => {
+  if (allToStderr || LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
+  else process.stdout.write(line + "\n");
+};
+let sink: LogSink = stdSink;
+
+/** Sends log lines to `s` instead of stdout/stderr; null restores the standard streams. */
+export function setLogSink(s: LogSink | null): void {
+  sink = s ?? stdSink;
+}
+
 /** Sets the level once from configuration. */
 export function setLogLevel(level: LogLevel): void {
   threshold = LEVELS[level];
@@ -40,9 +54,7 @@ export function setLogLevel(level: LogLevel): void {
 
 function emit(level: LogLevel, msg: string, fields?: Record<string, unknown>): void {
   if (LEVELS[level] < threshold) return;
-  const line = JSON.stringify({ t: new Date().toISOString(), level, msg, ...(fields ? (redact(fields) as object) : {}) });
-  if (allToStderr || LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
-  else process.stdout.write(line + "\n");
+  sink(JSON.stringify({ t: new Date().toISOString(), level, msg, ...(fields ? (redact(fields) as object) : {}) }), level);
 }
 
 /** The process logger. */

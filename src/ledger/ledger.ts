@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { ApiError } from "../errors.ts";
+import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import type { LedgerKeys } from "./keys.ts";
 import type { LedgerScripts } from "./scripts.ts";
 
@@ -75,7 +76,12 @@ export class Ledger {
       k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1),
       holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${p.wallet}|${p.keyId}`,
     );
-    if (r[0] === 1) return { available: r[1] as number, rateRemaining: r[2] ?? 0 };
+    if (r[0] === 1) {
+      metrics.reserves.inc({ outcome: "ok" });
+      holdOpened(holdId, amount);
+      return { available: r[1] as number, rateRemaining: r[2] ?? 0 };
+    }
+    metrics.reserves.inc({ outcome: String(r[1]) });
     const detail = r[2] ?? 0;
     switch (r[1]) {
       case "RATE_LIMITED": {
@@ -128,8 +134,14 @@ export class Ledger {
     const r = await this.scripts.settle(
       ...this.holdKeys(p, holdId),
       holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S,
-    );
-    return r[0] === 1 ? "charged" : (r[1] as "settled" | "released" | "UNKNOWN_HOLD");
+    ).catch((e: unknown) => {
+      metrics.settles.inc({ outcome: "error" });
+      throw e;
+    });
+    const outcome = r[0] === 1 ? "charged" : (r[1] as "settled" | "released" | "UNKNOWN_HOLD");
+    metrics.settles.inc({ outcome });
+    holdClosed(holdId);
+    return outcome;
   }
 
   /** How often a running stream pushes its hold's expiry forward: well within one hold lifetime. */
@@ -153,6 +165,8 @@ export class Ledger {
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
     if (this.gate) await this.gate;
     const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);
+    holdClosed(holdId);
+    if (r[0] === 1) metrics.releases.inc({ reason: "release" });
     return r[0] === 1;
   }
 
@@ -191,7 +205,11 @@ export class Ledger {
         const [, , wallet = "", keyId = ""] = marker.split("|");
         const p = { shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
         const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S);
-        if (r[0] === 1) released++;
+        holdClosed(holdId);
+        if (r[0] === 1) {
+          released++;
+          metrics.releases.inc({ reason: "expire" });
+        }
       }
     }
     return released;

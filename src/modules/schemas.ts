@@ -3,8 +3,8 @@ import { t } from "elysia";
 /** Wallet address as the spec defines it; case-insensitive, stored lower-case. */
 export const Wallet = t.String({ pattern: "^0x[a-fA-F0-9]{40}$", description: "Ethereum address" });
 
-/** The spec's error body. */
-export const ErrorBody = t.Object({ error: t.String(), message: t.String() }, { additionalProperties: true });
-
-/** SIWE credentials as GET query parameters. */
-export const SiweQuery = t.Object({ message: t.Optional(t.String()), signature: t.Optional(t.String()) }, { additionalProperties: true });
+/**
+ * One query parameter as a string; a repeated one (an array) counts as absent. Credentials in the query string are
+ * read this way instead of through an Elysia schema: the document declares them as security schemes, not parameters.
+ */
+export const queryString = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);

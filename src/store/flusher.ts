@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import type { RedisClient } from "bun";
 import type { LedgerKeys } from "../ledger/keys.ts";
 import { log } from "../log.ts";
+import { metrics } from "../observe/metrics.ts";
 import type { Sql } from "./db.ts";
 
 const GROUP = "flusher";
@@ -82,6 +83,7 @@ export class Flusher {
       try {
         n = await this.flushOnce();
       } catch (e) {
+        metrics.flushFailures.inc();
         log.error("flusher round failed; it will retry", { error: e });
       }
       if (!this.stopped) this.timer = setTimeout(tick, n >= BATCH ? 0 : intervalMs);
@@ -141,6 +143,8 @@ export class Flusher {
       acks.push(this.redis.send("XACK", [stream, GROUP, ...ids]), this.redis.send("XDEL", [stream, ...ids]));
     }
     await Promise.all(acks);
+    metrics.flushBatches.inc();
+    metrics.flushEvents.inc(batch.length);
     return batch.length;
   }
 

@@ -1,5 +1,6 @@
 import type { ChargeDetails, Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { metrics } from "../observe/metrics.ts";
 import type { Sql } from "./db.ts";
 
 /** A settle that could not be posted: enough to post it later. */
@@ -32,6 +33,7 @@ export class PendingSettles {
         INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model, unresolved)
         VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model}, ${p.unresolved ?? false})
         ON CONFLICT (hold_id) DO NOTHING`;
+      metrics.settlesDeferred.inc();
       log.warn("settle deferred to Postgres; the repair job posts it when Redis answers", { hold: p.holdId, charge: p.charge });
     } catch (e) {
       log.error("CHARGE NOT RECORDED: Redis and Postgres both failed", { ...p, error: e });

@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { doc, errors, EXAMPLE_WALLET, json, responses } from "../../openapi/document.ts";
 import type { Services } from "../../services.ts";
 import { Wallet } from "../schemas.ts";
 
@@ -13,7 +14,12 @@ export const balanceRoutes = (s: Services) =>
     },
     {
       params: t.Object({ wallet: Wallet }),
-      response: { 200: t.Object({ wallet: t.String(), available_usdc: t.Integer() }) },
-      detail: { summary: "Available credit of a wallet, µUSDC" },
+      detail: doc({
+        summary: "Available credit of a wallet, µUSDC",
+        responses: responses(
+          { 200: json("BalanceResponse", "Balance minus locked; 0 for an unknown wallet", { wallet: EXAMPLE_WALLET, available_usdc: 4_250_000 }) },
+          errors("VALIDATION_ERROR"),
+        ),
+      }),
     },
   );

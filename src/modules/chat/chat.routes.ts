@@ -1,49 +1,81 @@
-import { Elysia, t } from "elysia";
+import { Elysia } from "elysia";
+import { traceOf } from "../../observe/trace.ts";
+import { requestBodies } from "../../openapi/docs.ts";
+import { doc, errors, responses, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../../services.ts";
 import type { ChatRequest } from "../../providers/types.ts";
-import { ErrorBody } from "../schemas.ts";
 
-const Message = t.Object(
-  {
-    role: t.Union([t.Literal("system"), t.Literal("user"), t.Literal("assistant"), t.Literal("tool"), t.Literal("developer")]),
-    // A string per the spec; content parts and null (assistant tool calls) are what OpenAI clients also send.
-    content: t.Union([t.String(), t.Array(t.Any()), t.Null()]),
-  },
-  { additionalProperties: true },
-);
+const RATE_HEADERS = { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" }, "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" } };
 
-// Elysia's t.Integer is a string-coercing transform, which makes Elysia run TypeBox's Decode over every body
-// (4% of the gateway's CPU under load); a JSON body needs no coercion, so integers are numbers with multipleOf 1.
-const Int = (min: number, max: number) => t.Number({ minimum: min, maximum: max, multipleOf: 1 });
-
-/** ChatCompletionRequest of the spec; unknown fields pass through to the provider. */
-export const ChatCompletionRequest = t.Object(
-  {
-    model: t.String({ minLength: 1, maxLength: 256 }),
-    messages: t.Array(Message, { minItems: 1 }),
-    max_tokens: t.Optional(Int(1, 10_000_000)),
-    max_completion_tokens: t.Optional(Int(1, 10_000_000)),
-    temperature: t.Optional(t.Number({ minimum: 0, maximum: 2 })),
-    top_p: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
-    stream: t.Optional(t.Boolean()),
-    n: t.Optional(Int(1, 128)),
-    tools: t.Optional(t.Array(t.Record(t.String(), t.Any()))),
-    tool_choice: t.Optional(t.Union([t.String(), t.Record(t.String(), t.Any())])),
-    stream_options: t.Optional(t.Object({ include_usage: t.Optional(t.Boolean()) }, { additionalProperties: true })),
-  },
-  { additionalProperties: true },
-);
+const COMPLETION_EXAMPLE = {
+  id: "chatcmpl-123",
+  object: "chat.completion",
+  created: 1_760_000_000,
+  model: "openai/gpt-4o-mini",
+  choices: [{ index: 0, message: { role: "assistant", content: "Hello!" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 },
+};
+const STREAM_EXAMPLE =
+  'data: {"id":"chatcmpl-123","object":"chat.completion.chunk","created":1760000000,"model":"openai/gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n' +
+  "data: [DONE]\n\n";
 
 /** POST /v1/chat/completions: OpenAI-compatible, JSON or SSE. */
 export const chatRoutes = (s: Services) =>
-  new Elysia({ tags: ["chat"] }).post(
+  new Elysia({ tags: ["chat"] }).use(requestBodies).post(
     "/v1/chat/completions",
-    ({ body, request }) => s.chat.complete(request.headers.get("authorization"), body as ChatRequest),
+    ({ body, request }) => s.chat.complete(request.headers.get("authorization"), body as ChatRequest, traceOf(request)),
     {
-      body: ChatCompletionRequest,
+      body: "ChatCompletionRequest",
       parse: "json", // every body is JSON (spec), whatever Content-Type a client sends
-
-      response: { 400: ErrorBody, 401: ErrorBody, 402: ErrorBody, 429: ErrorBody, 502: ErrorBody, 504: ErrorBody },
-      detail: { summary: "Chat completion (reserve → provider → settle)", security: [{ bearer: [] }] },
+      detail: doc({
+        summary: "Chat completion (reserve → provider → settle)",
+        description:
+          "Reserves the most the answer can cost, calls the provider, then charges the exact usage (or releases the hold when the " +
+          "provider fails). `stream: true` answers text/event-stream: `data:` lines of ChatCompletionChunk, a StreamErrorEvent if the " +
+          "provider fails mid-stream, and always `data: [DONE]` last. An upstream rejection (UPSTREAM_CLIENT_ERROR) keeps the " +
+          "provider's 4xx status.",
+        security: [SECURITY.apiKey],
+        responses: responses(
+          {
+            200: {
+              description: "The completion (JSON), or a stream of chunks (text/event-stream) when stream is true",
+              headers: RATE_HEADERS,
+              content: {
+                "application/json": { schema: { $ref: "#/components/schemas/ChatCompletionResponse" }, example: COMPLETION_EXAMPLE },
+                "text/event-stream": {
+                  schema: { type: "string", description: "Server-sent events: ChatCompletionChunk / StreamErrorEvent payloads, then [DONE]" },
+                  example: STREAM_EXAMPLE,
+                },
+              },
+            },
+          },
+          errors("VALIDATION_ERROR", "UNKNOWN_MODEL", "UPSTREAM_CLIENT_ERROR", "UNAUTHORIZED", "RATE_LIMITED", "INTERNAL_ERROR", "UPSTREAM_ERROR", "SERVICE_UNAVAILABLE", "UPSTREAM_DEADLINE"),
+          {
+            402: {
+              description: "INSUFFICIENT_BALANCE (with the balance and top-up instructions) or KEY_BUDGET_EXCEEDED",
+              headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+              content: {
+                "application/json": {
+                  schema: { oneOf: [{ $ref: "#/components/schemas/InsufficientBalanceError" }, { $ref: "#/components/schemas/KeyBudgetError" }] },
+                  examples: {
+                    INSUFFICIENT_BALANCE: {
+                      value: {
+                        error: "INSUFFICIENT_BALANCE",
+                        message: "Balance cannot cover the estimated cost of this request",
+                        available_usdc: 1200,
+                        required_usdc: 10_290,
+                        topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
+                      },
+                    },
+                    KEY_BUDGET_EXCEEDED: {
+                      value: { error: "KEY_BUDGET_EXCEEDED", message: "This API key's budget cannot cover the request", key_budget_left_usdc: 0, required_usdc: 10_290 },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        ),
+      }),
     },
   );

@@ -1,7 +1,9 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
-import { log } from "../../log.ts";
+import { log, redactText } from "../../log.ts";
+import { metrics } from "../../observe/metrics.ts";
+import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
 import { refuseRepricingFields } from "../../providers/fields.ts";
 import { adapterFor } from "../../providers/index.ts";
@@ -30,12 +32,23 @@ interface Call {
   /** What the hold covers: a charge above it is a defect (logged and counted), charged all the same. */
   bound: ReserveBound;
   headers: Record<string, string>;
+  /** The access-log line and metrics of this request. */
+  trace: RequestTrace;
 }
 
-// The status of a non-2xx answer decides the error; its body is read (to classify it) but never passed on.
+// The status of a non-2xx answer decides the error; its body is read (to classify it) but never passed on. The
+// operator sees it: logged truncated and redacted, counted by provider and status.
 async function upstreamFailure(call: Call, res: Response): Promise<ApiError> {
   const detail = await res.text().catch(() => "");
+  upstreamFailed(call, String(res.status), { upstream_status: res.status, body: redactText(detail.slice(0, 500)) });
   return call.adapter.upstreamError(res.status, detail);
+}
+
+/** Counts and logs (warn) a provider failure: an HTTP status, or timeout, network, bad_body, stream_broken. */
+function upstreamFailed(call: Call, status: string, fields: Record<string, unknown> = {}): void {
+  const provider = call.model.provider.name;
+  metrics.upstreamErrors.inc({ provider, status });
+  log.warn("upstream failure", { request_id: call.trace.id, provider, model: call.model.id, status, ...fields });
 }
 
 /** OpenAI's usage object for a billed usage. */
@@ -71,11 +84,14 @@ export class ChatService {
     private readonly maxStreamMs = 2 * 3600_000,
   ) {}
 
-  async complete(authorization: string | null, body: ChatRequest): Promise<Response> {
+  async complete(authorization: string | null, body: ChatRequest, trace: RequestTrace = newTrace()): Promise<Response> {
     // What reaches the provider is the gateway's decision: a field that could raise its bill behind the hold
     // is refused before anything else happens (README "Money rules").
     refuseRepricingFields(body);
     const principal = await this.auth.fromHeader(authorization);
+    trace.keyId = principal.keyId;
+    trace.wallet = principal.wallet;
+    trace.model = String(body.model).slice(0, 200);
     const model = this.catalog.models.get(body.model);
     if (!model) throw new ApiError("UNKNOWN_MODEL", unknownModelReason(this.catalog, String(body.model)));
 
@@ -97,30 +113,39 @@ export class ChatService {
       body,
       bound,
       headers: { "x-ratelimit-remaining": String(rateRemaining) },
+      trace,
     };
+    trace.provider = model.provider.name;
+    trace.stream = stream;
     return stream ? this.streamed(call, url, init, body.stream_options?.include_usage === true) : this.single(call, url, init);
   }
 
   private async single(call: Call, url: string, init: RequestInit): Promise<Response> {
     let text: string;
+    const sent = performance.now();
     try {
       const res = await fetch(url, { ...init, signal: AbortSignal.timeout(this.upstreamTimeoutMs) });
       if (!res.ok) throw await upstreamFailure(call, res);
       text = await res.text();
     } catch (e) {
+      call.trace.upstreamMs = performance.now() - sent;
       await this.release(call);
       if (e instanceof ApiError) throw e;
-      if (isTimeout(e)) throw new ApiError("UPSTREAM_DEADLINE");
-      log.warn("upstream call failed", { model: call.model.id, error: e });
+      if (isTimeout(e)) {
+        upstreamFailed(call, "timeout");
+        throw new ApiError("UPSTREAM_DEADLINE");
+      }
+      upstreamFailed(call, "network", { error: e });
       throw new ApiError("UPSTREAM_ERROR");
     }
+    call.trace.upstreamMs = performance.now() - sent;
 
     let parsed;
     try {
       parsed = call.adapter.parse(text, call.model.id);
     } catch (e) {
       await this.release(call);
-      log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
+      upstreamFailed(call, "bad_body", { error: e });
       throw new ApiError("UPSTREAM_ERROR");
     }
     if (parsed.usage) {
@@ -145,6 +170,7 @@ export class ChatService {
     const disarm = () => clearTimeout(idle);
 
     let res: Response;
+    const sent = performance.now();
     arm();
     try {
       res = await fetch(url, { ...init, signal: abort.signal });
@@ -152,12 +178,17 @@ export class ChatService {
       disarm();
     } catch (e) {
       disarm();
+      call.trace.upstreamMs = performance.now() - sent;
       await this.release(call);
       if (e instanceof ApiError) throw e;
-      if (abort.signal.aborted) throw new ApiError("UPSTREAM_DEADLINE");
-      log.warn("upstream stream failed to start", { model: call.model.id, error: e });
+      if (abort.signal.aborted) {
+        upstreamFailed(call, "timeout");
+        throw new ApiError("UPSTREAM_DEADLINE");
+      }
+      upstreamFailed(call, "network", { error: e });
       throw new ApiError("UPSTREAM_ERROR");
     }
+    call.trace.upstreamMs = performance.now() - sent;
 
     const reader = res.body.getReader();
     const decoder = new SseDecoder();
@@ -166,6 +197,9 @@ export class ChatService {
     let promptTokens: number | undefined;
     let generated = "";
     let resolved = false;
+    let ended!: () => void;
+    const streamEnded = new Promise<void>((resolve) => (ended = resolve));
+    const started = Date.now();
 
     // What the stream has cost so far: the provider's final usage, else its prompt count (if it gave one) or the
     // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
@@ -184,6 +218,7 @@ export class ChatService {
       if (resolved) return;
       resolved = true;
       this.settleBehind(call, await cost());
+      ended();
       abort.abort();
       try {
         client?.enqueue(DONE);
@@ -206,12 +241,14 @@ export class ChatService {
         if (includeUsage && usage === undefined) ctrl.enqueue(encoder.encode(`data: ${usageChunk(call, billed)}\n\n`));
       } else {
         // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
+        upstreamFailed(call, abort.signal.aborted ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - started) });
         abort.abort();
         await this.release(call);
         ctrl.enqueue(STREAM_ERROR);
       }
       ctrl.enqueue(DONE);
       ctrl.close();
+      ended();
     };
 
     const body = new ReadableStream<Uint8Array>({
@@ -270,8 +307,11 @@ export class ChatService {
         if (resolved) return;
         resolved = true;
         this.settleBehind(call, await cost());
+        ended();
       },
     });
+    // The access-log line waits for the stream's end, when its charge is known.
+    call.trace.streamEnd = streamEnded;
     return new Response(body, {
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", ...call.headers },
     });
@@ -314,6 +354,7 @@ export class ChatService {
       model: call.model.id,
     };
     const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
+    call.trace.chargeUsdc = charge;
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
     // attempt that runs later is harmless: settle-5 posts a hold once.
     const attempt = () => withDeadline(this.ledger.settleOutcome(call.principal, call.holdId, charge, details), SETTLE_ATTEMPT_MS);

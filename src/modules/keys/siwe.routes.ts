@@ -1,22 +1,8 @@
-import { Elysia, t } from "elysia";
+import { Elysia } from "elysia";
 import { generateSiweNonce } from "viem/siwe";
 import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../../auth/siwe.ts";
+import { doc, json } from "../../openapi/document.ts";
 import type { Services } from "../../services.ts";
-
-/** What GET /v1/auth/siwe answers; the wallet dashboard builds its messages from exactly these fields. */
-export const SiweParameters = t.Object({
-  domain: t.String({ description: "The message's domain (host[:port])" }),
-  uri: t.String({ description: "A URI on that domain for the message's URI field" }),
-  version: t.Literal("1"),
-  chain_ids: t.Array(t.Integer(), { description: "Accepted Chain IDs" }),
-  nonce: t.String({ description: "A fresh nonce (any nonce of ≥ 8 letters or digits is accepted; replay is refused by message)" }),
-  statement: t.Union([t.String(), t.Null()], { description: "Required statement, or null: any statement (or none) is accepted" }),
-  issued_at_max_age_s: t.Integer({ description: "A message is accepted at most this many seconds after its Issued At" }),
-  clock_skew_s: t.Integer({ description: "How far Issued At and Not Before may lie in the future" }),
-  expiration_max_s: t.Union([t.Integer(), t.Null()], {
-    description: "Upper bound on Expiration Time − Issued At, or null: Expiration Time is optional and unbounded",
-  }),
-});
 
 /**
  * GET /v1/auth/siwe: everything a client needs to build an acceptable Sign-In with Ethereum message, so that no
@@ -44,7 +30,26 @@ export const siweRoutes = (s: Services) =>
       };
     },
     {
-      response: { 200: SiweParameters },
-      detail: { summary: "SIWE parameters (domain, uri, chain ids, lifetime rules) and a fresh nonce (extension)" },
+      detail: doc({
+        summary: "SIWE parameters (domain, uri, chain ids, lifetime rules) and a fresh nonce (extension)",
+        responses: {
+          200: json(
+            "SiweParameters",
+            "Build the message from these; sign it; send it with POST /v1/auth/keys",
+            {
+              domain: "localhost:8080",
+              uri: "http://localhost:8080",
+              version: "1",
+              chain_ids: [84532],
+              nonce: "k2Jq9X0aLm3PZ7rT",
+              statement: null,
+              issued_at_max_age_s: 600,
+              clock_skew_s: 60,
+              expiration_max_s: null,
+            },
+            ["Cache-Control"],
+          ),
+        },
+      }),
     },
   );

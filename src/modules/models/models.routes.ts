@@ -1,14 +1,28 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../../errors.ts";
+import { doc, errors, json, pathParam, responses } from "../../openapi/document.ts";
 import type { Services } from "../../services.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
+
+const MODEL_EXAMPLE = {
+  id: "openai/gpt-4o-mini",
+  object: "model",
+  name: "GPT-4o mini",
+  provider: "openai",
+  contextLength: 128_000,
+  promptPricePer1MTokens: 0.18,
+  completionPricePer1M: 0.72,
+};
 
 /** GET /v1/models and GET /v1/models/{id}: the catalog with billed prices, rendered once at start. */
 export const modelsRoutes = (s: Services) =>
   new Elysia({ tags: ["models"] })
     .get("/v1/models", () => new Response(s.config.catalog.modelListJson, { headers: JSON_TYPE }), {
-      detail: { summary: "Models and their prices (USD per 1M tokens)" },
+      detail: doc({
+        summary: "Models and their prices (USD per 1M tokens)",
+        responses: { 200: json("ModelList", "The catalog, with the billed prices", { object: "list", data: [MODEL_EXAMPLE] }) },
+      }),
     })
     // Model ids contain slashes (openai/gpt-4o, openrouter/meta-llama/…): the id is the whole rest of the path.
     .get(
@@ -20,5 +34,12 @@ export const modelsRoutes = (s: Services) =>
         const off = s.config.catalog.disabled.get(id);
         throw new ApiError("NOT_FOUND", off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model");
       },
-      { detail: { summary: "One model and its prices (extension); the id may contain slashes" } },
+      {
+        detail: doc({
+          summary: "One model and its prices (extension)",
+          path: "/v1/models/{id}",
+          parameters: [pathParam("id", "Model id; it contains slashes (openai/gpt-4o), sent as they are", { type: "string", examples: ["openai/gpt-4o-mini"] })],
+          responses: responses({ 200: json("Model", "The model", MODEL_EXAMPLE) }, errors("NOT_FOUND")),
+        }),
+      },
     );

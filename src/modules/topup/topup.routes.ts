@@ -1,8 +1,9 @@
-import { Elysia, t } from "elysia";
+import { Elysia } from "elysia";
 import { ApiError } from "../../errors.ts";
 import { parseUsd } from "../../money.ts";
 import type { Services } from "../../services.ts";
-import { ErrorBody } from "../schemas.ts";
+import { requestBodies } from "../../openapi/docs.ts";
+import { doc, errors, json, responses, SECURITY } from "../../openapi/document.ts";
 
 const MIN_TOPUP_MICRO = 1_000_000;
 // Far above any real top-up, and far below 2^53 µUSDC.
@@ -17,25 +18,33 @@ export function topupAmount(amount: number): number {
   return micro;
 }
 
-const PaymentRequirement = t.Object(
-  {
-    scheme: t.String(),
-    network: t.String(),
-    amount: t.String(),
-    maxAmountRequired: t.String(),
-    asset: t.String(),
-    payTo: t.String(),
-    extra: t.Record(t.String(), t.Unknown()),
-  },
-  { additionalProperties: true },
-);
+const REF = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const HEADER = (name: string) => ({ $ref: `#/components/headers/${name}` });
+const OFFER_EXAMPLE = {
+  x402Version: 1,
+  accepts: [
+    {
+      scheme: "exact",
+      network: "base",
+      amount: "5000000",
+      maxAmountRequired: "5000000",
+      resource: "https://gateway.example/v1/topup",
+      description: "Top up 5 USD of gateway credit",
+      mimeType: "application/json",
+      payTo: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+      maxTimeoutSeconds: 300,
+      asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+      extra: { name: "USD Coin", version: "2" },
+    },
+  ],
+};
 
 /**
  * POST /v1/topup, the x402 exchange: without a payment header 402 with the terms (body for x402 v1, the v2
  * PAYMENT-REQUIRED header); with `X-Payment` (v1) or `PAYMENT-SIGNATURE` (v2) verify, settle, credit, 200.
  */
 export const topupRoutes = (s: Services) =>
-  new Elysia({ tags: ["topup"] }).post(
+  new Elysia({ tags: ["topup"] }).use(requestBodies).post(
     "/v1/topup",
     async ({ body, headers, request, set }) => {
       const micro = topupAmount(body.amount);
@@ -48,18 +57,43 @@ export const topupRoutes = (s: Services) =>
     },
     {
       parse: "json",
-      body: t.Object({ amount: t.Number({ description: "USD to credit, minimum 1, at most 6 decimals" }) }),
-      response: {
-        200: t.Object({ balance_usdc: t.Integer(), credited_usdc: t.Integer() }),
-        400: t.Union([ErrorBody, t.Object({ error: t.String() })]),
-        402: t.Object({ x402Version: t.Integer(), error: t.Optional(t.String()), accepts: t.Array(PaymentRequirement) }, { additionalProperties: true }),
-        503: t.Object({ error: t.String() }),
-      },
-      detail: {
+      body: "TopupRequest",
+      detail: doc({
         summary: "Top up a wallet with USDC (EIP-3009) or USDT (EIP-2612 permit) via x402",
         description:
-          "Step 1 without X-Payment answers 402 with PaymentRequirements (and the x402 v2 PAYMENT-REQUIRED header). " +
-          "Step 2 resends the request with X-Payment (or PAYMENT-SIGNATURE): 200 with the credit and X-PAYMENT-RESPONSE.",
-      },
+          "Step 1 without a payment header answers 402 with PaymentRequirements (and the x402 v2 PAYMENT-REQUIRED header). " +
+          "Step 2 resends the request with X-Payment (v1) or PAYMENT-SIGNATURE (v2): 200 with the credit and X-PAYMENT-RESPONSE / " +
+          "PAYMENT-RESPONSE. Payment errors are PlainError bodies: match on the status.",
+        security: [SECURITY.none, SECURITY.x402, SECURITY.x402V2],
+        responses: responses(
+          { 200: json("TopupResponse", "Settled and credited", { balance_usdc: 5_000_000, credited_usdc: 5_000_000 }, ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "Cache-Control"]) },
+          {
+            400: {
+              description: "VALIDATION_ERROR (amount), or a PlainError for a payment that cannot be decoded or does not match",
+              headers: { "X-Request-Id": HEADER("X-Request-Id") },
+              content: {
+                "application/json": {
+                  schema: { oneOf: [REF("Error"), REF("PlainError")] },
+                  examples: {
+                    VALIDATION_ERROR: { value: { error: "VALIDATION_ERROR", message: "amount: the minimum top-up is 1 USD" } },
+                    payment: { value: { error: "payment does not match the requirements" } },
+                  },
+                },
+              },
+            },
+            402: {
+              description: "Payment required: the terms (step 1), or a payment the facilitator refused (error says why)",
+              headers: { "X-Request-Id": HEADER("X-Request-Id"), "PAYMENT-REQUIRED": HEADER("PAYMENT-REQUIRED"), "Cache-Control": HEADER("Cache-Control") },
+              content: { "application/json": { schema: REF("PaymentRequirements"), example: OFFER_EXAMPLE } },
+            },
+            503: {
+              description: "Payment facilitator unreachable, or top-ups not configured",
+              headers: { "X-Request-Id": HEADER("X-Request-Id") },
+              content: { "application/json": { schema: REF("PlainError"), example: { error: "payment facilitator unavailable" } } },
+            },
+          },
+          errors("INTERNAL_ERROR"),
+        ),
+      }),
     },
   );

@@ -1,0 +1,113 @@
+import { log } from "../log.ts";
+import { metrics } from "./metrics.ts";
+
+/**
+ * What one request leaves for its access-log line and metrics: filled by the app's hooks (id, timing, status)
+ * and by the route that knows more (the chat path: key, wallet, model, upstream time, charge).
+ */
+export interface RequestTrace {
+  id: string;
+  /** performance.now() when the request arrived. */
+  start: number;
+  method: string;
+  /** Set where the app renders an error, which the after-response hook cannot always see. */
+  status?: number;
+  keyId?: number;
+  wallet?: string;
+  model?: string;
+  provider?: string;
+  /** Time spent waiting on the provider: the whole answer (JSON) or until its first byte (stream). */
+  upstreamMs?: number;
+  chargeUsdc?: number;
+  stream?: boolean;
+  /** A streamed answer: resolves when the stream has ended and its charge is known. */
+  streamEnd?: Promise<void>;
+  /** Counted and logged already. */
+  finished?: boolean;
+  /** Started by the app's hook: accessLogIdle() waits for its line. */
+  awaited?: boolean;
+}
+
+const traces = new WeakMap<Request, RequestTrace>();
+// A client's or load balancer's id is kept when it is a plain token; anything else gets a fresh one.
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** A trace not tied to an HTTP request (the chat service called directly). */
+export function newTrace(method = "POST", id: string = crypto.randomUUID()): RequestTrace {
+  return { id, start: performance.now(), method };
+}
+
+// Requests not yet counted: the after-response hook runs after the answer left. Tests wait for them through
+// accessLogIdle() instead of sleeping. (A stream's line waits for its end as well; a test that reads a stream to
+// its end and awaits the chat service's settles has it.)
+let unwritten = 0;
+let idleWaiters: (() => void)[] = [];
+
+/** Resolves once every request started so far is counted and, unless it streams, has its access-log line. */
+export function accessLogIdle(): Promise<void> {
+  if (unwritten === 0) return Promise.resolve();
+  return new Promise((resolve) => idleWaiters.push(resolve));
+}
+
+function written(): void {
+  if (--unwritten > 0) return;
+  const waiters = idleWaiters;
+  idleWaiters = [];
+  for (const w of waiters) w();
+}
+
+/** Opens the trace of a request; returns its id for the `X-Request-Id` header. */
+export function startTrace(request: Request): RequestTrace {
+  const given = request.headers.get("x-request-id");
+  const trace = newTrace(request.method, given && SAFE_ID.test(given) ? given : crypto.randomUUID());
+  traces.set(request, trace);
+  trace.awaited = true;
+  unwritten++;
+  return trace;
+}
+
+/** The trace of a request (a detached one if the app's hook did not run, so callers never check). */
+export function traceOf(request: Request): RequestTrace {
+  let trace = traces.get(request);
+  if (!trace) traces.set(request, (trace = newTrace(request.method)));
+  return trace;
+}
+
+/**
+ * Counts the request and writes its access-log line: once the response is handed over, or, for a stream, once it
+ * ended (so the line carries the charge). `route` is the matched pattern, never the raw path, which could carry a
+ * wallet or an `api_key` query and would make one metric series per URL.
+ */
+export function finishTrace(trace: RequestTrace, route: string | undefined, status: number): void {
+  if (trace.finished) return;
+  trace.finished = true;
+  if (trace.awaited) written();
+  const latencyMs = performance.now() - trace.start;
+  const pattern = route ?? "unmatched";
+  metrics.httpRequests.inc({ method: trace.method, route: pattern, status: String(status) });
+  metrics.httpDuration.observe({ method: trace.method, route: pattern }, latencyMs / 1000);
+  if (trace.upstreamMs !== undefined) {
+    const stream = String(trace.stream === true);
+    metrics.upstreamLatency.observe({ provider: trace.provider ?? "unknown", stream }, trace.upstreamMs / 1000);
+    metrics.addedLatency.observe({ stream }, Math.max(0, latencyMs - trace.upstreamMs) / 1000);
+  }
+  const write = () => log.info("request", accessFields(trace, pattern, status, latencyMs));
+  if (trace.streamEnd) trace.streamEnd.then(write, write);
+  else write();
+}
+
+function accessFields(trace: RequestTrace, route: string, status: number, latencyMs: number): Record<string, unknown> {
+  const f: Record<string, unknown> = { request_id: trace.id, method: trace.method, route, status, latency_ms: round(latencyMs) };
+  if (trace.keyId !== undefined) f.key_id = trace.keyId;
+  if (trace.wallet !== undefined) f.wallet = trace.wallet;
+  if (trace.model !== undefined) f.model = trace.model;
+  if (trace.upstreamMs !== undefined) f.upstream_ms = round(trace.upstreamMs);
+  if (trace.chargeUsdc !== undefined) f.charge_usdc = trace.chargeUsdc;
+  if (trace.stream) {
+    f.stream = true;
+    f.duration_ms = round(performance.now() - trace.start);
+  }
+  return f;
+}
+
+const round = (ms: number) => Math.round(ms * 100) / 100;
