@@ -1,4 +1,4 @@
-import { AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
+import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
 import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
@@ -133,6 +133,10 @@ async function main(argv: string[]): Promise<void> {
     exit(0, await runAdmin(config, rest));
   } catch (e) {
     if (e instanceof AdminUsageError) exit(2, e.message);
+    if (e instanceof AdminFailedReport) {
+      process.stdout.write(e.report + "\n");
+      process.exit(1);
+    }
     exit(1, oneLine(e));
   }
 }

@@ -13,6 +13,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "settle-5.lua": "604445045ecec43dabad8c297f7169e6da3cbfc7",
   "release-5.lua": "ac647ce29215aa0780888c75d6eb611f6b86da31",
   "credit-2.lua": "b1a9316363ccf70049993b72b9d19f4cb1b9ba48",
+  "audit-3.lua": "21e9a063ad78ff3e4cd872104d41f648deeae04e",
 }
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");

@@ -1,11 +1,12 @@
 import { RedisClient } from "bun";
+import audit from "../../lua/audit-3.lua" with { type: "text" };
 import credit from "../../lua/credit-2.lua" with { type: "text" };
 import release from "../../lua/release-5.lua" with { type: "text" };
 import reserve from "../../lua/reserve-6.lua" with { type: "text" };
 import settle from "../../lua/settle-5.lua" with { type: "text" };
 
 // Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name.
-const SOURCES = { "reserve-6.lua": reserve, "settle-5.lua": settle, "release-5.lua": release, "credit-2.lua": credit } as const;
+const SOURCES = { "reserve-6.lua": reserve, "settle-5.lua": settle, "release-5.lua": release, "credit-2.lua": credit, "audit-3.lua": audit } as const;
 
 /** The ledger's Lua scripts by file name. */
 export const SCRIPT_FILES = Object.keys(SOURCES) as (keyof typeof SOURCES)[];
@@ -49,6 +50,7 @@ export class LedgerScripts {
     settle: script("settle-5.lua"),
     release: script("release-5.lua"),
     credit: script("credit-2.lua"),
+    audit: script("audit-3.lua"),
   };
 
   constructor(readonly client: RedisClient) {
@@ -87,6 +89,11 @@ export class LedgerScripts {
   /** credit-2.lua: {1 | 0, balance}. */
   credit(...keysThenArgs: Arg[]): Promise<[number, number]> {
     return this.run(this.scripts.credit, keysThenArgs) as Promise<[number, number]>;
+  }
+
+  /** audit-3.lua (read only): one shard's books as of one instant, for `admin audit`; its key count varies. */
+  audit(keys: string[], argv: Arg[]): Promise<unknown[]> {
+    return this.run({ ...this.scripts.audit, numKeys: keys.length }, [...keys, ...argv]) as Promise<unknown[]>;
   }
 
   close(): void {

@@ -7,7 +7,7 @@ import { createSiweMessage, generateSiweNonce } from "viem/siwe";
 import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
-import { buildServices, type Services } from "../../src/services.ts";
+import { buildServices, type Connections, type Services } from "../../src/services.ts";
 import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
@@ -83,6 +83,8 @@ export interface TestGateway {
   redisSocket: string;
   redisForwarder?: Forwarder;
   pgForwarder?: Forwarder;
+  /** Where its Redis and Postgres listen (for a child process, e.g. `bun src/main.ts admin …`). */
+  connections: Connections;
   standin: Standin;
   /** The Anthropic stand-in behind the "claude/…" models. */
   anthropic: AnthropicStandin;
@@ -144,6 +146,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     redisSocket: redis.socket,
     redisForwarder,
     pgForwarder,
+    connections: { redis: redis.socket, database: db.database },
     standin,
     anthropic,
     handle,
