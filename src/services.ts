@@ -14,7 +14,9 @@ import { openDatabase, type Sql } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
 import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
+import { reconcileFromPostgres } from "./store/reconcile.ts";
 import { ensureLedger } from "./store/rebuild.ts";
+import { checkRedisForLedger } from "./store/redisChecks.ts";
 
 /** Where the services connect: a Redis URL or unix socket, and a Postgres URL (with socket path for PGlite). */
 export interface Connections {
@@ -42,6 +44,8 @@ export interface Services {
   flusher: Flusher;
   /** Starts the flusher and the hold sweeper. */
   startBackground(): void;
+  /** Runs every repair job once, now (tests call it instead of waiting for the 30 s timer). */
+  repairNow(): Promise<void>;
   /** Stops background work, drains the outbox, closes connections. */
   close(): Promise<void>;
 }
@@ -54,8 +58,8 @@ const REPAIR_INTERVAL_MS = 30_000;
 /** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
 export async function buildServices(config: Config, conn: Connections): Promise<Services> {
   const sql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path });
-  await migrate(sql);
   const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3 });
+  const ledgerKeys = new LedgerKeys(config.ledgerShards);
   // ioredis reconnects by itself; without a listener it prints a stack trace per attempt. One line per outage.
   let redisDown = false;
   redis.on("error", (e: Error) => {
@@ -66,16 +70,27 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     if (redisDown) log.info("Redis connection restored");
     redisDown = false;
   });
+  try {
+    // Refusals (an evicting Redis, another LEDGER_SHARDS) come before anything is written anywhere.
+    await checkRedisForLedger(redis, ledgerKeys);
+  } catch (e) {
+    redis.disconnect();
+    await sql.end({ timeout: 1 });
+    throw e;
+  }
+  await migrate(sql);
   const scripts = await LedgerScripts.connect(conn.redis);
-  const ledgerKeys = new LedgerKeys(config.ledgerShards);
-  await ensureLedger(redis, sql, ledgerKeys);
-
   const ledger = new Ledger(redis, scripts, ledgerKeys, config);
+  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
+  ledger.fence.onLost(() => ensureLedger(ledger, sql));
+  await ensureLedger(ledger, sql);
+  await ledger.fence.readAll();
+
   const apiKeyAuth = new ApiKeyAuth(redis, sql, ledger);
   const credits = new Credits(sql, ledger);
   await credits.reapplyPending();
   const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
-    onRedisLost: () => ledger.pausedWhile(() => ensureLedger(redis, sql, ledgerKeys)),
+    onRedisLost: () => ensureLedger(ledger, sql),
   });
   await flusher.init();
 
@@ -84,6 +99,29 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
+  // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
+  // skip the others.
+  const jobs: [string, () => Promise<unknown>][] = [
+    ["credits", () => credits.reapplyPending()],
+    ["payment checks", () => topup.recovery.checkPending()],
+    ["deferred settles", () => pendingSettles.replay()],
+    // Revocations and applied credits a Redis lost with its recent writes come back from Postgres.
+    ["reconcile", () => reconcileFromPostgres(ledger, sql)],
+  ];
+  const running = new Map<string, Promise<unknown>>();
+  const runJobs = () =>
+    Promise.all(
+      jobs.map(([name, job]) => {
+        let run = running.get(name);
+        if (!run) {
+          run = job()
+            .catch((e) => log.error("repair job failed; it will retry", { job: name, error: e }))
+            .finally(() => running.delete(name));
+          running.set(name, run);
+        }
+        return run;
+      }),
+    );
   return {
     config,
     redis,
@@ -103,23 +141,12 @@ export async function buildServices(config: Config, conn: Connections): Promise<
       sweeper = setInterval(() => {
         ledger.sweepExpired().catch((e) => log.error("hold sweep failed", { error: e }));
       }, SWEEP_INTERVAL_MS);
-      // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
-      // skip the others.
-      const jobs: [string, () => Promise<unknown>][] = [
-        ["credits", () => credits.reapplyPending()],
-        ["payment checks", () => topup.recovery.checkPending()],
-        ["deferred settles", () => pendingSettles.replay()],
-      ];
-      const running = new Set<string>();
       repairer = setInterval(() => {
-        for (const [name, job] of jobs) {
-          if (running.has(name)) continue;
-          running.add(name);
-          job()
-            .catch((e) => log.error("repair job failed; it will retry", { job: name, error: e }))
-            .finally(() => running.delete(name));
-        }
+        void runJobs();
       }, REPAIR_INTERVAL_MS);
+    },
+    async repairNow() {
+      await runJobs();
     },
     async close() {
       clearInterval(sweeper);
