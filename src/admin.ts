@@ -34,7 +34,10 @@ function option(args: string[], name: string): string | undefined {
 export async function runAdmin(config: Config, args: string[]): Promise<string> {
   const command = parseAdmin(args);
   const stack = await openStack(config);
-  const services = await buildServices(config, stack.connections);
+  const services = await buildServices(config, stack.connections).catch(async (e) => {
+    await stack.stop();
+    throw e;
+  });
   try {
     return await command(services);
   } finally {

@@ -10,7 +10,14 @@ const SHUTDOWN_DEADLINE_MS = 90_000;
 
 async function serve(config: Config): Promise<void> {
   const stack = await openStack(config);
-  const services = await buildServices(config, stack.connections);
+  let services;
+  try {
+    services = await buildServices(config, stack.connections);
+  } catch (e) {
+    // A Redis the ledger cannot trust (evicting, another shard count) stops the start with one line.
+    if (e instanceof ConfigError) await stack.stop();
+    throw e;
+  }
   services.startBackground();
   const app = createApp(services);
   // A body without Content-Length is cut off by Bun just above the app's own limit (which answers in the spec's shape).
@@ -52,18 +59,22 @@ async function main(argv: string[]): Promise<void> {
   }
   setLogLevel(config.logLevel);
   const [command = "serve", ...rest] = argv;
-  if (command === "serve") return serve(config);
-  if (command === "admin") {
-    try {
+  try {
+    if (command === "serve") return await serve(config);
+    if (command === "admin") {
       console.log(await runAdmin(config, rest));
       process.exit(0);
-    } catch (e) {
-      if (e instanceof AdminUsageError) {
-        console.error(e.message);
-        process.exit(2);
-      }
-      throw e;
     }
+  } catch (e) {
+    if (e instanceof AdminUsageError) {
+      console.error(e.message);
+      process.exit(2);
+    }
+    if (e instanceof ConfigError) {
+      console.error(`configuration error: ${e.message}`);
+      process.exit(1);
+    }
+    throw e;
   }
   console.error(`unknown command "${command}": use serve or admin`);
   process.exit(2);

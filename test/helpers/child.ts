@@ -1,0 +1,70 @@
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+
+const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
+
+/** A TCP port nobody listens on right now (for a private redis-server a child process can reach by URL). */
+export function freePort(): number {
+  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
+
+/** The environment of a child gateway: this process's PATH and the like, the variables given, nothing else of ours. */
+function childEnv(env: Record<string, string>): Record<string, string> {
+  const base: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "TMPDIR"]) if (process.env[name]) base[name] = process.env[name]!;
+  return { ...base, ...env };
+}
+
+/** Runs `bun src/main.ts <args>` to its end. */
+export async function runMain(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn(["bun", MAIN, ...args], { env: childEnv(env), stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr };
+}
+
+/** A second gateway: `bun src/main.ts serve` as a real child process. */
+export interface ChildGateway {
+  url: string;
+  proc: Subprocess;
+  /** SIGTERM and wait: a graceful shutdown drains its outbox into Postgres. */
+  stop(): Promise<number>;
+}
+
+/** Starts `bun src/main.ts serve` and resolves once it logs that it listens (PORT=0: the port it picked). */
+export async function startChildGateway(env: Record<string, string>): Promise<ChildGateway> {
+  const proc = Bun.spawn(["bun", MAIN, "serve"], {
+    env: childEnv({ HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", ...env }),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const reader = proc.stdout.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`child gateway exited before listening: ${seen}${await new Response(proc.stderr).text()}`);
+    seen += decoder.decode(value);
+    const m = /"msg":"gateway listening".*?"url":"(http:\/\/[^"]+)"/.exec(seen);
+    if (m) {
+      // Keep reading both pipes so a full pipe never blocks the child's logging.
+      void (async () => {
+        while (!(await reader.read()).done);
+      })().catch(() => {});
+      void new Response(proc.stderr).text().catch(() => {});
+      return {
+        url: m[1]!,
+        proc,
+        async stop() {
+          proc.kill("SIGTERM");
+          return proc.exited;
+        },
+      };
+    }
+  }
+  proc.kill("SIGKILL");
+  throw new Error(`child gateway did not listen within 30 s: ${seen}`);
+}
