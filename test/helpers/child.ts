@@ -19,10 +19,35 @@ function childEnv(env: Record<string, string>): Record<string, string> {
 }
 
 /** Runs `bun src/main.ts <args>` to its end. */
-export async function runMain(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+export function runMain(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return spawnMain(args, env).done;
+}
+
+/** `bun src/main.ts <args>` running: `waitFor` resolves once its stdout matches (a log line it printed). */
+export function spawnMain(args: string[], env: Record<string, string>) {
   const proc = Bun.spawn(["bun", MAIN, ...args], { env: childEnv(env), stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  return { code, stdout, stderr };
+  let stdout = "";
+  const watchers: { re: RegExp; resolve: () => void }[] = [];
+  const readStdout = (async () => {
+    const decoder = new TextDecoder();
+    const reader = proc.stdout.getReader();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      stdout += decoder.decode(r.value);
+      for (const w of watchers.splice(0)) (w.re.test(stdout) ? w.resolve() : watchers.push(w));
+    }
+  })();
+  const done = Promise.all([readStdout, new Response(proc.stderr).text(), proc.exited]).then(([, stderr, code]) => ({ code, stdout, stderr }));
+  return {
+    proc,
+    done,
+    waitFor(re: RegExp): Promise<void> {
+      if (re.test(stdout)) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        watchers.push({ re, resolve });
+        void done.then((r) => reject(new Error(`exited (${r.code}) before printing ${re}: ${r.stdout}${r.stderr}`)));
+      });
+    },
+  };
 }
 
 /** A second gateway: `bun src/main.ts serve` as a real child process. */
@@ -36,20 +61,25 @@ export interface ChildGateway {
 /** Starts `bun src/main.ts serve` and resolves once it logs that it listens (PORT=0: the port it picked). */
 export async function startChildGateway(env: Record<string, string>): Promise<ChildGateway> {
   const proc = Bun.spawn(["bun", MAIN, "serve"], {
-    env: childEnv({ HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", ...env }),
+    // info: the "gateway listening" line carries the port.
+    env: childEnv({ HOST: "127.0.0.1", PORT: "0", ...env, LOG_LEVEL: "info" }),
     stdout: "pipe",
     stderr: "pipe",
   });
   const reader = proc.stdout.getReader();
   const decoder = new TextDecoder();
   let seen = "";
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+  for (;;) {
     const { value, done } = await reader.read();
-    if (done) throw new Error(`child gateway exited before listening: ${seen}${await new Response(proc.stderr).text()}`);
+    if (done) {
+      clearTimeout(timer);
+      throw new Error(`child gateway exited or did not listen within 30 s: ${seen}${await new Response(proc.stderr).text()}`);
+    }
     seen += decoder.decode(value);
     const m = /"msg":"gateway listening".*?"url":"(http:\/\/[^"]+)"/.exec(seen);
     if (m) {
+      clearTimeout(timer);
       // Keep reading both pipes so a full pipe never blocks the child's logging.
       void (async () => {
         while (!(await reader.read()).done);
@@ -65,6 +95,4 @@ export async function startChildGateway(env: Record<string, string>): Promise<Ch
       };
     }
   }
-  proc.kill("SIGKILL");
-  throw new Error(`child gateway did not listen within 30 s: ${seen}`);
 }

@@ -73,25 +73,28 @@ export interface TestGateway {
   newWallet(usd?: number, keyOptions?: Record<string, unknown>): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
   grant(wallet: string, micro: number): Promise<void>;
   ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
+  /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */
+  sharedEnv(): Record<string, string>;
   close(): Promise<void>;
 }
 
 /** Builds the real gateway (private redis-server, fresh database, stand-in provider) for one test file. */
-export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
+export async function startGateway(env: Record<string, string> = {}, opts: { redisPort?: number } = {}): Promise<TestGateway> {
   setLogLevel("error");
   const standin = startStandin();
   const anthropic = startAnthropicStandin();
   const dir = mkdtempSync(join(tmpdir(), "gw-cfg-"));
   writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url, anthropic.url)));
-  const config = loadConfig({
+  const configEnv = {
     MODELS_FILE: join(dir, "models.json"),
     STANDIN_KEY: "standin-key",
     SIWE_DOMAIN,
     SIWE_CHAIN_IDS: "1,8453",
     LOG_LEVEL: "error",
     ...env,
-  });
-  const redis = await privateRedis();
+  };
+  const config = loadConfig(configEnv);
+  const redis = await privateRedis({ port: opts.redisPort });
   const db = await freshDatabase();
   const services = await buildServices(config, { redis: redis.socket, database: db.database });
   const app = createApp(services);
@@ -157,6 +160,10 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
       await services.credits.add({ eventId: `grant:${crypto.randomUUID()}`, wallet, kind: "grant", amountUsdc: micro, reason: "test" });
     },
     ledgerState: (wallet) => services.ledger.balance(wallet),
+    sharedEnv() {
+      if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");
+      return { ...configEnv, REDIS_URL: `redis://127.0.0.1:${opts.redisPort}`, DATABASE_URL: db.database.url };
+    },
     async close() {
       await services.close();
       await redis.stop();
