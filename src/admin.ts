@@ -3,23 +3,77 @@ import { hashRedeemCode } from "./modules/keys/keys.service.ts";
 import { formatUsd, parseUsd } from "./money.ts";
 import { buildServices, type Services } from "./services.ts";
 import { openStack } from "./stack.ts";
-
-const USAGE = `usage:
-  admin grant <wallet> <usd> --reason <text> [--id ID]
-                                                     credit a wallet without a payment (recorded in Postgres);
-                                                     with --id, running it again never grants twice
-  admin redeem-codes create --usd <usd> [--count N]  one-time codes (printed once, only hashes are stored)
-  admin ref-codes create --owner <wallet> [--code C] a referral code of a referrer
-  admin referrals                                    per referrer: referred wallets, their top-ups and spend`;
+import { assertEmbeddedDataExists, checkDependencies } from "./startup.ts";
 
 const WALLET = /^0x[0-9a-fA-F]{40}$/;
 const MAX_CODES = 10_000;
 
-/** A usage mistake: printed with the usage text, exit code 2. */
+/** A usage mistake: printed with the command's usage, exit code 2. */
 export class AdminUsageError extends Error {}
+
+/** `--help` was asked for: the text goes to stdout, exit code 0, nothing is opened. */
+export class AdminHelp extends Error {}
+
+/** A command that ran and could not do what was asked (no such key, an --id reused): one line, exit code 1. */
+export class AdminFailure extends Error {}
 
 /** A parsed, valid command; runs against the services it is given. */
 export type AdminCommand = (s: Services) => Promise<string>;
+
+/** One admin command: its words, its arguments, what it does, and its parser (which validates before anything opens). */
+interface AdminEntry {
+  name: string;
+  args: string;
+  summary: string;
+  /** More lines for `admin <name> --help`. */
+  details?: string;
+  parse(rest: string[]): AdminCommand;
+}
+
+/** Every admin command. Adding one is adding an entry (with its parser): dispatch and help follow from the table. */
+const COMMANDS: AdminEntry[] = [
+  {
+    name: "grant",
+    args: "<wallet> <usd> --reason <text> [--id ID]",
+    summary: "credit a wallet without a payment (recorded in Postgres)",
+    details: "With --id, running it again never grants twice (an operator retrying after a timeout).",
+    parse: (rest) => grant(rest),
+  },
+  { name: "balance", args: "<wallet>", summary: "a wallet's balance, locked and available credit (USD, tab-separated)", parse: (rest) => balance(rest) },
+  { name: "keys list", args: "<wallet>", summary: "a wallet's API keys: id, label, created, revoked (tab-separated)", parse: (rest) => listKeys(rest) },
+  {
+    name: "keys revoke",
+    args: "<id>",
+    summary: "revoke an API key (as DELETE /v1/auth/keys/{id} does: Postgres, then Redis)",
+    details: "Takes effect on the key's very next request. Revoking a revoked key again re-asserts it.",
+    parse: (rest) => revokeKey(rest),
+  },
+  {
+    name: "redeem-codes create",
+    args: "--usd <usd> [--count N]",
+    summary: "one-time redeem codes (printed once, only their hashes are stored)",
+    parse: (rest) => createRedeemCodes(rest),
+  },
+  { name: "ref-codes create", args: "--owner <wallet> [--code C]", summary: "a referral code of a referrer", parse: (rest) => createRefCode(rest) },
+  { name: "referrals", args: "", summary: "per referrer: referred wallets, their top-ups and spend (tab-separated)", parse: (rest) => noArgs(rest, referrals) },
+];
+
+const line = (e: AdminEntry) => `admin ${e.name}${e.args ? " " + e.args : ""}`;
+
+/** The overview printed by `admin --help` and after a usage mistake. */
+export const ADMIN_USAGE = [
+  "usage: bun src/main.ts admin <command> [arguments]   (or: gateway admin …)",
+  "",
+  ...COMMANDS.map((e) => `  ${line(e).padEnd(54)} ${e.summary}`),
+  "",
+  "Each command takes --help. Runs against the gateway's Redis and Postgres: REDIS_URL and DATABASE_URL, or the",
+  "embedded ones in DATA_DIR (./data) — joined while a gateway serves them, refused where DATA_DIR holds none.",
+  "The answer is printed on stdout; logs and warnings go to stderr.",
+].join("\n");
+
+function usageOf(e: AdminEntry): string {
+  return [`usage: ${line(e)}`, "", `  ${e.summary}`, ...(e.details ? [`  ${e.details}`] : [])].join("\n");
+}
 
 function option(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -28,45 +82,68 @@ function option(args: string[], name: string): string | undefined {
 
 /**
  * Operator commands. They run against the same Redis and Postgres as the gateway: the configured URLs, or the
- * embedded ones in DATA_DIR (joined over their sockets when a gateway is running there, started otherwise).
- * Arguments are checked before anything is opened.
+ * embedded ones in DATA_DIR (joined over their sockets when a gateway is running there, started over its data
+ * when none is, refused when DATA_DIR holds no gateway data). Arguments are checked before anything is opened,
+ * and whatever this process started is stopped again, whatever happens.
  */
 export async function runAdmin(config: Config, args: string[]): Promise<string> {
   const command = parseAdmin(args);
+  assertEmbeddedDataExists(config);
   const stack = await openStack(config);
-  const services = await buildServices(config, stack.connections).catch(async (e) => {
-    await stack.stop();
-    throw e;
-  });
   try {
-    return await command(services);
+    await checkDependencies(stack.connections);
+    const services = await buildServices(config, stack.connections);
+    try {
+      return await command(services);
+    } finally {
+      await services.close();
+    }
   } finally {
-    await services.close();
     await stack.stop();
   }
 }
 
-/** Validates the arguments (AdminUsageError otherwise) and returns the command. */
+/** Validates the arguments and returns the command; AdminHelp for --help, AdminUsageError for a mistake. */
 export function parseAdmin(args: string[]): AdminCommand {
-  const [command, sub, ...more] = args;
-  if (command === "grant") return grant(args.slice(1));
-  if (command === "redeem-codes" && sub === "create") return createRedeemCodes(more);
-  if (command === "ref-codes" && sub === "create") return createRefCode(more);
-  if (command === "referrals" && sub === undefined) return referrals;
-  throw new AdminUsageError(USAGE);
+  const entry = [...COMMANDS].sort((a, b) => b.name.length - a.name.length).find((e) => {
+    const words = e.name.split(" ");
+    return words.every((w, i) => args[i] === w);
+  });
+  const wantsHelp = args.includes("--help") || args.includes("-h");
+  if (!entry) {
+    if (wantsHelp || args[0] === "help") throw new AdminHelp(ADMIN_USAGE);
+    if (args.length === 0) throw new AdminUsageError(ADMIN_USAGE);
+    throw new AdminUsageError(`unknown admin command "${args.slice(0, 2).join(" ")}"\n\n${ADMIN_USAGE}`);
+  }
+  if (wantsHelp) throw new AdminHelp(usageOf(entry));
+  try {
+    return entry.parse(args.slice(entry.name.split(" ").length));
+  } catch (e) {
+    if (e instanceof AdminUsageError) throw new AdminUsageError(`${e.message}\n${usageOf(entry)}`);
+    throw e;
+  }
+}
+
+function noArgs(rest: string[], command: AdminCommand): AdminCommand {
+  if (rest.length > 0) throw new AdminUsageError(`unexpected argument "${rest[0]}"`);
+  return command;
+}
+
+function walletArg(value: string | undefined, what = "wallet"): string {
+  if (!value || !WALLET.test(value)) throw new AdminUsageError(`${what} must be a 0x address`);
+  return value.toLowerCase();
 }
 
 function grant(rest: string[]): AdminCommand {
-  const [walletArg, usdArg] = rest;
+  const [walletArgument, usdArg] = rest;
   const reason = option(rest, "--reason");
   const idArg = option(rest, "--id");
-  if (idArg !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(idArg)) throw new AdminUsageError(`--id must be 1-100 of A-Z a-z 0-9 . _ : -\n${USAGE}`);
-  if (!walletArg || !WALLET.test(walletArg)) throw new AdminUsageError(`wallet must be a 0x address\n${USAGE}`);
+  if (idArg !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(idArg)) throw new AdminUsageError(`--id must be 1-100 of A-Z a-z 0-9 . _ : -`);
+  const wallet = walletArg(walletArgument);
   const amount = usdArg ? parseUsd(usdArg) : null;
-  if (!amount) throw new AdminUsageError(`usd must be a positive amount with at most 6 decimals\n${USAGE}`);
-  if (!reason?.trim()) throw new AdminUsageError(`--reason is required: grants are audited\n${USAGE}`);
+  if (!amount) throw new AdminUsageError(`usd must be a positive amount with at most 6 decimals`);
+  if (!reason?.trim()) throw new AdminUsageError(`--reason is required: grants are audited`);
   return async (s) => {
-    const wallet = walletArg.toLowerCase();
     const eventId = `grant:${idArg ?? crypto.randomUUID()}`;
     let r;
     try {
@@ -81,7 +158,7 @@ function grant(rest: string[]): AdminCommand {
     if (r.duplicate) {
       const [prior] = await s.sql<{ wallet: string; amount_usdc: number }[]>`SELECT wallet, amount_usdc FROM credits WHERE id = ${r.id}`;
       if (prior && (prior.wallet !== wallet || prior.amount_usdc !== amount)) {
-        throw new Error(`--id ${idArg} was used for another grant (credit #${r.id}: ${formatUsd(prior.amount_usdc)} USD to ${prior.wallet}); nothing granted`);
+        throw new AdminFailure(`--id ${idArg} was used for another grant (credit #${r.id}: ${formatUsd(prior.amount_usdc)} USD to ${prior.wallet}); nothing granted`);
       }
       return `already granted: ${eventId} is credit #${r.id}; not granted again (balance ${formatUsd(r.balance)} USD)`;
     }
@@ -93,10 +170,10 @@ function grant(rest: string[]): AdminCommand {
 function createRedeemCodes(args: string[]): AdminCommand {
   const usd = option(args, "--usd");
   const amount = usd ? parseUsd(usd) : null;
-  if (!amount) throw new AdminUsageError(`--usd must be a positive amount with at most 6 decimals\n${USAGE}`);
+  if (!amount) throw new AdminUsageError(`--usd must be a positive amount with at most 6 decimals`);
   const countArg = option(args, "--count") ?? "1";
   const count = /^\d+$/.test(countArg) ? Number(countArg) : 0;
-  if (count < 1 || count > MAX_CODES) throw new AdminUsageError(`--count must be 1..${MAX_CODES}\n${USAGE}`);
+  if (count < 1 || count > MAX_CODES) throw new AdminUsageError(`--count must be 1..${MAX_CODES}`);
   return async (s) => {
     const batch = `batch-${new Date().toISOString()}`;
     const codes = Array.from({ length: count }, () => `rdm-${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}`);
@@ -107,15 +184,14 @@ function createRedeemCodes(args: string[]): AdminCommand {
 }
 
 function createRefCode(args: string[]): AdminCommand {
-  const owner = option(args, "--owner");
-  if (!owner || !WALLET.test(owner)) throw new AdminUsageError(`--owner must be a 0x wallet address\n${USAGE}`);
+  const owner = walletArg(option(args, "--owner"), "--owner");
   const chosen = option(args, "--code")?.toLowerCase();
-  if (chosen !== undefined && !/^[a-z0-9][a-z0-9-]{2,31}$/.test(chosen)) throw new AdminUsageError(`--code must be 3-32 letters, digits or dashes\n${USAGE}`);
+  if (chosen !== undefined && !/^[a-z0-9][a-z0-9-]{2,31}$/.test(chosen)) throw new AdminUsageError(`--code must be 3-32 letters, digits or dashes`);
   return async (s) => {
     const code = chosen ?? `ref-${Buffer.from(crypto.getRandomValues(new Uint8Array(5))).toString("hex")}`;
-    const rows = await s.sql`INSERT INTO ref_codes (code, owner) VALUES (${code}, ${owner.toLowerCase()}) ON CONFLICT (code) DO NOTHING RETURNING code`;
-    if (rows.length !== 1) throw new AdminUsageError(`ref code "${code}" exists already`);
-    return `ref code ${code} for ${owner.toLowerCase()}`;
+    const rows = await s.sql`INSERT INTO ref_codes (code, owner) VALUES (${code}, ${owner}) ON CONFLICT (code) DO NOTHING RETURNING code`;
+    if (rows.length !== 1) throw new AdminFailure(`ref code "${code}" exists already`);
+    return `ref code ${code} for ${owner}`;
   };
 }
 
@@ -134,3 +210,38 @@ const referrals: AdminCommand = async (s) => {
   for (const r of rows) lines.push([r.referrer, r.codes, r.wallets, formatUsd(r.topup_usdc), formatUsd(r.spent_usdc)].join("\t"));
   return lines.join("\n");
 };
+
+/** The ledger's view (Redis, where every reserve is checked), in USD. */
+function balance(rest: string[]): AdminCommand {
+  const [walletArgument, ...more] = rest;
+  const wallet = walletArg(walletArgument);
+  return noArgs(more, async (s) => {
+    const { balance, locked } = await s.ledger.balance(wallet);
+    return ["wallet\tbalance_usd\tlocked_usd\tavailable_usd", [wallet, formatUsd(balance), formatUsd(locked), formatUsd(balance - locked)].join("\t")].join("\n");
+  });
+}
+
+function listKeys(rest: string[]): AdminCommand {
+  const [walletArgument, ...more] = rest;
+  const wallet = walletArg(walletArgument);
+  return noArgs(more, async (s) => {
+    const lines = ["id\tlabel\tcreated_at\trevoked_at"];
+    for (const k of await s.keys.list(wallet)) lines.push([k.id, k.label, k.created_at, k.revoked_at ?? "-"].join("\t"));
+    return lines.join("\n");
+  });
+}
+
+/** Through KeyService, like DELETE /v1/auth/keys/{id}: Postgres first (the record), then Redis (what reserve checks). */
+function revokeKey(rest: string[]): AdminCommand {
+  const [idArg, ...more] = rest;
+  if (!idArg || !/^[1-9][0-9]{0,14}$/.test(idArg)) throw new AdminUsageError("id must be a key id (a positive integer)");
+  const id = Number(idArg);
+  return noArgs(more, async (s) => {
+    const [row] = await s.sql<{ wallet: string; revoked_at: Date | null }[]>`SELECT wallet, revoked_at FROM api_keys WHERE id = ${id}`;
+    if (!row) throw new AdminFailure(`no API key #${id}`);
+    await s.keys.revoke(row.wallet, id);
+    return row.revoked_at
+      ? `key #${id} of ${row.wallet} was already revoked at ${row.revoked_at.toISOString()}; revocation re-asserted`
+      : `revoked key #${id} of ${row.wallet}`;
+  });
+}

@@ -1,11 +1,13 @@
 import { openapi } from "@elysiajs/openapi";
 import { Elysia, ValidationError } from "elysia";
+import { cors } from "./cors.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
+import { siweRoutes } from "./modules/keys/siwe.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { topupRoutes } from "./modules/topup/topup.routes.ts";
 import { topupsRoutes } from "./modules/topup/topups.routes.ts";
@@ -32,6 +34,8 @@ export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
+    // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers.
+    .use(cors(s.config.corsOrigins))
     .onRequest(({ request }) => {
       const length = request.headers.get("content-length");
       if (length !== null && Number(length) > MAX_BODY_BYTES) {
@@ -66,6 +70,7 @@ export function createApp(s: Services) {
     .use(healthRoutes(s))
     .use(modelsRoutes(s))
     .use(balanceRoutes(s))
+    .use(siweRoutes(s))
     .use(keysRoutes(s))
     .use(usageRoutes(s))
     .use(topupRoutes(s))

@@ -29,11 +29,17 @@ export interface Config {
   deployment: Deployment;
   chainId: number;
   siweDomain: string;
+  /** siweDomain first; in local mode with a loopback domain, the other loopback spellings of the same port too. */
+  siweDomains: string[];
   siweChainIds: number[];
+  /** Origins a browser may call from: "*" (any) or an exact list. */
+  corsOrigins: "*" | string[];
   logLevel: LogLevel;
   rateLimitRequests: number;
   rateLimitWindowMs: number;
   upstreamTimeoutMs: number;
+  /** Total time cap of one stream (a client that stops reading keeps it open); it is then charged what it produced. */
+  streamMaxMs: number;
   ledgerShards: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
@@ -114,7 +120,36 @@ function loadPayments(env: Env, deployment: Deployment, chainId: number): Paymen
   };
 }
 
-const DEFAULT_CHAIN: Record<Deployment, number> = { production: 8453, staging: 84532, local: 31337 };
+// Local uses Base Sepolia's id like the dev chain of scripts/dev.sh: x402 v1 clients sign only for networks on their
+// fixed list, so one id serves SIWE and top-ups in both local scripts.
+const DEFAULT_CHAIN: Record<Deployment, number> = { production: 8453, staging: 84532, local: 84532 };
+
+// Not "[::1]": EIP-4361 libraries (viem's among them, which the verifier uses) refuse an IPv6 literal as the domain.
+const LOOPBACK = ["localhost", "127.0.0.1"];
+
+/** A loopback domain in local mode is reachable by two spellings; a browser or script may use either. */
+function siweDomainsFor(domain: string, deployment: Deployment): string[] {
+  const [, host, port] = /^(.*?)(:\d+)?$/.exec(domain)!;
+  if (deployment !== "local" || !LOOPBACK.includes(host!)) return [domain];
+  return [domain, ...LOOPBACK.filter((h) => h !== host).map((h) => h + (port ?? ""))];
+}
+
+/** CORS_ORIGINS: unset or "*" → any origin (the API authenticates by bearer key or signature, never cookies). */
+function corsOrigins(env: Env): "*" | string[] {
+  const raw = env.CORS_ORIGINS?.trim();
+  if (!raw || raw === "*") return "*";
+  return raw.split(",").map((o) => {
+    o = o.trim();
+    let origin: string | undefined;
+    try {
+      origin = new URL(o).origin;
+    } catch {
+      // reported below
+    }
+    if (origin !== o) throw new ConfigError("CORS_ORIGINS", `must be "*" or comma-separated origins like https://app.example.com (no path), got "${o}"`);
+    return o;
+  });
+}
 
 type Env = Record<string, string | undefined>;
 
@@ -169,8 +204,9 @@ export function loadConfig(env: Env = process.env): Config {
     if (!/^\d+$/.test(s.trim())) throw new ConfigError("SIWE_CHAIN_IDS", `must be comma-separated chain ids, got "${s}"`);
     return Number(s.trim());
   });
-  const siweDomain = env.SIWE_DOMAIN || `${host === "0.0.0.0" || host === "::" ? "localhost" : host}:${port}`;
-  if (!/^[A-Za-z0-9.-]+(:\d+)?$/.test(siweDomain)) throw new ConfigError("SIWE_DOMAIN", `must be a host[:port], got "${siweDomain}"`);
+  const listenHost = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
+  const siweDomain = env.SIWE_DOMAIN || `${listenHost}:${port}`;
+  if (!/^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:\d+)?$/.test(siweDomain)) throw new ConfigError("SIWE_DOMAIN", `must be a host[:port], got "${siweDomain}"`);
 
   const upstreamTimeoutMs = int(env, "UPSTREAM_TIMEOUT_MS", 120_000, 1, 3_600_000);
   return {
@@ -184,11 +220,15 @@ export function loadConfig(env: Env = process.env): Config {
     deployment,
     chainId,
     siweDomain,
+    siweDomains: siweDomainsFor(siweDomain, deployment),
     siweChainIds,
+    corsOrigins: corsOrigins(env),
     logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error"] as const, "info"),
     rateLimitRequests: int(env, "RATE_LIMIT_REQUESTS", 600, 1, 10_000_000),
     rateLimitWindowMs: int(env, "RATE_LIMIT_WINDOW_S", 60, 1, 86_400) * 1000,
     upstreamTimeoutMs,
+    // Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
+    streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
     ledgerShards: int(env, "LEDGER_SHARDS", 16, 1, 1024),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),

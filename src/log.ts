@@ -26,6 +26,12 @@ function redact(value: unknown, depth = 0): unknown {
 }
 
 let threshold: number = LEVELS.info;
+let allToStderr = false;
+
+/** The admin command's stdout carries its answer alone: every log line goes to stderr instead. */
+export function logToStderr(): void {
+  allToStderr = true;
+}
 
 /** Sets the level once from configuration. */
 export function setLogLevel(level: LogLevel): void {
@@ -35,7 +41,7 @@ export function setLogLevel(level: LogLevel): void {
 function emit(level: LogLevel, msg: string, fields?: Record<string, unknown>): void {
   if (LEVELS[level] < threshold) return;
   const line = JSON.stringify({ t: new Date().toISOString(), level, msg, ...(fields ? (redact(fields) as object) : {}) });
-  if (LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
+  if (allToStderr || LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
   else process.stdout.write(line + "\n");
 }
 

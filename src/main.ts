@@ -1,27 +1,68 @@
-import { AdminUsageError, runAdmin } from "./admin.ts";
+import { AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
 import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
-import { log, setLogLevel } from "./log.ts";
-import { buildServices } from "./services.ts";
-import { openStack } from "./stack.ts";
+import { ApiError, errorResponse } from "./errors.ts";
+import { log, logToStderr, redactText, setLogLevel } from "./log.ts";
+import { buildServices, type Services } from "./services.ts";
+import { openStack, type Stack } from "./stack.ts";
+import { checkDependencies, listenError, StartupError } from "./startup.ts";
 
 // Longer than a settle's retries (~1 min), shorter than a patient orchestrator's grace period.
 const SHUTDOWN_DEADLINE_MS = 90_000;
 
+const USAGE = `usage: bun src/main.ts [serve | admin <command>] [--help]   (the compiled binary: gateway …)
+
+  serve            the gateway (the default command): HTTP on HOST:PORT (0.0.0.0:8080)
+  admin <command>  operator commands (grant, balance, keys, codes, referrals); admin --help lists them
+
+Configuration is by environment variables; README.md lists them.`;
+
+const SERVE_USAGE = `usage: bun src/main.ts serve
+
+  Starts the gateway on HOST:PORT (0.0.0.0:8080). Without REDIS_URL / DATABASE_URL it runs a private
+  redis-server and an embedded Postgres (PGlite) keeping their data in DATA_DIR (./data).
+  Main variables: PORT, HOST, DATA_DIR, REDIS_URL, DATABASE_URL, MODELS_FILE, DEPLOYMENT, SIWE_DOMAIN,
+  SIWE_CHAIN_IDS, CORS_ORIGINS, LOG_LEVEL; payments: X402_NETWORK, PAY_TO, FACILITATOR_URL, FACILITATOR,
+  RPC_URL, RELAYER_PRIVATE_KEY, ASSETS_FILE, CHAIN_ID. README.md describes each.
+  SIGTERM or Ctrl-C stops it gracefully.`;
+
+/** Which providers serve and which are off, once at start: the first thing to look at when a model is missing. */
+function logProviders(config: Config): void {
+  const { providers, models } = config.catalog;
+  const on = providers.filter((p) => p.state !== "off").map((p) => (p.state === "keyless" ? `${p.name} (keyless)` : p.name));
+  const off = providers.filter((p) => p.state === "off").map((p) => `${p.name} (${p.apiKeyEnv} unset)`);
+  log.info("providers", { on, off, models: models.size, catalog: config.modelsFile });
+  if (models.size === 0) {
+    log.warn("no model is served: set a provider's API key variable, or MODELS_FILE=config/models.local.json for a local model server (README)");
+  }
+}
+
 async function serve(config: Config): Promise<void> {
-  const stack = await openStack(config);
-  let services;
+  const options = { port: config.port, hostname: config.host, idleTimeout: 0, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 };
+  // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
+  // Until the services are up, requests get 503.
+  let server: ReturnType<typeof Bun.serve>;
   try {
+    server = Bun.serve({ ...options, fetch: () => errorResponse(new ApiError("SERVICE_UNAVAILABLE", "The gateway is starting")) });
+  } catch (e) {
+    throw listenError(e, config);
+  }
+  logProviders(config);
+  let stack: Stack | undefined;
+  let services: Services;
+  try {
+    stack = await openStack(config);
+    await checkDependencies(stack.connections);
     services = await buildServices(config, stack.connections);
   } catch (e) {
-    // A Redis the ledger cannot trust (evicting, another shard count) stops the start with one line.
-    if (e instanceof ConfigError) await stack.stop();
+    void server.stop(true);
+    await stack?.stop(); // never leave the embedded redis-server behind
     throw e;
   }
   services.startBackground();
   const app = createApp(services);
   // A body without Content-Length is cut off by Bun just above the app's own limit (which answers in the spec's shape).
-  const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 });
+  server.reload({ ...options, fetch: app.fetch });
   log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size });
 
   let stopping = false;
@@ -34,50 +75,68 @@ async function serve(config: Config): Promise<void> {
     setTimeout(() => {
       log.error("shutdown did not finish in time; exiting with work left for the next start", { after_ms: SHUTDOWN_DEADLINE_MS });
       void Promise.race([services.chat.keepInFlight(), Bun.sleep(5_000)])
-        .then(() => Promise.race([stack.stop(), Bun.sleep(5_000)])) // no orphaned redis-server
+        .then(() => Promise.race([stack!.stop(), Bun.sleep(5_000)])) // no orphaned redis-server
         .finally(() => process.exit(1));
     }, SHUTDOWN_DEADLINE_MS).unref();
     await server.stop(); // waits for in-flight requests, so their holds settle before the drain
     await services.close();
-    await stack.stop();
+    await stack!.stop();
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 }
 
+/** What an operator reads when a command fails: one line, never a stack trace or a secret. */
+function oneLine(e: unknown): string {
+  // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
+  if (e instanceof ConfigError) return `configuration error: ${e.message}`;
+  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
+  const message = e instanceof Error ? e.message : String(e);
+  return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;
+}
+
+function exit(code: number, text: string): never {
+  (code === 0 ? process.stdout : process.stderr).write(text + "\n");
+  process.exit(code);
+}
+
 async function main(argv: string[]): Promise<void> {
+  const [command = "serve", ...rest] = argv;
+  const wantsHelp = rest.includes("--help") || rest.includes("-h");
+  if (command === "--help" || command === "-h" || command === "help") exit(0, USAGE);
+  if (command === "serve" && wantsHelp) exit(0, SERVE_USAGE);
+  if (command === "serve" && rest.length > 0) exit(2, `serve takes no arguments (configuration is by environment)\n\n${SERVE_USAGE}`);
+  if (command !== "serve" && command !== "admin") exit(2, `unknown command "${command}"\n\n${USAGE}`);
+  if (command === "admin") {
+    // Arguments (and --help) are settled before the configuration is read or anything is opened.
+    try {
+      parseAdmin(rest);
+    } catch (e) {
+      if (e instanceof AdminHelp) exit(0, e.message);
+      if (e instanceof AdminUsageError) exit(2, e.message);
+      throw e;
+    }
+  }
+
   let config: Config;
   try {
     config = loadConfig();
   } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(`configuration error: ${e.message}`);
-      process.exit(1);
-    }
+    if (e instanceof ConfigError) exit(1, `configuration error: ${e.message}`);
     throw e;
   }
   setLogLevel(config.logLevel);
-  const [command = "serve", ...rest] = argv;
   try {
     if (command === "serve") return await serve(config);
-    if (command === "admin") {
-      console.log(await runAdmin(config, rest));
-      process.exit(0);
-    }
+    // The answer alone on stdout; logs on stderr, and only warnings unless LOG_LEVEL asks for more.
+    logToStderr();
+    if (!process.env.LOG_LEVEL) setLogLevel("warn");
+    exit(0, await runAdmin(config, rest));
   } catch (e) {
-    if (e instanceof AdminUsageError) {
-      console.error(e.message);
-      process.exit(2);
-    }
-    if (e instanceof ConfigError) {
-      console.error(`configuration error: ${e.message}`);
-      process.exit(1);
-    }
-    throw e;
+    if (e instanceof AdminUsageError) exit(2, e.message);
+    exit(1, oneLine(e));
   }
-  console.error(`unknown command "${command}": use serve or admin`);
-  process.exit(2);
 }
 
 await main(process.argv.slice(2));

@@ -95,7 +95,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   await flusher.init();
 
   const pendingSettles = new PendingSettles(sql, ledger);
-  const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs, pendingSettles);
+  const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs, pendingSettles, config.streamMaxMs);
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
@@ -129,7 +129,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     sql,
     ledger,
     apiKeyAuth,
-    siwe: new SiweVerifier(redis, ledgerKeys, { domain: config.siweDomain, chainIds: config.siweChainIds }),
+    siwe: new SiweVerifier(redis, ledgerKeys, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
     keys: new KeyService(sql, redis, ledger, credits),
     topup,

@@ -148,7 +148,7 @@ describe("Anthropic through the openai SDK: text", () => {
     expect(chunks[0]).toMatchObject({
       id: "msg_01StandinMessage",
       object: "chat.completion.chunk",
-      model: "claude-sonnet-4-5",
+      model: "claude/claude-sonnet-4-5", // the id the client asked for, not the upstream name
       choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }],
     });
     expect(chunks.map((c) => c.choices[0].delta.content ?? "").join("")).toBe(REPLY.join(""));

@@ -37,10 +37,11 @@ function problem(env: Record<string, string>): string {
 describe("configuration is validated once, naming the variable", () => {
   test("defaults", () => {
     const c = loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k" });
-    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 31337, siweChainIds: [31337], ledgerShards: 16 });
+    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 84532, siweChainIds: [84532], ledgerShards: 16 });
     expect(c.rateLimitRequests).toBe(600);
     expect(c.rateLimitWindowMs).toBe(60_000);
     expect(c.upstreamTimeoutMs).toBe(120_000);
+    expect(c.streamMaxMs).toBe(7_200_000);
     expect(c.catalog.models.get("p/m")).toMatchObject({ promptPico: 1_000_000, costPromptPico: 500_000 });
   });
 
@@ -53,6 +54,7 @@ describe("configuration is validated once, naming the variable", () => {
     [{ LOG_LEVEL: "loud" }, /^LOG_LEVEL: /],
     [{ RATE_LIMIT_REQUESTS: "-1" }, /^RATE_LIMIT_REQUESTS: /],
     [{ UPSTREAM_TIMEOUT_MS: "0" }, /^UPSTREAM_TIMEOUT_MS: /],
+    [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
     [{ SIWE_CHAIN_IDS: "1,base" }, /^SIWE_CHAIN_IDS: /],
     [{ SIWE_DOMAIN: "https://x.test/" }, /^SIWE_DOMAIN: /],
   ])("refused: %o", (env, expected) => {
@@ -64,6 +66,8 @@ describe("configuration is validated once, naming the variable", () => {
     ["price with 7 decimals", { ...good, models: [{ ...goodModel, promptPricePer1MTokens: 0.1234567 }] }, /promptPricePer1MTokens has more than 6 decimals/],
     ["unknown provider", { ...good, models: [{ ...goodModel, provider: "q" }] }, /provider "q" is not in providers/],
     ["negative price", { ...good, models: [{ ...goodModel, completionPricePer1M: -1 }] }, /completionPricePer1M must be a non-negative/],
+    ["image tokens without high", { ...good, models: [{ ...goodModel, imageTokens: { low: 85 } }] }, /models\[0\]\.imageTokens\.high must be a positive integer/],
+    ["image tokens as a number", { ...good, models: [{ ...goodModel, imageTokens: 765 }] }, /models\[0\]\.imageTokens must be an object/],
     ["bad provider type", { ...good, providers: { p: { ...good.providers.p, type: "grpc" } } }, /providers\.p\.type/],
   ])("catalog: %s is refused under MODELS_FILE", (_name, content, expected) => {
     expect(() => loadConfig({ MODELS_FILE: catalogFile(content), P_KEY: "k" })).toThrow(expected as RegExp);

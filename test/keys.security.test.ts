@@ -39,16 +39,18 @@ describe("SIWE on key creation", () => {
     expect(row!.key_hash).toBe(new Bun.CryptoHasher("sha256").update(key).digest("hex"));
   });
 
-  const rejected: [string, (a: ReturnType<typeof newAccount>) => Promise<{ message: string; signature: string }>][] = [
-    ["wrong domain", (a) => gw.signIn(a, { domain: "evil.test", uri: "https://evil.test" })],
-    ["uri on another origin", (a) => gw.signIn(a, { uri: "https://evil.test/login" })],
-    ["expired", (a) => gw.signIn(a, { issuedAt: minutes(-5), expirationTime: minutes(-1) })],
-    ["issued too long ago", (a) => gw.signIn(a, { issuedAt: minutes(-11) })],
-    ["issuedAt in the future", (a) => gw.signIn(a, { issuedAt: minutes(5) })],
-    ["notBefore in the future", (a) => gw.signIn(a, { notBefore: minutes(5) })],
-    ["chain not allowed", (a) => gw.signIn(a, { chainId: 10 })],
+  // Each 401 names the rule that failed, so a client author is not left guessing (the reason was once only logged).
+  const rejected: [string, RegExp, (a: ReturnType<typeof newAccount>) => Promise<{ message: string; signature: string }>][] = [
+    ["wrong domain", /^SIWE rejected: domain: must be "gateway\.test"$/, (a) => gw.signIn(a, { domain: "evil.test", uri: "https://evil.test" })],
+    ["uri on another origin", /^SIWE rejected: uri: must be on the message's domain/, (a) => gw.signIn(a, { uri: "https://evil.test/login" })],
+    ["expired", /^SIWE rejected: expired: /, (a) => gw.signIn(a, { issuedAt: minutes(-5), expirationTime: minutes(-1) })],
+    ["issued too long ago", /^SIWE rejected: issued too long ago: Issued At is more than 600 s old/, (a) => gw.signIn(a, { issuedAt: minutes(-11) })],
+    ["issuedAt in the future", /^SIWE rejected: not yet valid: Issued At /, (a) => gw.signIn(a, { issuedAt: minutes(5) })],
+    ["notBefore in the future", /^SIWE rejected: not yet valid: Not Before /, (a) => gw.signIn(a, { notBefore: minutes(5) })],
+    ["chain not allowed", /^SIWE rejected: chain: Chain ID must be one of 1, 8453$/, (a) => gw.signIn(a, { chainId: 10 })],
     [
       "short nonce",
+      /^SIWE rejected: nonce: /,
       async (a) => {
         const message = gw.siweMessage(a, { nonce: "abcdefgh" }).replace("Nonce: abcdefgh", "Nonce: abc12");
         return { message, signature: await a.signMessage({ message }) };
@@ -56,6 +58,7 @@ describe("SIWE on key creation", () => {
     ],
     [
       "tampered message",
+      /^SIWE rejected: signature: not signed by the message's address$/,
       async (a) => {
         const s = await gw.signIn(a);
         return { ...s, message: s.message.replace("Sign in to the gateway", "Sign in to the gateway!") };
@@ -63,6 +66,7 @@ describe("SIWE on key creation", () => {
     ],
     [
       "signed by another wallet",
+      /^SIWE rejected: signature: not signed by the message's address$/,
       async (a) => {
         const message = gw.siweMessage(a);
         return { message, signature: await newAccount().signMessage({ message }) };
@@ -70,19 +74,36 @@ describe("SIWE on key creation", () => {
     ],
     [
       "a line the grammar does not know",
+      /^SIWE rejected: malformed: not in canonical EIP-4361 form/,
       async (a) => {
         const message = gw.siweMessage(a) + "\nRedirect: https://evil.test";
         return { message, signature: await a.signMessage({ message }) };
       },
     ],
-    ["garbage signature", async (a) => ({ message: gw.siweMessage(a), signature: "0x1234" })],
+    ["garbage signature", /^SIWE rejected: signature: not 65 bytes of 0x-prefixed hex$/, async (a) => ({ message: gw.siweMessage(a), signature: "0x1234" })],
+    [
+      "version 2",
+      /^SIWE rejected: version: must be "1"$/,
+      async (a) => {
+        const message = gw.siweMessage(a).replace("Version: 1", "Version: 2");
+        return { message, signature: await a.signMessage({ message }) };
+      },
+    ],
+    ["not a SIWE message", /^SIWE rejected: malformed: /, async (a) => ({ message: "hello", signature: await a.signMessage({ message: "hello" }) })],
+    ["no signature", /^SIWE rejected: message and signature are required$/, async (a) => ({ message: gw.siweMessage(a) }) as never],
   ];
-  for (const [name, make] of rejected) {
-    test(`401 for ${name}, and no key is created`, async () => {
+  for (const [name, reason, make] of rejected) {
+    test(`401 for ${name}, naming the rule, and no key is created`, async () => {
       const account = newAccount();
-      const res = await gw.call("POST", "/v1/auth/keys", await make(account));
+      const creds = await make(account);
+      const res = await gw.call("POST", "/v1/auth/keys", creds);
       expect(res.status).toBe(401);
       expect(res.body.error).toBe("UNAUTHORIZED");
+      expect(res.body.message).toMatch(reason);
+      // The answer never echoes the credentials or the signer.
+      const text = JSON.stringify(res.body);
+      expect(text).not.toContain(account.address.slice(2, 12));
+      if (creds.signature) expect(text).not.toContain(creds.signature.slice(2, 20));
       expect(await keyCount(account.address.toLowerCase())).toBe(0);
     });
   }
@@ -91,7 +112,9 @@ describe("SIWE on key creation", () => {
     const account = newAccount();
     const creds = await gw.signIn(account);
     expect((await gw.call("POST", "/v1/auth/keys", creds)).status).toBe(201);
-    expect(await gw.call("POST", "/v1/auth/keys", creds)).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    const again = await gw.call("POST", "/v1/auth/keys", creds);
+    expect(again).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    expect(again.body.message).toMatch(/^SIWE rejected: replayed: this message was used before/);
     expect(await keyCount(account.address.toLowerCase())).toBe(1);
   });
 
@@ -99,7 +122,9 @@ describe("SIWE on key creation", () => {
     const account = newAccount();
     const before = await gw.signIn(account, { issuedAt: new Date(Date.now() - 60_000) });
     await gw.services.redis.set(gw.services.ledger.keys.ready, new Date(Date.now() - 30_000).toISOString()); // rebuilt 30 s ago
-    expect(await gw.call("POST", "/v1/auth/keys", before)).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    const res = await gw.call("POST", "/v1/auth/keys", before);
+    expect(res).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
+    expect(res.body.message).toMatch(/^SIWE rejected: replayed: signed before the ledger was rebuilt/);
     expect(await keyCount(account.address.toLowerCase())).toBe(0);
     expect((await gw.call("POST", "/v1/auth/keys", await gw.signIn(account))).status).toBe(201);
   });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { AdminUsageError, parseAdmin } from "../src/admin.ts";
+import { AdminFailure, AdminUsageError, parseAdmin } from "../src/admin.ts";
 import { hashRedeemCode } from "../src/modules/keys/keys.service.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
 
@@ -102,9 +102,9 @@ describe("referral codes", () => {
     expect(report).toContain(`${referrer.toLowerCase()}\tfriends-2025\t2\t3.000000\t0.000000`);
   });
 
-  test("a duplicate ref code is refused", async () => {
+  test("a duplicate ref code is refused (a failure, exit 1, not a usage mistake)", async () => {
     const owner = fresh().address;
     await admin("ref-codes", "create", "--owner", owner, "--code", "dup-code");
-    expect(admin("ref-codes", "create", "--owner", owner, "--code", "dup-code")).rejects.toThrow(AdminUsageError);
+    await expect(admin("ref-codes", "create", "--owner", owner, "--code", "dup-code")).rejects.toThrow(new AdminFailure(`ref code "dup-code" exists already`));
   });
 });

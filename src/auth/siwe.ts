@@ -6,8 +6,12 @@ import type { LedgerKeys } from "../ledger/keys.ts";
 import { log } from "../log.ts";
 
 const MAX_MESSAGE_BYTES = 4096;
-const MAX_AGE_MS = 10 * 60_000;
-const CLOCK_SKEW_MS = 60_000;
+/** A message is accepted at most this long after its issuedAt, whatever its expirationTime says. */
+export const SIWE_MAX_AGE_MS = 10 * 60_000;
+/** Allowance for a client clock ahead of ours (issuedAt, notBefore) and for the replay guard's lifetime. */
+export const SIWE_CLOCK_SKEW_MS = 60_000;
+const MAX_AGE_MS = SIWE_MAX_AGE_MS;
+const CLOCK_SKEW_MS = SIWE_CLOCK_SKEW_MS;
 
 /** SiweAuth as it arrives in a body or query string. */
 export interface SiweCredentials {
@@ -22,13 +26,18 @@ export interface SiweCredentials {
 export type SiweUse = "once" | "reuse";
 
 export interface SiweRules {
-  domain: string;
+  /** Accepted domains, the configured one first (local mode adds the other loopback spellings). */
+  domains: string[];
   chainIds: number[];
 }
 
+/**
+ * A failed rule. Its message goes to the client: it names the rule (and the public parameters of
+ * GET /v1/auth/siwe) but never echoes the message, the signature or the recovered signer.
+ */
 class SiweRejected extends Error {}
 
-/** Verifies Sign-In with Ethereum messages by every rule of design §5; all failures are one 401. */
+/** Verifies Sign-In with Ethereum messages by every rule of design §5; each failure is a 401 naming its rule. */
 export class SiweVerifier {
   constructor(
     private readonly redis: Redis,
@@ -36,14 +45,19 @@ export class SiweVerifier {
     private readonly rules: SiweRules,
   ) {}
 
-  /** Returns the signer's wallet (lower-case) or throws 401 UNAUTHORIZED; the reason goes to the log only. */
+  /** The accepted domain a client reached us by (its Host), else the configured one: what GET /v1/auth/siwe offers. */
+  domainFor(host: string | null): string {
+    return host && this.rules.domains.includes(host) ? host : this.rules.domains[0]!;
+  }
+
+  /** Returns the signer's wallet (lower-case) or throws 401 UNAUTHORIZED whose message names the failed rule. */
   async verify(creds: SiweCredentials, use: SiweUse): Promise<string> {
     try {
       return await this.check(creds, use);
     } catch (e) {
       if (e instanceof SiweRejected) {
         log.info("SIWE rejected", { reason: e.message });
-        throw new ApiError("UNAUTHORIZED", "Invalid or expired SIWE message or signature");
+        throw new ApiError("UNAUTHORIZED", `SIWE rejected: ${e.message}`);
       }
       throw e;
     }
@@ -51,60 +65,62 @@ export class SiweVerifier {
 
   private async check({ message, signature }: SiweCredentials, use: SiweUse): Promise<string> {
     if (typeof message !== "string" || typeof signature !== "string") throw new SiweRejected("message and signature are required");
-    if (Buffer.byteLength(message) > MAX_MESSAGE_BYTES) throw new SiweRejected("message too long");
-    if (!isHex(signature) || signature.length !== 132) throw new SiweRejected("signature is not 65 bytes of hex");
+    if (Buffer.byteLength(message) > MAX_MESSAGE_BYTES) throw new SiweRejected(`malformed: the message is longer than ${MAX_MESSAGE_BYTES} bytes`);
+    if (!isHex(signature) || signature.length !== 132) throw new SiweRejected("signature: not 65 bytes of 0x-prefixed hex");
 
     const m = parseSiweMessage(message);
+    if (m.version !== undefined && m.version !== "1") throw new SiweRejected('version: must be "1"');
     if (!m.address || !m.domain || !m.uri || !m.nonce || !m.issuedAt || m.version !== "1" || m.chainId === undefined) {
-      throw new SiweRejected("message lacks a required field");
+      throw new SiweRejected("malformed: not an EIP-4361 message with domain, address, URI, Version, Chain ID, Nonce and Issued At");
     }
+    if (!/^[A-Za-z0-9]{8,}$/.test(m.nonce)) throw new SiweRejected("nonce: must be at least 8 letters or digits");
     let canonical: string;
     try {
       canonical = createSiweMessage({ ...m, address: m.address, chainId: m.chainId, domain: m.domain, nonce: m.nonce, uri: m.uri, version: "1" });
     } catch {
-      throw new SiweRejected("message has an invalid field");
+      throw new SiweRejected("malformed: a field has an invalid value");
     }
     // Strict parsing: anything the grammar parser skipped over (extra lines, reordered fields) fails here.
-    if (canonical !== message) throw new SiweRejected("message is not in canonical EIP-4361 form");
+    if (canonical !== message) throw new SiweRejected("malformed: not in canonical EIP-4361 form (extra or reordered lines)");
 
-    if (m.domain !== this.rules.domain) throw new SiweRejected("wrong domain");
+    const domains = this.rules.domains;
+    if (!domains.includes(m.domain)) throw new SiweRejected(`domain: must be ${domains.map((d) => `"${d}"`).join(" or ")}`);
     let uriHost: string;
     try {
       uriHost = new URL(m.uri).host;
     } catch {
-      throw new SiweRejected("uri is not a URL");
+      throw new SiweRejected("uri: not a URL");
     }
-    if (uriHost !== this.rules.domain) throw new SiweRejected("uri is not on the domain");
-    if (!this.rules.chainIds.includes(m.chainId)) throw new SiweRejected("chain id not allowed");
-    if (!/^[A-Za-z0-9]{8,}$/.test(m.nonce)) throw new SiweRejected("nonce too short");
+    if (uriHost !== m.domain) throw new SiweRejected(`uri: must be on the message's domain (e.g. http(s)://${m.domain})`);
+    if (!this.rules.chainIds.includes(m.chainId)) throw new SiweRejected(`chain: Chain ID must be one of ${this.rules.chainIds.join(", ")}`);
 
     const now = Date.now();
     const issued = m.issuedAt.getTime();
-    if (issued < now - MAX_AGE_MS) throw new SiweRejected("issuedAt too old");
-    if (issued > now + CLOCK_SKEW_MS) throw new SiweRejected("issuedAt in the future");
-    if (m.expirationTime && m.expirationTime.getTime() <= now) throw new SiweRejected("expired");
-    if (m.notBefore && m.notBefore.getTime() > now + CLOCK_SKEW_MS) throw new SiweRejected("not valid yet");
+    if (issued < now - MAX_AGE_MS) throw new SiweRejected(`issued too long ago: Issued At is more than ${MAX_AGE_MS / 1000} s old; sign a new message`);
+    if (issued > now + CLOCK_SKEW_MS) throw new SiweRejected(`not yet valid: Issued At is more than ${CLOCK_SKEW_MS / 1000} s in the future`);
+    if (m.expirationTime && m.expirationTime.getTime() <= now) throw new SiweRejected("expired: Expiration Time has passed");
+    if (m.notBefore && m.notBefore.getTime() > now + CLOCK_SKEW_MS) throw new SiweRejected("not yet valid: Not Before is in the future");
 
     let signer: string;
     try {
       signer = await recoverMessageAddress({ message, signature: signature as Hex });
     } catch {
-      throw new SiweRejected("signature cannot be recovered");
+      throw new SiweRejected("signature: cannot be recovered");
     }
     const wallet = m.address.toLowerCase();
-    if (signer.toLowerCase() !== wallet) throw new SiweRejected("signer is not the message address");
+    if (signer.toLowerCase() !== wallet) throw new SiweRejected("signature: not signed by the message's address");
 
     // The replay guard lives in Redis: after Redis lost its data and the ledger was rebuilt, a message signed
     // before that moment may have been used already, so it can no longer mint or revoke keys.
     if (use === "once") {
       const rebuiltAt = Date.parse((await this.redis.get(this.keys.ready)) ?? "");
-      if (issued < rebuiltAt) throw new SiweRejected("message predates the ledger rebuild");
+      if (issued < rebuiltAt) throw new SiweRejected("replayed: signed before the ledger was rebuilt; sign a new message");
     }
 
     // Remember the message for as long as it could pass the checks above, plus the skew allowance.
     const until = Math.min(issued + MAX_AGE_MS, m.expirationTime?.getTime() ?? Number.POSITIVE_INFINITY) + CLOCK_SKEW_MS;
     const fresh = await this.redis.set(this.keys.siweSeen(sha256(message)), "1", "PX", Math.max(1000, until - now), "NX");
-    if (use === "once" && fresh === null) throw new SiweRejected("message was used before");
+    if (use === "once" && fresh === null) throw new SiweRejected("replayed: this message was used before; sign a new one for each key creation or revocation");
     return wallet;
   }
 }

@@ -16,6 +16,7 @@ export interface EmbeddedRedis {
 async function ping(socket: string): Promise<boolean> {
   if (!existsSync(socket)) return false;
   const r = new Redis(socket, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  r.on("error", () => {}); // a socket not yet listening is an expected "no" here, not a stack trace on stderr
   try {
     await r.connect();
     return (await r.ping()) === "PONG";

@@ -1,4 +1,4 @@
-import { log } from "../log.ts";
+import type { ImageTokens } from "./reserve.ts";
 
 /** Wire dialect of an upstream; each has an adapter under src/providers/<type>/. */
 export type ProviderType = "openai" | "anthropic";
@@ -8,7 +8,16 @@ export interface Provider {
   name: string;
   type: ProviderType;
   baseUrl: string;
-  apiKey: string;
+  /** Unset for a keyless provider (a local OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio). */
+  apiKey?: string;
+}
+
+/** Whether a catalog provider serves: keyless, keyed (its variable set) or off (its variable unset). */
+export interface ProviderState {
+  name: string;
+  state: "keyless" | "keyed" | "off";
+  /** The API key variable the catalog names, if any. */
+  apiKeyEnv?: string;
 }
 
 /**
@@ -22,6 +31,8 @@ export interface Model {
   upstreamModel: string;
   contextLength: number;
   maxOutputTokens: number;
+  /** The most one image part can cost this model, by detail; absent: its provider type's (reserve.ts). */
+  imageTokens?: ImageTokens;
   /** USD per 1M tokens, as listed (for /v1/models). */
   promptPricePer1MTokens: number;
   completionPricePer1M: number;
@@ -36,6 +47,12 @@ export interface Catalog {
   models: Map<string, Model>;
   /** Pre-rendered body of GET /v1/models: it never changes while the process runs. */
   modelListJson: string;
+  /** Pre-rendered body of GET /v1/models/{id}, per model. */
+  modelJson: Map<string, string>;
+  /** Catalog models whose provider is off, by id → the provider's state (for a precise UNKNOWN_MODEL). */
+  disabled: Map<string, ProviderState>;
+  /** Every provider of the catalog and whether it serves, for the start-up log. */
+  providers: ProviderState[];
 }
 
 /** A catalog problem, named by the path of the offending field. */
@@ -59,12 +76,22 @@ function positiveInt(value: unknown, where: string): number {
   return value;
 }
 
+function imageTokens(value: unknown, where: string): ImageTokens | undefined {
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== "object") throw new CatalogError(`${where} must be an object {low, high}`);
+  const { low, high } = value as Record<string, unknown>;
+  return { low: positiveInt(low, `${where}.low`), high: positiveInt(high, `${where}.high`) };
+}
+
 function str(value: unknown, where: string): string {
   if (typeof value !== "string" || value.length === 0) throw new CatalogError(`${where} must be a non-empty string`);
   return value;
 }
 
-/** Parses the catalog file's JSON; providers whose API key variable is unset are skipped with a warning. */
+/**
+ * Parses the catalog file's JSON. A provider without `apiKeyEnv` is keyless; one whose variable is unset is off,
+ * and its models answer UNKNOWN_MODEL saying so instead of being served.
+ */
 export function parseCatalog(raw: unknown, env: Record<string, string | undefined>): Catalog {
   if (!raw || typeof raw !== "object") throw new CatalogError("catalog must be a JSON object");
   const { providers: rawProviders, models: rawModels } = raw as { providers?: unknown; models?: unknown };
@@ -72,6 +99,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
   if (!Array.isArray(rawModels)) throw new CatalogError("models must be a list");
 
   const providers = new Map<string, Provider | null>();
+  const states = new Map<string, ProviderState>();
   for (const [name, p] of Object.entries(rawProviders as Record<string, Record<string, unknown>>)) {
     const type = p?.type;
     if (type !== "openai" && type !== "anthropic") throw new CatalogError(`providers.${name}.type must be "openai" or "anthropic"`);
@@ -81,17 +109,19 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     } catch {
       throw new CatalogError(`providers.${name}.baseUrl is not a URL`);
     }
-    const apiKeyEnv = str(p.apiKeyEnv, `providers.${name}.apiKeyEnv`);
-    const apiKey = env[apiKeyEnv];
-    if (!apiKey) {
-      log.warn("provider skipped: its API key variable is unset", { provider: name, variable: apiKeyEnv });
-      providers.set(name, null);
+    if (p.apiKeyEnv === undefined || p.apiKeyEnv === null) {
+      providers.set(name, { name, type, baseUrl });
+      states.set(name, { name, state: "keyless" });
       continue;
     }
-    providers.set(name, { name, type, baseUrl, apiKey });
+    const apiKeyEnv = str(p.apiKeyEnv, `providers.${name}.apiKeyEnv`);
+    const apiKey = env[apiKeyEnv];
+    providers.set(name, apiKey ? { name, type, baseUrl, apiKey } : null);
+    states.set(name, { name, state: apiKey ? "keyed" : "off", apiKeyEnv });
   }
 
   const models = new Map<string, Model>();
+  const disabled = new Map<string, ProviderState>();
   rawModels.forEach((m: Record<string, unknown>, i: number) => {
     const at = `models[${i}]`;
     const id = str(m?.id, `${at}.id`);
@@ -105,6 +135,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       upstreamModel: str(m.upstreamModel, `${at}.upstreamModel`),
       contextLength: positiveInt(m.contextLength, `${at}.contextLength`),
       maxOutputTokens: positiveInt(m.maxOutputTokens, `${at}.maxOutputTokens`),
+      imageTokens: imageTokens(m.imageTokens, `${at}.imageTokens`),
       promptPricePer1MTokens: m.promptPricePer1MTokens as number,
       completionPricePer1M: m.completionPricePer1M as number,
       promptPico: toPico(m.promptPricePer1MTokens, `${at}.promptPricePer1MTokens`),
@@ -114,6 +145,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     };
     const provider = providers.get(providerName);
     if (provider) models.set(id, { ...model, provider });
+    else disabled.set(id, states.get(providerName)!);
   });
 
   const data = [...models.values()].map((m) => ({
@@ -125,5 +157,19 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     promptPricePer1MTokens: m.promptPricePer1MTokens,
     completionPricePer1M: m.completionPricePer1M,
   }));
-  return { models, modelListJson: JSON.stringify({ object: "list", data }) };
+  return {
+    models,
+    modelListJson: JSON.stringify({ object: "list", data }),
+    modelJson: new Map(data.map((d) => [d.id, JSON.stringify(d)])),
+    disabled,
+    providers: [...states.values()],
+  };
+}
+
+/** Why a model id is not served: not in the catalog, or its provider is not configured. */
+export function unknownModelReason(catalog: Catalog, id: string): string {
+  const shown = JSON.stringify(id.slice(0, 200));
+  const off = catalog.disabled.get(id);
+  if (!off) return `Unknown model ${shown}; GET /v1/models lists the models served`;
+  return `Model ${shown} is in the catalog but its provider "${off.name}" is not configured (${off.apiKeyEnv} is unset)`;
 }

@@ -1,22 +1,5 @@
 import type { ChatRequest } from "./types.ts";
 
-/**
- * Upper bound on prompt tokens for the reserve, from the serialized upstream body. Why bytes and not a tokenizer:
- * - a byte-level BPE or byte-fallback token always covers at least one byte of text, whichever vendor's
- *   vocabulary it is, while a tiktoken count can undercount another vendor's tokenizer (Claude's, Llama's);
- * - the JSON framing of each message (`{"role":"user","content":""}`, ≥ 28 bytes) exceeds the few tokens of
- *   per-message overhead a chat template adds, so the body's length covers the template too;
- * - it costs one pass over the body, where a BPE count costs ~40 ms per MB on the request path.
- * `hiddenTokens` adds what the provider puts into the prompt that the body does not show (Anthropic's tool-use
- * system prompt). A prompt the model accepts never exceeds its context window, so the bound is clamped to it:
- * that keeps a long prompt's reserve (bytes ≈ 4 × tokens) from refusing a wallet that can pay for it.
- * Images are the exception a byte bound cannot see (a URL of 50 bytes can cost 1,000 tokens); such a charge
- * may exceed its hold, which the ledger records anyway (design §4).
- */
-export function promptTokenBound(serializedBody: string, contextLength: number, hiddenTokens = 0): number {
-  return Math.min(Buffer.byteLength(serializedBody) + 8 + hiddenTokens, contextLength);
-}
-
 type Encoding = typeof import("gpt-tokenizer/encoding/o200k_base");
 let encoding: Promise<Encoding> | undefined;
 

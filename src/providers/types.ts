@@ -28,8 +28,8 @@ export interface UpstreamRequest {
   url: string;
   init: RequestInit;
   /**
-   * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt), so the
-   * reserve's prompt bound still covers them.
+   * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt, OpenAI's
+   * rendering of tools and response schemas), so the reserve's prompt bound (reserve.ts) still covers them.
    */
   hiddenPromptTokens?: number;
 }
@@ -69,10 +69,13 @@ export type StreamTranslator = (payload: string) => StreamStep;
 export interface ProviderAdapter {
   /** Shapes the upstream call; throws ApiError VALIDATION_ERROR for a request the dialect cannot express. */
   request(p: UpstreamParams): UpstreamRequest;
-  /** Translates a 2xx JSON body; throws on a body that is not an answer. */
-  parse(text: string): ParsedCompletion;
+  /**
+   * Translates a 2xx JSON body; throws on a body that is not an answer. `modelId` is the catalog id the client
+   * asked for: the answer names it, not the provider's own model name.
+   */
+  parse(text: string, modelId: string): ParsedCompletion;
   /** Starts translating one stream; `includeUsage` says whether the client asked for the usage chunk. */
-  openStream(includeUsage: boolean): StreamTranslator;
+  openStream(includeUsage: boolean, modelId: string): StreamTranslator;
   /** The spec's error for a non-2xx upstream answer; its body is read only to classify, never passed on. */
   upstreamError(status: number, body: string): ApiError;
 }

@@ -96,9 +96,18 @@ function validate(b: Obj): string | null {
   return null;
 }
 
+/** What Claude (up to 4.6) bills an image at most, whatever its bytes: ~1.15 MP after resizing, at 750 px a token. */
+export const IMAGE_TOKENS = 1_600;
+
+function imagesIn(blocks: unknown): number {
+  if (!Array.isArray(blocks)) return 0;
+  return blocks.reduce((n: number, blk: Obj) => n + (blk?.type === "image" ? 1 : blk?.type === "tool_result" ? imagesIn(blk.content) : 0), 0);
+}
+
 /** Input tokens the stand-in reports for a request: deterministic, so tests know the exact charge. */
 export function inputTokensFor(b: Obj): number {
-  return 10 * b.messages.length + (b.system ? 5 : 0) + 100 * (b.tools?.length ?? 0) + 3;
+  const images = (b.messages as Obj[]).reduce((n, m) => n + imagesIn(m.content), 0);
+  return 10 * b.messages.length + (b.system ? 5 : 0) + 100 * (b.tools?.length ?? 0) + 3 + IMAGE_TOKENS * images;
 }
 
 type Block = { type: "text"; words: string[] } | { type: "thinking"; words: string[] } | { type: "tool_use"; name: string };

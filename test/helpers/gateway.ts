@@ -30,9 +30,13 @@ export const CLAUDE_MODELS = [
   "slow",
 ];
 
-/** Test catalog: stand-in models (behaviour by upstream name) at round prices, and one unreachable provider. */
+/**
+ * Test catalog: stand-in models (behaviour by upstream name) at round prices, and one unreachable provider.
+ * "vision" answers like echo and names the stand-in's image maxima (85 / 1,445) as its own; "underpriced" names
+ * 1 token per image, so an image request settles above its hold.
+ */
 function catalog(standinUrl: string, anthropicUrl: string) {
-  const model = (name: string, provider = "standin") => ({
+  const model = (name: string, provider = "standin", extra: Record<string, unknown> = {}) => ({
     id: `${provider}/${name}`,
     provider,
     upstreamModel: name,
@@ -43,15 +47,22 @@ function catalog(standinUrl: string, anthropicUrl: string) {
     completionPricePer1M: 10,
     costPromptPer1M: 2,
     costCompletionPer1M: 8,
+    ...extra,
   });
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang"];
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless"];
   return {
     providers: {
       standin: { type: "openai", baseUrl: standinUrl, apiKeyEnv: "STANDIN_KEY" },
       dead: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "STANDIN_KEY" },
       claude: { type: "anthropic", baseUrl: anthropicUrl, apiKeyEnv: "STANDIN_KEY" },
     },
-    models: [...names.map((n) => model(n)), model("echo", "dead"), ...CLAUDE_MODELS.map((n) => model(n, "claude"))],
+    models: [
+      ...names.map((n) => model(n)),
+      model("vision", "standin", { imageTokens: { low: 85, high: 1_445 } }),
+      model("underpriced", "standin", { imageTokens: { low: 1, high: 1 } }),
+      model("echo", "dead"),
+      ...CLAUDE_MODELS.map((n) => model(n, "claude")),
+    ],
   };
 }
 

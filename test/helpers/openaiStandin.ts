@@ -3,8 +3,10 @@
  * bodies). The upstream model name picks the behaviour, so tests need no shared mutable state:
  *   echo (default) · no-usage · fail-400 · fail-429 · fail-500 · garbage · slow · stream-break · stream-error
  *   · drip (stream words 50 ms apart) · no-usage-long (LONG_WORDS and a LONG_TOOL call, never any usage)
- *   · hang (stream three words, then silence until the client goes)
- * Usage is deterministic: prompt_tokens = 10 × messages + 1, completion_tokens = words of the reply.
+ *   · hang (stream three words, then silence until the client goes) · endless (stream words until the client goes)
+ * Usage is deterministic: prompt_tokens = 10 × messages + 1 + what the media parts cost, completion_tokens = words
+ * of the reply. Media parts bill the way OpenAI bills them at most, whatever their bytes: an image_url part the
+ * maximum of its detail for a GPT-4o-class model (IMAGE_TOKENS), an input_audio or file part MEDIA_TOKENS.
  */
 export const REPLY_WORDS = ["Hello", " from", " the", " stand", "-in"];
 
@@ -42,8 +44,26 @@ function errorBody(status: number, type: string) {
   return Response.json({ error: { message: `stand-in ${status}`, type, param: null, code: null } }, { status });
 }
 
-export function usageFor(messages: number) {
-  const prompt_tokens = 10 * messages + 1;
+/** What an image costs at most on a GPT-4o-class model: 85 at low detail, 85 + 8 tiles × 170 at high (or auto). */
+export const IMAGE_TOKENS = { low: 85, high: 1_445 };
+/** What the stand-in bills an audio or file part (their size is not in the request's bytes either). */
+export const MEDIA_TOKENS = 5_000;
+
+/** Prompt tokens of a request's media parts, as the stand-in bills them. */
+export function mediaTokensOf(messages: unknown[]): number {
+  let tokens = 0;
+  for (const m of messages as { content?: unknown }[]) {
+    if (!Array.isArray(m?.content)) continue;
+    for (const part of m.content as { type?: string; image_url?: { detail?: string } }[]) {
+      if (part?.type === "image_url") tokens += part.image_url?.detail === "low" ? IMAGE_TOKENS.low : IMAGE_TOKENS.high;
+      else if (part?.type === "input_audio" || part?.type === "file") tokens += MEDIA_TOKENS;
+    }
+  }
+  return tokens;
+}
+
+export function usageFor(messages: number, mediaTokens = 0) {
+  const prompt_tokens = 10 * messages + 1 + mediaTokens;
   const completion_tokens = REPLY_WORDS.length;
   return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
 }
@@ -71,7 +91,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       if (mode === "slow") {
         await sleep(2_000);
       }
-      const usage = usageFor(body.messages.length);
+      const usage = usageFor(body.messages.length, mediaTokensOf(body.messages));
       const base = { id: "chatcmpl-standin", created: Math.floor(Date.now() / 1000), model: mode, system_fingerprint: "fp_standin" };
       if (mode === "no-usage-long") return longAnswer(base, body.stream === true);
       if (!body.stream) {
@@ -86,6 +106,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       const chunk = (delta: object, finish: string | null = null) =>
         `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) })}\n\n`;
       const enc = new TextEncoder();
+      let stopped = false;
       const stream = new ReadableStream<Uint8Array>({
         async start(ctrl) {
           ctrl.enqueue(enc.encode(chunk({ role: "assistant", content: "" })));
@@ -102,12 +123,19 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
             if (mode === "hang" && i === 3) return; // silence: the stream stays open until cancelled
             ctrl.enqueue(enc.encode(chunk({ content: w })));
           }
+          // A word every few ms for as long as the gateway reads (its reads stop when its client stops reading).
+          while (mode === "endless") {
+            await sleep(2);
+            if (stopped) return;
+            ctrl.enqueue(enc.encode(chunk({ content: " more" })));
+          }
           ctrl.enqueue(enc.encode(chunk({}, "stop")));
           if (includeUsage) ctrl.enqueue(enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`));
           ctrl.enqueue(enc.encode("data: [DONE]\n\n"));
           ctrl.close();
         },
         cancel() {
+          stopped = true;
           state.cancelled++;
           state.waiters = state.waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
         },

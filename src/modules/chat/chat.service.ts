@@ -2,15 +2,17 @@ import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
-import type { Catalog, Model } from "../../providers/catalog.ts";
+import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
+import { refuseRepricingFields } from "../../providers/fields.ts";
 import { adapterFor } from "../../providers/index.ts";
 import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
 import { SseDecoder } from "../../providers/sse.ts";
-import { countPromptTokens, countTokens, promptTokenBound } from "../../providers/tokens.ts";
+import { completionCap, reserveFor, type ReserveBound } from "../../providers/reserve.ts";
+import { countPromptTokens, countTokens } from "../../providers/tokens.ts";
 import type { ChatRequest, ProviderAdapter, StreamStep } from "../../providers/types.ts";
 import type { PendingSettle, PendingSettles } from "../../store/pendingSettles.ts";
+import { checkHoldOverrun } from "./holdOverruns.ts";
 
-const DEFAULT_MAX_TOKENS = 1024;
 const encoder = new TextEncoder();
 const DONE = encoder.encode("data: [DONE]\n\n");
 const STREAM_ERROR = encoder.encode(
@@ -25,7 +27,8 @@ interface Call {
   adapter: ProviderAdapter;
   /** The client's request, counted with the tokenizer when the provider reports no usage. */
   body: ChatRequest;
-  promptBound: number;
+  /** What the hold covers: a charge above it is a defect (logged and counted), charged all the same. */
+  bound: ReserveBound;
   headers: Record<string, string>;
 }
 
@@ -64,34 +67,35 @@ export class ChatService {
     private readonly catalog: Catalog,
     private readonly upstreamTimeoutMs: number,
     private readonly pending: PendingSettles,
+    /** A stream still running after this long is stopped and charged for what it produced (STREAM_MAX_MS). */
+    private readonly maxStreamMs = 2 * 3600_000,
   ) {}
 
   async complete(authorization: string | null, body: ChatRequest): Promise<Response> {
+    // What reaches the provider is the gateway's decision: a field that could raise its bill behind the hold
+    // is refused before anything else happens (README "Money rules").
+    refuseRepricingFields(body);
     const principal = await this.auth.fromHeader(authorization);
     const model = this.catalog.models.get(body.model);
-    if (!model) throw new ApiError("UNKNOWN_MODEL", `Unknown model "${String(body.model).slice(0, 200)}"`);
+    if (!model) throw new ApiError("UNKNOWN_MODEL", unknownModelReason(this.catalog, String(body.model)));
 
     const stream = body.stream === true;
-    // The reserve is what the answer can cost at most: the prompt's upper bound (see promptTokenBound: bytes of
-    // the upstream body plus what the provider adds unseen, at most the context window) at the prompt price,
-    // plus max_tokens per choice at the completion price. max_tokens (default 1024) is clamped to the model's
-    // maximum output and always sent upstream, so the completion can never outgrow the hold.
-    // max_completion_tokens is the same cap under OpenAI's newer name: it bounds the reserve just the same.
-    const maxTokens = Math.min(body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS, model.maxOutputTokens);
+    // The reserve is what the provider can bill at most (reserve.ts): the prompt's upper bound from the upstream
+    // body, images at their maximum, what the provider adds unseen, at most the context window; plus the
+    // completion cap (always sent upstream, clamped) per choice.
     const adapter = adapterFor(model.provider.type);
-    const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens });
-    const promptBound = promptTokenBound(init.body as string, model.contextLength, hiddenPromptTokens);
-    const reserve = billedMicro(model, { prompt_tokens: promptBound, completion_tokens: maxTokens * (body.n ?? 1) });
+    const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens: completionCap(model, body) });
+    const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens);
 
     const holdId = crypto.randomUUID();
-    const { rateRemaining } = await this.ledger.reserve(principal, holdId, reserve);
+    const { rateRemaining } = await this.ledger.reserve(principal, holdId, bound.micro);
     const call: Call = {
       principal,
       holdId,
       model,
       adapter,
       body,
-      promptBound,
+      bound,
       headers: { "x-ratelimit-remaining": String(rateRemaining) },
     };
     return stream ? this.streamed(call, url, init, body.stream_options?.include_usage === true) : this.single(call, url, init);
@@ -113,7 +117,7 @@ export class ChatService {
 
     let parsed;
     try {
-      parsed = call.adapter.parse(text);
+      parsed = call.adapter.parse(text, call.model.id);
     } catch (e) {
       await this.release(call);
       log.warn("upstream answered with an unreadable body", { model: call.model.id, error: e });
@@ -157,7 +161,7 @@ export class ChatService {
 
     const reader = res.body.getReader();
     const decoder = new SseDecoder();
-    const translate = call.adapter.openStream(includeUsage);
+    const translate = call.adapter.openStream(includeUsage, call.model.id);
     let usage: Usage | undefined;
     let promptTokens: number | undefined;
     let generated = "";
@@ -169,21 +173,30 @@ export class ChatService {
 
     // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
     // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
-    // A client that keeps the connection but stops reading would keep it forever: after MAX_STREAM_MS the upstream
-    // is stopped and the hold left to expire.
-    const started = Date.now();
-    const keepHold = setInterval(() => {
-      if (Date.now() - started > MAX_STREAM_MS) {
-        clearInterval(keepHold);
-        abort.abort();
-        return;
+    const keepHold = setInterval(() => void this.ledger.extendHold(call.principal, call.holdId).catch(() => {}), this.ledger.holdRefreshMs);
+    // A client that keeps the connection but stops reading would keep it (and the hold) forever: at the time cap
+    // the stream ends and is charged what it produced, which the provider bills (releasing it would hand the
+    // client that output for free); the upstream is stopped once the settle is under way.
+    let client: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const cap = setTimeout(async () => {
+      disarm();
+      clearInterval(keepHold);
+      if (resolved) return;
+      resolved = true;
+      this.settleBehind(call, await cost());
+      abort.abort();
+      try {
+        client?.enqueue(DONE);
+        client?.close();
+      } catch {
+        // the client went away meanwhile
       }
-      void this.ledger.extendHold(call.principal, call.holdId).catch(() => {});
-    }, this.ledger.holdRefreshMs);
+    }, this.maxStreamMs);
 
     const finish = async (ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean) => {
       disarm();
       clearInterval(keepHold);
+      clearTimeout(cap);
       if (resolved) return; // the client cancelled first; cancel() resolved the hold
       resolved = true;
       if (ok) {
@@ -202,6 +215,9 @@ export class ChatService {
     };
 
     const body = new ReadableStream<Uint8Array>({
+      start: (ctrl) => {
+        client = ctrl;
+      },
       pull: async (ctrl) => {
         // Each pull forwards one upstream read; the loop only repeats when a read produced nothing to send.
         for (;;) {
@@ -249,6 +265,7 @@ export class ChatService {
         // settle releases the rest of the hold.
         disarm();
         clearInterval(keepHold);
+        clearTimeout(cap);
         abort.abort();
         if (resolved) return;
         resolved = true;
@@ -262,18 +279,21 @@ export class ChatService {
 
   /**
    * Usage when the provider reported none: the prompt as the provider counted it (Anthropic's message_start) or
-   * as the tokenizer counts it, and the generated text counted by the tokenizer. Never throws: should counting
-   * fail, the prompt's reserve bound and one token per byte generated are upper bounds.
+   * as the tokenizer counts it, and the generated text counted by the tokenizer. The gateway's own counts never
+   * exceed the reserve's bounds: the provider cannot bill more than those, so a count above them (another
+   * vendor's tokenizer, an image counted at a typical size) is the estimate's error. Never throws: should
+   * counting fail, the bounds themselves are billed.
    */
   private async estimate(call: Call, generated: string, promptTokens?: number): Promise<Usage> {
+    const { promptTokens: promptBound, completionTokens: completionBound } = call.bound;
     try {
       return {
-        prompt_tokens: promptTokens ?? (await countPromptTokens(call.body)),
-        completion_tokens: await countTokens(generated),
+        prompt_tokens: promptTokens ?? Math.min(await countPromptTokens(call.body), promptBound),
+        completion_tokens: Math.min(await countTokens(generated), completionBound),
       };
     } catch (e) {
       log.error("token count failed; billing the upper bounds", { model: call.model.id, error: e });
-      return { prompt_tokens: promptTokens ?? call.promptBound, completion_tokens: Buffer.byteLength(generated) };
+      return { prompt_tokens: promptTokens ?? promptBound, completion_tokens: Math.min(Buffer.byteLength(generated), completionBound) };
     }
   }
 
@@ -285,6 +305,8 @@ export class ChatService {
    */
   private settleBehind(call: Call, usage: Usage): void {
     const charge = billedMicro(call.model, usage);
+    // Charged all the same (the provider billed it), but the hold should have covered it.
+    checkHoldOverrun(charge, call.bound, { model: call.model.id, hold: call.holdId, usage });
     const details: ChargeDetails = {
       promptTokens: usage.prompt_tokens,
       completionTokens: usage.completion_tokens,
@@ -331,8 +353,6 @@ export class ChatService {
 // A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
 // goes to Postgres (pending_settles) for the repair job.
 const SETTLE_ATTEMPTS = 35;
-// Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
-const MAX_STREAM_MS = 2 * 3600_000;
 const SETTLE_ATTEMPT_MS = 2_000;
 
 /** Rejects when `p` takes longer than `ms` (p itself runs on). */

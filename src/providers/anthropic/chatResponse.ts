@@ -57,7 +57,7 @@ export function openaiUsage(usage: Usage, cachedTokens = 0): Obj {
  * only tool calls, as OpenAI sends it); thinking goes to `reasoning_content` and, with its signature, to
  * `thinking_blocks`, which a client sends back so a tool-use conversation can continue with thinking on.
  */
-export function parseMessage(text: string): ParsedCompletion {
+export function parseMessage(text: string, modelId: string): ParsedCompletion {
   const msg = JSON.parse(text) as Obj;
   if (msg?.type !== "message" || !Array.isArray(msg.content)) throw new Error("upstream body is not a message");
   let content = "";
@@ -93,7 +93,7 @@ export function parseMessage(text: string): ParsedCompletion {
     id: msg.id,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
-    model: msg.model,
+    model: modelId,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(msg.stop_reason) }],
   };
   if (usage) body.usage = openaiUsage(usage, cached);

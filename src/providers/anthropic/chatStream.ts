@@ -14,9 +14,8 @@ type Obj = Record<string, unknown>;
  *   message_stop → the usage chunk when the client asked for it, then the end
  *   error → a failed stream; ping, content_block_stop and event types added later carry nothing to forward.
  */
-export function openAnthropicStream(includeUsage: boolean): StreamTranslator {
+export function openAnthropicStream(includeUsage: boolean, model: string): StreamTranslator {
   let id = "";
-  let model = "";
   const created = Math.floor(Date.now() / 1000);
   let promptTokens = 0;
   let cached = 0;
@@ -33,7 +32,6 @@ export function openAnthropicStream(includeUsage: boolean): StreamTranslator {
       case "message_start": {
         const msg = (ev.message ?? {}) as Obj;
         id = String(msg.id ?? "");
-        model = String(msg.model ?? "");
         const u = (msg.usage ?? {}) as Obj;
         promptTokens = promptTokensOf(u);
         cached = Number.isSafeInteger(u.cache_read_input_tokens) ? (u.cache_read_input_tokens as number) : 0;

@@ -1,8 +1,14 @@
 import { upstreamStatusError } from "../errors.ts";
+import { OPENAI_FORWARDED_FIELDS, pickFields } from "../fields.ts";
 import type { Usage } from "../pricing.ts";
 import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
 
 const CHAT_PATH = "/chat/completions";
+// OpenAI renders tool definitions and a response schema into the prompt in its own form (a few tokens per tool
+// and property beyond their JSON, a dozen around them: OpenAI's cookbook count); the JSON's bytes are in the body,
+// these allowances cover the rest with room to spare.
+const TOOLS_RENDERING_TOKENS = 100;
+const SCHEMA_RENDERING_TOKENS = 100;
 
 function usageOf(u: unknown): Usage | null {
   if (!u || typeof u !== "object") return null;
@@ -31,52 +37,70 @@ function generatedText(part: Record<string, unknown> | undefined): string {
 }
 
 /**
- * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request is
- * passed through with the upstream model name, the clamped max_tokens and, for streams, include_usage.
+ * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request's
+ * allowed fields (fields.ts) are passed through with the upstream model name, the clamped max_tokens and, for
+ * streams, include_usage.
  */
 export const openaiAdapter: ProviderAdapter = {
   request({ model, body, stream, maxTokens }: UpstreamParams) {
-    const upstream: Record<string, unknown> = { ...body, model: model.upstreamModel };
+    const upstream: Record<string, unknown> = { ...pickFields(body, OPENAI_FORWARDED_FIELDS), model: model.upstreamModel };
     // The cap always goes upstream, clamped, under the name the client used: reasoning models refuse max_tokens,
     // and a provider that prefers max_completion_tokens must not see a larger one than the hold covers.
     if (body.max_completion_tokens !== undefined) upstream.max_completion_tokens = maxTokens;
     if (body.max_completion_tokens === undefined || body.max_tokens !== undefined) upstream.max_tokens = maxTokens;
     if (stream) upstream.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+    const tools = (Array.isArray(body.tools) && body.tools.length > 0) || (Array.isArray(body.functions) && body.functions.length > 0);
+    const schema = body.response_format !== undefined && body.response_format !== null;
     return {
+      hiddenPromptTokens: (tools ? TOOLS_RENDERING_TOKENS : 0) + (schema ? SCHEMA_RENDERING_TOKENS : 0),
       url: model.provider.baseUrl + CHAT_PATH,
       init: {
         method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${model.provider.apiKey}` },
+        // A keyless provider (a local server) gets no Authorization header at all.
+        headers: model.provider.apiKey
+          ? { "content-type": "application/json", authorization: `Bearer ${model.provider.apiKey}` }
+          : ({ "content-type": "application/json" } as Record<string, string>),
         body: JSON.stringify(upstream),
       },
     };
   },
 
-  parse(text) {
-    const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown };
+  parse(text, modelId) {
+    const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown; model?: unknown };
     if (!obj || !Array.isArray(obj.choices)) throw new Error("upstream body has no choices");
     const usage = usageOf(obj.usage);
+    // The answer names the model the client asked for; the body is passed on untouched when it already does.
+    let json = text;
+    if (obj.model !== modelId) {
+      obj.model = modelId;
+      json = JSON.stringify(obj);
+    }
     // The generated text is only counted when usage is missing: skip the walk over the answer otherwise.
-    return { json: text, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
+    return { json, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
   },
 
   // Stateless: every OpenAI chunk stands alone, so one translator serves the whole stream.
-  openStream(includeUsage) {
+  openStream(includeUsage, modelId) {
     return (payload): StreamStep => {
       if (payload === "[DONE]") return { done: true };
-      const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown };
+      const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown; model?: unknown };
       if (obj.error) return { failed: true };
       const usage = usageOf(obj.usage) ?? undefined;
       const choices = Array.isArray(obj.choices) ? obj.choices : [];
       let generated = "";
       for (const c of choices) generated += generatedText(c.delta);
+      let rewrite = false;
+      if ("model" in obj && obj.model !== modelId) {
+        obj.model = modelId; // every chunk names the model the client asked for
+        rewrite = true;
+      }
       if (usage && !includeUsage) {
         // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
         if (choices.length === 0) return { usage, generated };
         delete obj.usage;
-        return { chunk: JSON.stringify(obj), usage, generated };
+        rewrite = true;
       }
-      return { chunk: payload, usage, generated };
+      return { chunk: rewrite ? JSON.stringify(obj) : payload, usage, generated };
     };
   },
 
