@@ -23,25 +23,25 @@ export function runMain(args: string[], env: Record<string, string>): Promise<{ 
   return spawnMain(args, env).done;
 }
 
-/** `bun src/main.ts <args>` running: `waitFor` resolves once its stdout matches (a log line it printed). */
+/** `bun src/main.ts <args>` running: `waitFor` resolves once its output (stdout or stderr) matches a log line. */
 export function spawnMain(args: string[], env: Record<string, string>) {
   const proc = Bun.spawn(["bun", MAIN, ...args], { env: childEnv(env), stdout: "pipe", stderr: "pipe" });
-  let stdout = "";
+  const out = { stdout: "", stderr: "" };
   const watchers: { re: RegExp; resolve: () => void }[] = [];
-  const readStdout = (async () => {
+  const read = async (name: "stdout" | "stderr") => {
     const decoder = new TextDecoder();
-    const reader = proc.stdout.getReader();
+    const reader = proc[name].getReader();
     for (let r = await reader.read(); !r.done; r = await reader.read()) {
-      stdout += decoder.decode(r.value);
-      for (const w of watchers.splice(0)) (w.re.test(stdout) ? w.resolve() : watchers.push(w));
+      out[name] += decoder.decode(r.value);
+      for (const w of watchers.splice(0)) (w.re.test(out.stdout + out.stderr) ? w.resolve() : watchers.push(w));
     }
-  })();
-  const done = Promise.all([readStdout, new Response(proc.stderr).text(), proc.exited]).then(([, stderr, code]) => ({ code, stdout, stderr }));
+  };
+  const done = Promise.all([read("stdout"), read("stderr"), proc.exited]).then(([, , code]) => ({ code, ...out }));
   return {
     proc,
     done,
     waitFor(re: RegExp): Promise<void> {
-      if (re.test(stdout)) return Promise.resolve();
+      if (re.test(out.stdout + out.stderr)) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
         watchers.push({ re, resolve });
         void done.then((r) => reject(new Error(`exited (${r.code}) before printing ${re}: ${r.stdout}${r.stderr}`)));
