@@ -89,6 +89,8 @@ async function serve(config: Config): Promise<void> {
 
 /** What an operator reads when a command fails: one line, never a stack trace or a secret. */
 function oneLine(e: unknown): string {
+  // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
+  if (e instanceof ConfigError) return `configuration error: ${e.message}`;
   if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
   const message = e instanceof Error ? e.message : String(e);
   return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;

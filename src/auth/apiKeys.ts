@@ -37,7 +37,7 @@ export function hashApiKey(key: string): string {
 
 /**
  * Resolves `Authorization: Bearer sk-…` to its key id and wallet. The hash → (id, wallet) mapping never changes,
- * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-6
+ * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-7
  * (chat) or `assertActive` (other endpoints), so a revoke bites on the very next request.
  */
 export class ApiKeyAuth {
@@ -87,7 +87,7 @@ export class ApiKeyAuth {
     this.misses.delete(hash);
   }
 
-  /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-6). */
+  /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-7). */
   async assertActive(p: KeyPrincipal): Promise<void> {
     if ((await this.redis.hget(p.apiKeyKey, "revoked")) !== "0") throw new ApiError("UNAUTHORIZED");
   }

@@ -25,7 +25,7 @@ import { readPostgresBooks } from "./auditPostgres.ts";
 import { listLedgerNames, readCreditOutbox, readShard, writtenSinceRead } from "./auditRedis.ts";
 import { formatAudit } from "./auditReport.ts";
 import type { Sql } from "./db.ts";
-import { ensureLedger } from "./rebuild.ts";
+import { rebuildLedger } from "./rebuild.ts";
 
 /** What the audit reads through: the gateway's own connections. */
 export interface AuditDeps {
@@ -65,12 +65,11 @@ export async function auditLedger(d: AuditDeps): Promise<AuditResult> {
 }
 
 /**
- * Forces a rebuild of the Redis ledger from Postgres. The one place `--fix` names the rebuild, so that it can
- * point at the fenced rebuild (src/store/rebuild.ts) without touching the audit.
+ * Rebuilds the Redis ledger from Postgres through the fenced rebuild: every process sharing the Redis holds its
+ * balance changes meanwhile, live holds are kept (locked is recomputed from them), and the outboxes are drained.
  */
 export async function rebuildLedgerNow(s: Services): Promise<void> {
-  await s.redis.del(s.ledger.keys.ready);
-  await s.ledger.pausedWhile(() => ensureLedger(s.redis, s.sql, s.ledger.keys));
+  await rebuildLedger(s.ledger, s.sql);
 }
 
 /**

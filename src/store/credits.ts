@@ -49,10 +49,10 @@ export class Credits {
   }
 
   /**
-   * Inserts the credit row without touching Redis. A conflict (same event id or settlement transaction)
-   * returns the row already there, marked duplicate.
+   * Inserts the credit row without touching Redis (the rebuild records deferred credits so). A conflict (same
+   * event id or settlement transaction) returns the row already there, marked duplicate.
    */
-  private async record(q: Sql, c: CreditInput): Promise<{ id: number; eventId: string; wallet: string; amountUsdc: number; duplicate: boolean }> {
+  async record(q: Sql, c: CreditInput): Promise<{ id: number; eventId: string; wallet: string; amountUsdc: number; duplicate: boolean }> {
     const [row] = await q<{ id: number }[]>`
       INSERT INTO credits (event_id, wallet, kind, amount_usdc, reason, tx_hash, network)
       VALUES (${c.eventId}, ${c.wallet}, ${c.kind}, ${c.amountUsdc}, ${c.reason ?? null}, ${c.txHash ?? null}, ${c.network ?? null})

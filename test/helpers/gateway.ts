@@ -69,6 +69,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
 
 /** What a fault test needs beyond the defaults. */
 export interface GatewayOptions {
+  /** Serve the private Redis on this TCP port too, so a child process (a second gateway, an admin command) shares it. */
+  redisPort?: number;
   /** Put a forwarder (test/helpers/forwarder.ts) in front of Redis, to take it away and give it back. */
   forwardRedis?: boolean;
   /** The same in front of Postgres. */
@@ -101,6 +103,8 @@ export interface TestGateway {
   newWallet(usd?: number, keyOptions?: Record<string, unknown>): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
   grant(wallet: string, micro: number): Promise<void>;
   ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
+  /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */
+  sharedEnv(): Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -111,15 +115,16 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
   const anthropic = startAnthropicStandin();
   const dir = mkdtempSync(join(tmpdir(), "gw-cfg-"));
   writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url, anthropic.url)));
-  const config = loadConfig({
+  const configEnv = {
     MODELS_FILE: join(dir, "models.json"),
     STANDIN_KEY: "standin-key",
     SIWE_DOMAIN,
     SIWE_CHAIN_IDS: "1,8453",
     LOG_LEVEL: "error",
     ...env,
-  });
-  const redis = await privateRedis();
+  };
+  const config = loadConfig(configEnv);
+  const redis = await privateRedis({ port: opts.redisPort });
   const db = await freshDatabase();
   const redisForwarder = opts.forwardRedis ? startForwarder({ unix: redis.socket }) : undefined;
   let database = { ...db.database, debug: opts.onQuery && ((_c: number, q: string) => opts.onQuery!(q)) };
@@ -205,6 +210,10 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
       await services.credits.add({ eventId: `grant:${crypto.randomUUID()}`, wallet, kind: "grant", amountUsdc: micro, reason: "test" });
     },
     ledgerState: (wallet) => services.ledger.balance(wallet),
+    sharedEnv() {
+      if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");
+      return { ...configEnv, REDIS_URL: `redis://127.0.0.1:${opts.redisPort}`, DATABASE_URL: db.database.url };
+    },
     async close() {
       await redisForwarder?.up();
       await pgForwarder?.up();

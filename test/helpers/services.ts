@@ -6,10 +6,10 @@ import { startEmbeddedPostgres } from "../../src/embedded/postgres.ts";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded/redis.ts";
 import type { Connections } from "../../src/services.ts";
 
-/** A private redis-server for one test file, on its own socket, so a test may flush or kill it. */
-export async function privateRedis(): Promise<EmbeddedRedis & { dir: string }> {
+/** A private redis-server for one test file, on its own socket (and `port`, if given), so a test may flush or kill it. */
+export async function privateRedis(opts: { port?: number } = {}): Promise<EmbeddedRedis & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), "gw-redis-"));
-  const r = await startEmbeddedRedis(dir, { persist: false });
+  const r = await startEmbeddedRedis(dir, { persist: false, port: opts.port });
   return { ...r, dir, stop: async () => (await r.stop(), rmSync(dir, { recursive: true, force: true })) };
 }
 
