@@ -157,7 +157,7 @@ export async function startUpstreams(delays: number[]): Promise<Record<number, U
 /** The test helpers' private redis-server (no persistence), served on a free TCP port for the gateway. */
 export async function startRedis(): Promise<{ url: string; pid: number }> {
   const port = freePort();
-  const redis = await privateRedis({ tcpPort: port });
+  const redis = await privateRedis({ port });
   cleanups.push(() => redis.stop());
   return { url: `redis://127.0.0.1:${port}/0`, pid: redis.pid ?? 0 };
 }

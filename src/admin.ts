@@ -3,6 +3,7 @@ import { hashRedeemCode } from "./modules/keys/keys.service.ts";
 import { formatUsd, parseUsd } from "./money.ts";
 import { buildServices, type Services } from "./services.ts";
 import { openStack } from "./stack.ts";
+import { runAudit } from "./store/audit.ts";
 import { assertEmbeddedDataExists, checkDependencies } from "./startup.ts";
 
 const WALLET = /^0x[0-9a-fA-F]{40}$/;
@@ -16,6 +17,13 @@ export class AdminHelp extends Error {}
 
 /** A command that ran and could not do what was asked (no such key, an --id reused): one line, exit code 1. */
 export class AdminFailure extends Error {}
+
+/** A command that ran and printed its report, whose verdict is a failure (audit differences): report on stdout, exit 1. */
+export class AdminFailedReport extends Error {
+  constructor(readonly report: string) {
+    super(report.split("\n")[0]);
+  }
+}
 
 /** A parsed, valid command; runs against the services it is given. */
 export type AdminCommand = (s: Services) => Promise<string>;
@@ -56,6 +64,13 @@ const COMMANDS: AdminEntry[] = [
   },
   { name: "ref-codes create", args: "--owner <wallet> [--code C]", summary: "a referral code of a referrer", parse: (rest) => createRefCode(rest) },
   { name: "referrals", args: "", summary: "per referrer: referred wallets, their top-ups and spend (tab-separated)", parse: (rest) => noArgs(rest, referrals) },
+  {
+    name: "audit",
+    args: "[--fix]",
+    summary: "compare Redis with Postgres for every wallet and key; exit 1 on a difference",
+    details: "Prints the differences and totals as a table. --fix rebuilds the Redis ledger from Postgres, then audits again and exits by that.",
+    parse: (rest) => audit(rest),
+  },
 ];
 
 const line = (e: AdminEntry) => `admin ${e.name}${e.args ? " " + e.args : ""}`;
@@ -132,6 +147,18 @@ function noArgs(rest: string[], command: AdminCommand): AdminCommand {
 function walletArg(value: string | undefined, what = "wallet"): string {
   if (!value || !WALLET.test(value)) throw new AdminUsageError(`${what} must be a 0x address`);
   return value.toLowerCase();
+}
+
+/** Redis vs Postgres, wallet by wallet and key by key (src/store/audit.ts); differences exit 1. */
+function audit(rest: string[]): AdminCommand {
+  const fix = rest[0] === "--fix";
+  const extra = rest.slice(fix ? 1 : 0);
+  if (extra.length > 0) throw new AdminUsageError(`unexpected argument "${extra[0]}"`);
+  return async (s) => {
+    const r = await runAudit(s, { fix });
+    if (!r.clean) throw new AdminFailedReport(r.output);
+    return r.output;
+  };
 }
 
 function grant(rest: string[]): AdminCommand {

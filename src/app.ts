@@ -3,6 +3,7 @@ import { cors } from "./cors.ts";
 import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
 import { ApiError, errorResponse, PlainError } from "./errors.ts";
 import { log } from "./log.ts";
+import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
@@ -30,7 +31,7 @@ function validationMessage(error: ValidationError): string {
 }
 
 /** The spec's error answer for anything thrown while serving; detail goes to the log only. */
-function renderError(code: string | number, error: unknown): Response {
+function renderError(code: string | number, error: unknown, s: Services): Response {
   if (error instanceof ApiError) return errorResponse(error);
   if (error instanceof PlainError) return Response.json({ error: error.message }, { status: error.status });
   if (code === "VALIDATION") {
@@ -43,6 +44,13 @@ function renderError(code: string | number, error: unknown): Response {
   }
   if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
   if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
+  // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
+  const down = outageOf(error);
+  if (down) {
+    // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.
+    if (down === "postgres") s.pgHealth.markDown(error);
+    return errorResponse(new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" }));
+  }
   log.error("unhandled error", { code, error });
   return errorResponse(new ApiError("INTERNAL_ERROR"));
 }
@@ -80,7 +88,7 @@ export function createApp(s: Services) {
     })
     .use(openapiDocs())
     .onError(({ code, error, request }) => {
-      const res = renderError(code, error);
+      const res = renderError(code, error, s);
       traceOf(request).status = res.status;
       return res;
     })

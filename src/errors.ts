@@ -24,6 +24,7 @@ export const FIXED_MESSAGE: Partial<Record<ErrorCode, string>> = {
   UPSTREAM_ERROR: "The model provider failed to answer",
   UPSTREAM_DEADLINE: "The model provider did not answer within the deadline",
   INTERNAL_ERROR: "Internal server error",
+  SERVICE_UNAVAILABLE: "The service is temporarily unavailable; try again shortly",
 };
 
 /** An error that leaves the API as `{error, message, ...extra}`; thrown anywhere, rendered in one place. */

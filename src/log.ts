@@ -3,15 +3,22 @@ const LEVELS = { debug: 10, info: 20, warn: 30, error: 40 } as const;
 export type LogLevel = keyof typeof LEVELS;
 
 const SECRET_FIELDS = /^(authorization|api_?key|key|signature|message|x-payment|payment-signature|password|private_?key)$/i;
-const SECRET_PATTERNS: [RegExp, string][] = [
+const SECRET_PATTERNS: [RegExp, string | ((...groups: string[]) => string)][] = [
   [/sk-[0-9a-fA-F]{8,}/g, "sk-[redacted]"],
   [/0x[0-9a-fA-F]{130,}/g, "0x[signature]"],
   [/([?&](api_key|signature|message)=)[^&\s"]*/g, "$1[redacted]"],
+  // A URL's credentials and everything after its host: node providers put the API key in the path
+  // (https://base-mainnet.g.alchemy.com/v2/<key>, Infura's /v3/<key>, QuickNode's /<token>/) or the query.
+  [
+    /\b((?:https?|wss?):\/\/)([^\s/?#@"'<>,]*@)?([^\s/?#"'<>,]+)([/?#][^\s"'<>,]*)?/gi,
+    (_m: string, scheme: string, userinfo?: string, host?: string, rest?: string) =>
+      `${scheme}${userinfo ? "[redacted]@" : ""}${host}${rest && rest !== "/" ? "/[redacted]" : (rest ?? "")}`,
+  ],
 ];
 
 /** Masks secret-looking values inside a free-text string (URLs with query strings, error texts). */
 export function redactText(s: string): string {
-  for (const [re, rep] of SECRET_PATTERNS) s = s.replace(re, rep);
+  for (const [re, rep] of SECRET_PATTERNS) s = s.replace(re, rep as string);
   return s;
 }
 

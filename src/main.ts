@@ -1,4 +1,4 @@
-import { AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
+import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
 import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
@@ -89,6 +89,8 @@ async function serve(config: Config): Promise<void> {
 
 /** What an operator reads when a command fails: one line, never a stack trace or a secret. */
 function oneLine(e: unknown): string {
+  // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
+  if (e instanceof ConfigError) return `configuration error: ${e.message}`;
   if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
   const message = e instanceof Error ? e.message : String(e);
   return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;
@@ -133,6 +135,10 @@ async function main(argv: string[]): Promise<void> {
     exit(0, await runAdmin(config, rest));
   } catch (e) {
     if (e instanceof AdminUsageError) exit(2, e.message);
+    if (e instanceof AdminFailedReport) {
+      process.stdout.write(e.report + "\n");
+      process.exit(1);
+    }
     exit(1, oneLine(e));
   }
 }

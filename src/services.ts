@@ -14,12 +14,16 @@ import { openDatabase, type Sql } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
 import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
+import { PgHealth } from "./store/pgHealth.ts";
+import { DependencyDown, outageOf, withinDeadline } from "./outage.ts";
+import { reconcileFromPostgres } from "./store/reconcile.ts";
 import { ensureLedger } from "./store/rebuild.ts";
+import { checkRedisForLedger } from "./store/redisChecks.ts";
 
 /** Where the services connect: a Redis URL or unix socket, and a Postgres URL (with socket path for PGlite). */
 export interface Connections {
   redis: string;
-  database: { url: string; path?: string; max?: number };
+  database: { url: string; path?: string; max?: number; debug?: (connection: number, query: string) => void };
 }
 
 /** Every service, built once and injected into the routes (main and tests build the same thing). */
@@ -29,7 +33,9 @@ export interface Services {
   redis: Redis;
   /** Bun's native client: the Lua ledger scripts and the outbox reads. */
   scripts: LedgerScripts;
+  /** Postgres, refusing queries at once (503) while `pgHealth` knows it is down. */
   sql: Sql;
+  pgHealth: PgHealth;
   ledger: Ledger;
   apiKeyAuth: ApiKeyAuth;
   siwe: SiweVerifier;
@@ -42,20 +48,29 @@ export interface Services {
   flusher: Flusher;
   /** Starts the flusher and the hold sweeper. */
   startBackground(): void;
+  /** Runs every repair job once, now (tests call it instead of waiting for the 30 s timer). */
+  repairNow(): Promise<void>;
   /** Stops background work, drains the outbox, closes connections. */
   close(): Promise<void>;
 }
 
 const SWEEP_INTERVAL_MS = 5_000;
+// A dependency that does not answer at start stops the process with one line instead of waiting forever (Bun's
+// Redis client queues commands while it reconnects, without end).
+const STARTUP_DEADLINE_MS = 5_000;
 // Money-in repairs (credits half applied, payments whose settlement was not confirmed) also run under constant
 // load, when the flusher never has an idle round.
 const REPAIR_INTERVAL_MS = 30_000;
 
 /** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
 export async function buildServices(config: Config, conn: Connections): Promise<Services> {
-  const sql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path });
-  await migrate(sql);
-  const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3 });
+  const rawSql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path, debug: conn.database.debug });
+  const pgHealth = new PgHealth(rawSql);
+  const sql = pgHealth.guard();
+  // Reconnect attempts at most 500 ms apart, so a command fails (maxRetriesPerRequest) within ~2 s of an outage
+  // instead of ioredis' 2 s steps, and the first command after Redis returns is not held back long.
+  const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3, retryStrategy: (times) => Math.min(times * 50, 500) });
+  const ledgerKeys = new LedgerKeys(config.ledgerShards);
   // ioredis reconnects by itself; without a listener it prints a stack trace per attempt. One line per outage.
   let redisDown = false;
   redis.on("error", (e: Error) => {
@@ -66,16 +81,22 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     if (redisDown) log.info("Redis connection restored");
     redisDown = false;
   });
-  const scripts = await LedgerScripts.connect(conn.redis);
-  const ledgerKeys = new LedgerKeys(config.ledgerShards);
-  await ensureLedger(redis, sql, ledgerKeys);
-
+  const closeClients = async () => (redis.disconnect(), await rawSql.end({ timeout: 1 }));
+  // Refusals (an evicting Redis, another LEDGER_SHARDS) come before anything is written anywhere.
+  await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, ledgerKeys));
+  await startupStep("Postgres", closeClients, () => migrate(rawSql));
+  const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(conn.redis));
   const ledger = new Ledger(redis, scripts, ledgerKeys, config);
+  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
+  ledger.fence.onLost(() => ensureLedger(ledger, sql));
+  await ensureLedger(ledger, sql);
+  await ledger.fence.readAll();
+
   const apiKeyAuth = new ApiKeyAuth(redis, sql, ledger);
   const credits = new Credits(sql, ledger);
   await credits.reapplyPending();
   const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
-    onRedisLost: () => ledger.pausedWhile(() => ensureLedger(redis, sql, ledgerKeys)),
+    onRedisLost: () => ensureLedger(ledger, sql),
   });
   await flusher.init();
 
@@ -84,16 +105,41 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
+  let closing: Promise<void> | undefined;
+  // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
+  // skip the others.
+  const jobs: [string, () => Promise<unknown>][] = [
+    ["credits", () => credits.reapplyPending()],
+    ["payment checks", () => topup.recovery.checkPending()],
+    ["deferred settles", () => pendingSettles.replay()],
+    // Revocations and applied credits a Redis lost with its recent writes come back from Postgres.
+    ["reconcile", () => reconcileFromPostgres(ledger, sql)],
+  ];
+  const running = new Map<string, Promise<unknown>>();
+  const runJobs = () =>
+    Promise.all(
+      jobs.map(([name, job]) => {
+        let run = running.get(name);
+        if (!run) {
+          run = job()
+            .catch((e) => log.error("repair job failed; it will retry", { job: name, error: e }))
+            .finally(() => running.delete(name));
+          running.set(name, run);
+        }
+        return run;
+      }),
+    );
   return {
     config,
     redis,
     scripts,
     sql,
+    pgHealth,
     ledger,
     apiKeyAuth,
     siwe: new SiweVerifier(redis, ledgerKeys, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
-    keys: new KeyService(sql, redis, ledger, credits),
+    keys: new KeyService(sql, redis, ledger, credits, apiKeyAuth),
     topup,
     chat,
     pendingSettles,
@@ -103,32 +149,46 @@ export async function buildServices(config: Config, conn: Connections): Promise<
       sweeper = setInterval(() => {
         ledger.sweepExpired().catch((e) => log.error("hold sweep failed", { error: e }));
       }, SWEEP_INTERVAL_MS);
-      // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
-      // skip the others.
-      const jobs: [string, () => Promise<unknown>][] = [
-        ["credits", () => credits.reapplyPending()],
-        ["payment checks", () => topup.recovery.checkPending()],
-        ["deferred settles", () => pendingSettles.replay()],
-      ];
-      const running = new Set<string>();
       repairer = setInterval(() => {
-        for (const [name, job] of jobs) {
-          if (running.has(name)) continue;
-          running.add(name);
-          job()
-            .catch((e) => log.error("repair job failed; it will retry", { job: name, error: e }))
-            .finally(() => running.delete(name));
-        }
+        void runJobs();
       }, REPAIR_INTERVAL_MS);
     },
-    async close() {
-      clearInterval(sweeper);
-      clearInterval(repairer);
-      await chat.idle();
-      await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
-      redis.disconnect();
-      scripts.close();
-      await sql.end({ timeout: 5 });
+    async repairNow() {
+      await runJobs();
+    },
+    close() {
+      // Twice is once: a test or a signal may close what shutdown is already closing.
+      return (closing ??= closeOnce());
     },
   };
+
+  async function closeOnce(): Promise<void> {
+    pgHealth.stop();
+    clearInterval(sweeper);
+    clearInterval(repairer);
+    await chat.idle();
+    await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
+    redis.disconnect();
+    scripts.close();
+    // What is left are repair jobs, which are idempotent and may be cut short. postgres.js' end waits out its whole
+    // timeout for a connection Postgres dropped (it keeps the failed query), so a long grace only held shutdown.
+    await rawSql.end({ timeout: 1 });
+  }
+}
+
+/**
+ * One start-up step against a dependency, bounded: on failure or silence the clients opened so far are closed, and
+ * an outage comes out as DependencyDown naming the dependency in one line (main prints it and exits non-zero).
+ */
+async function startupStep<T>(name: "Postgres" | "Redis", cleanup: () => unknown, step: () => Promise<T>): Promise<T> {
+  const dependency = name === "Redis" ? "redis" : "postgres";
+  const p = step();
+  try {
+    return await withinDeadline(p, STARTUP_DEADLINE_MS, dependency, name);
+  } catch (e) {
+    p.catch(() => {});
+    await Promise.resolve(cleanup()).catch(() => {});
+    if (e instanceof DependencyDown || !outageOf(e)) throw e;
+    throw new DependencyDown(dependency, `${name} is unreachable: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }

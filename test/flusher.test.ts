@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Flusher } from "../src/store/flusher.ts";
-import { ensureLedger } from "../src/store/rebuild.ts";
+import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
 import { hashApiKey } from "../src/auth/apiKeys.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
@@ -270,8 +270,8 @@ describe("rebuild of a lost Redis from Postgres", () => {
     // Redis loses everything.
     await services.redis.flushall();
     expect(await snapshot()).toEqual({});
-    expect(await ensureLedger(services.redis, services.sql, services.ledger.keys)).toBe("rebuilt");
-    expect(await ensureLedger(services.redis, services.sql, services.ledger.keys)).toBe("ready");
+    expect(await ensureLedger(services.ledger, services.sql)).toBe("rebuilt");
+    expect(await ensureLedger(services.ledger, services.sql)).toBe("ready");
     // What a restarting gateway does next (buildServices): the outbox consumer groups are recreated.
     await services.flusher.init();
 
@@ -314,10 +314,7 @@ describe("Redis losing its data while the gateway runs", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 2 * CHARGE, locked: 0 });
 
     await services.redis.flushall();
-    // Until the rebuild, the key's state is unknown: refused, nothing held or charged.
-    expect(await chatStatus(key, "standin/echo")).toBe(401);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
-
     await services.flusher.drain();
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 2 * CHARGE, locked: 0 });
     await chat(key, 1);
@@ -326,25 +323,42 @@ describe("Redis losing its data while the gateway runs", () => {
     expect(await outboxLength()).toBe(0);
     expect((await rows(wallet)).filter((r) => r.type === "charge")).toHaveLength(3);
   });
+
+  test("a request arriving first finds no fence (no epoch): the ledger is rebuilt from Postgres, then the request is served and charged", async () => {
+    const { services } = gw;
+    const { wallet, key } = await gw.newWallet(2);
+    await chat(key, 2);
+    await services.flusher.drain();
+
+    await services.redis.flushall();
+    await chat(key, 1);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 3 * CHARGE, locked: 0 });
+    // The flusher finds its consumer groups gone and the ledger already rebuilt: nothing is rebuilt twice.
+    await services.flusher.drain();
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 3 * CHARGE, locked: 0 });
+    expect((await rows(wallet)).filter((r) => r.type === "charge")).toHaveLength(3);
+  });
 });
 
 describe("balance changes during a rebuild in this process", () => {
-  test("a reserve and a credit issued while the rebuild runs wait for it and then apply on top", async () => {
+  test("a reserve and a credit issued while the rebuild runs are fenced, wait for it and then apply on top", async () => {
     const { wallet, keyId } = await gw.newWallet(1);
     const ledger = gw.services.ledger;
     const p = ledger.principal(keyId, wallet);
-    let finishRebuild!: () => void;
-    const rebuild = ledger.pausedWhile(() => new Promise<void>((resolve) => (finishRebuild = resolve)));
-
     let reserved = false;
-    const reserve = ledger.reserve(p, crypto.randomUUID(), 10_000).then(() => (reserved = true));
-    const credit = ledger.credit(wallet, `grant:during-rebuild-${crypto.randomUUID()}`, 5_000);
-    // This read goes out on the ledger's connection after them: had they not waited, it would see their writes.
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
-    expect(reserved).toBe(false);
-
-    finishRebuild();
-    await rebuild;
+    let reserve!: Promise<unknown>;
+    let credit!: Promise<unknown>;
+    await rebuildLedger(ledger, gw.services.sql, {
+      hooks: {
+        async fenced() {
+          reserve = ledger.reserve(p, crypto.randomUUID(), 10_000).then(() => (reserved = true));
+          credit = ledger.credit(wallet, `grant:during-rebuild-${crypto.randomUUID()}`, 5_000);
+          // This read goes out on the ledger's connection after them: had they not been refused, it would see them.
+          expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
+          expect(reserved).toBe(false);
+        },
+      },
+    });
     await Promise.all([reserve, credit]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_005_000, locked: 10_000 });
   });

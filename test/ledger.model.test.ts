@@ -111,6 +111,8 @@ beforeAll(async () => {
   redis = new Redis(server.socket);
   scripts = await LedgerScripts.connect(server.socket);
   ledger = new Ledger(redis, scripts, keys, { rateLimitRequests: 1e9, rateLimitWindowMs: 60_000, holdTtlMs: HOLD_TTL_MS });
+  for (const s of keys.allShards()) await redis.set(keys.fence(s), "1");
+  await ledger.fence.readAll();
   // Two keys per wallet, one of them with a budget; written as KeyService.create writes them.
   let id = 1;
   for (const w of wallets) {
@@ -130,10 +132,12 @@ afterAll(async () => {
 
 const holdKeys = (h: HoldM) => {
   const s = h.key.p.shard;
-  return [h.key.p.walletKey, h.key.p.apiKeyKey, keys.holds(s), keys.holdMarker(s, h.id), keys.outbox(s)];
+  return [h.key.p.walletKey, h.key.p.apiKeyKey, keys.holds(s), keys.holdMarker(s, h.id), keys.outbox(s), keys.fence(s)];
 };
+/** The epoch every shard's fence is open at (set up below as a rebuild would leave it). */
+const EPOCH = "1";
 
-/** What the model says reserve must do, given the checks' order in reserve-6.lua. */
+/** What the model says reserve must do, given the checks' order in reserve-7.lua. */
 function expectedReserve(k: KeyM, holdId: string, amount: number):
   | { ok: true; available: number; fresh: boolean }
   | { ok: false; code: "UNAUTHORIZED" | "KEY_BUDGET_EXCEEDED" | "INSUFFICIENT_BALANCE"; extra?: Record<string, number> } {
@@ -200,7 +204,7 @@ async function settleAndCheck(h: HoldM, charge: number): Promise<string> {
 }
 
 async function releaseAndCheck(h: HoldM): Promise<string> {
-  const r = await scripts.release(...holdKeys(h), h.id, "release", MARKER_TTL_S);
+  const r = await scripts.release(...holdKeys(h), h.id, "release", MARKER_TTL_S, EPOCH);
   if (h.state === "live") {
     expect(r).toEqual([1, h.amount]);
     h.state = "released";
@@ -429,7 +433,7 @@ const steps: Step[] = [
     async run() {
       const k = pick(keyList);
       const id = newHoldId();
-      const r = await scripts.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S);
+      const r = await scripts.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S, EPOCH);
       expect(r).toEqual([0, "UNKNOWN_HOLD"]);
       return { label: "release:unknown-hold", touched: [] };
     },
@@ -462,7 +466,7 @@ const steps: Step[] = [
       if (live.length === 0) return null;
       const h = pick(live);
       // The sweeper's path on a hold whose expiry has not passed never touches it.
-      expect(await scripts.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S)).toEqual([0, "LIVE"]);
+      expect(await scripts.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S, EPOCH)).toEqual([0, "LIVE"]);
       expect(await ledger.sweepExpired()).toBe(0);
       return { label: "expire:still-live", touched: [h] };
     },

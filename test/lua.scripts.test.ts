@@ -9,10 +9,12 @@ import { SCRIPT_FILES, scriptSource } from "../src/ledger/scripts.ts";
  * Recompute with `sha1sum lua/*.lua`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-6.lua": "538ff9d2543221bd4f259184e35a7b11b64e51e1",
-  "settle-5.lua": "604445045ecec43dabad8c297f7169e6da3cbfc7",
-  "release-5.lua": "ac647ce29215aa0780888c75d6eb611f6b86da31",
-  "credit-2.lua": "b1a9316363ccf70049993b72b9d19f4cb1b9ba48",
+  "reserve-7.lua": "fa632a26267480a997303772357f84a6005fe113",
+  "settle-6.lua": "16da12bb03ee2e017dce69bc24e480c211423bff",
+  "release-6.lua": "a87933ec22f7c68caa763cac9416e40adf534a37",
+  "credit-3.lua": "b471c2af7d2056556a6275f35829e2d113c39dab",
+  "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
+  "audit-3.lua": "21e9a063ad78ff3e4cd872104d41f648deeae04e",
 }
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");

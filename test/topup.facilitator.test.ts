@@ -19,12 +19,13 @@ beforeAll(async () => {
   viaHttp = await startGateway({ ...chain.gatewayEnv(), FACILITATOR: "http", FACILITATOR_URL: facilitator.url });
 }, 60_000);
 
+// Six gateways to close (each drops its database): on a busy machine that passes the default 5 s.
 afterAll(async () => {
   for (const g of [viaHttp, ...closed]) await g?.close();
   facilitator?.stop();
   hanging?.stop();
   await chain?.stop();
-});
+}, 30_000);
 
 const args = (amount: number): [string, RequestInit] => [
   "https://gateway.test/v1/topup",

@@ -6,6 +6,24 @@ import { writeKeyState } from "../store/rebuild.ts";
 
 const KEY_FORMAT = /^sk-[0-9a-f]{64}$/;
 const CACHE_LIMIT = 100_000;
+// Unknown keys: a hash that neither Redis nor Postgres knew answers 401 from memory for MISS_TTL_MS, without a
+// Postgres query. Redis is asked before this cache and key creation writes Redis before it answers, so a key created
+// in any process is found there; the short TTL bounds the one case left (Redis lost that write), and creation in
+// this process also clears the hash (`created`).
+const MISS_TTL_MS = 5_000;
+const MISS_LIMIT = 10_000;
+// Postgres lookups of keys Redis does not know go out at most this often, each for every hash waiting meanwhile
+// (up to LOOKUP_BATCH): a flood of distinct unknown keys costs at most ~10 queries a second, whatever its size.
+const LOOKUP_INTERVAL_MS = 100;
+const LOOKUP_BATCH = 1_000;
+
+interface KeyRow {
+  id: number;
+  wallet: string;
+  budget_usdc: number | null;
+  revoked: boolean;
+  key_hash: string;
+}
 
 /** A new plaintext key: `sk-` + 32 random bytes as hex. Only its SHA-256 is ever stored. */
 export function generateApiKey(): string {
@@ -19,11 +37,17 @@ export function hashApiKey(key: string): string {
 
 /**
  * Resolves `Authorization: Bearer sk-…` to its key id and wallet. The hash → (id, wallet) mapping never changes,
- * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-6
+ * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-7
  * (chat) or `assertActive` (other endpoints), so a revoke bites on the very next request.
  */
 export class ApiKeyAuth {
   private readonly cache = new Map<string, KeyPrincipal>();
+  /** Hashes known to be unknown, with when that stops being trusted (insertion order = oldest first). */
+  private readonly misses = new Map<string, number>();
+  /** Hashes waiting for the next Postgres lookup, with their waiters. */
+  private waiting = new Map<string, { resolve(row: KeyRow | undefined): void; reject(e: unknown): void }[]>();
+  private lookups: Promise<void> | null = null;
+  private lastLookupAt = 0;
 
   constructor(
     private readonly redis: Redis,
@@ -49,6 +73,8 @@ export class ApiKeyAuth {
       const bar = mapped.indexOf("|");
       principal = this.ledger.principal(Number(mapped.slice(0, bar)), mapped.slice(bar + 1));
     } else {
+      const missUntil = this.misses.get(hash);
+      if (missUntil !== undefined && missUntil > Date.now()) throw new ApiError("UNAUTHORIZED");
       principal = await this.repairFromDatabase(hash);
     }
     if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
@@ -56,16 +82,25 @@ export class ApiKeyAuth {
     return principal;
   }
 
-  /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-6). */
+  /** A key was just created in this process: never answer it from the miss cache. */
+  created(hash: string): void {
+    this.misses.delete(hash);
+  }
+
+  /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-7). */
   async assertActive(p: KeyPrincipal): Promise<void> {
     if ((await this.redis.hget(p.apiKeyKey, "revoked")) !== "0") throw new ApiError("UNAUTHORIZED");
   }
 
   // A key created in Postgres whose Redis write was lost (crash in between): restore the Redis side.
   private async repairFromDatabase(hash: string): Promise<KeyPrincipal> {
-    const [row] = await this.sql<{ id: number; wallet: string; budget_usdc: number | null; revoked: boolean }[]>`
-      SELECT id, wallet, budget_usdc, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE key_hash = ${hash}`;
-    if (!row) throw new ApiError("UNAUTHORIZED");
+    const row = await this.lookup(hash);
+    if (!row) {
+      this.misses.delete(hash);
+      if (this.misses.size >= MISS_LIMIT) this.misses.delete(this.misses.keys().next().value!);
+      this.misses.set(hash, Date.now() + MISS_TTL_MS);
+      throw new ApiError("UNAUTHORIZED");
+    }
     const p = this.ledger.principal(row.id, row.wallet);
     const state = writeKeyState(row.revoked, row.budget_usdc);
     await this.redis
@@ -76,5 +111,38 @@ export class ApiKeyAuth {
       .set(this.ledger.keys.keyHash(hash), `${row.id}|${row.wallet}`)
       .exec();
     return p;
+  }
+
+  /** The api_keys row of a hash, looked up together with every other hash waiting (see LOOKUP_INTERVAL_MS). */
+  private lookup(hash: string): Promise<KeyRow | undefined> {
+    return new Promise((resolve, reject) => {
+      const waiters = this.waiting.get(hash);
+      if (waiters) waiters.push({ resolve, reject });
+      else this.waiting.set(hash, [{ resolve, reject }]);
+      this.lookups ??= this.runLookups().finally(() => (this.lookups = null));
+    });
+  }
+
+  private async runLookups(): Promise<void> {
+    while (this.waiting.size > 0) {
+      const wait = this.lastLookupAt + LOOKUP_INTERVAL_MS - Date.now();
+      if (wait > 0) await Bun.sleep(wait);
+      const batch = new Map<string, { resolve(row: KeyRow | undefined): void; reject(e: unknown): void }[]>();
+      for (const [h, w] of this.waiting) {
+        if (batch.size >= LOOKUP_BATCH) break;
+        batch.set(h, w);
+      }
+      for (const h of batch.keys()) this.waiting.delete(h);
+      this.lastLookupAt = Date.now();
+      try {
+        const rows = await this.sql<KeyRow[]>`
+          SELECT id, wallet, budget_usdc, revoked_at IS NOT NULL AS revoked, key_hash FROM api_keys
+          WHERE key_hash IN ${this.sql([...batch.keys()])}`;
+        const byHash = new Map(rows.map((r) => [r.key_hash, r]));
+        for (const [h, waiters] of batch) for (const w of waiters) w.resolve(byHash.get(h));
+      } catch (e) {
+        for (const waiters of batch.values()) for (const w of waiters) w.reject(e);
+      }
+    }
   }
 }

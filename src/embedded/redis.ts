@@ -32,17 +32,18 @@ async function ping(socket: string): Promise<boolean> {
 /**
  * Starts a private redis-server on a unix socket in `dir` (no TCP port to collide with), or joins the one
  * already serving that dir (the admin command beside a running gateway). AOF keeps the ledger across crashes.
- * `tcpPort` also listens on 127.0.0.1 at that port, for a client in another process that takes only a URL.
+ * `port` also listens on 127.0.0.1 (tests sharing it with a gateway child process).
  */
-export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean; tcpPort?: number } = {}): Promise<EmbeddedRedis> {
+export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean; port?: number } = {}): Promise<EmbeddedRedis> {
   mkdirSync(dir, { recursive: true });
   const socket = join(dir, "redis.sock");
   if (await ping(socket)) return { socket, started: false, stop: async () => {} };
   rmSync(socket, { force: true });
 
   const persist = opts.persist ?? true;
+  // noeviction: a full Redis refuses writes (the request fails) instead of silently dropping a balance or a hold.
   const args = [
-    ...(opts.tcpPort ? ["--port", String(opts.tcpPort), "--bind", "127.0.0.1"] : ["--port", "0"]), "--unixsocket", socket, "--unixsocketperm", "700", "--dir", dir,
+    "--port", String(opts.port ?? 0), "--bind", "127.0.0.1", "--maxmemory-policy", "noeviction", "--unixsocket", socket, "--unixsocketperm", "700", "--dir", dir,
     "--save", "", "--appendonly", persist ? "yes" : "no", "--appendfsync", "everysec",
     "--daemonize", "no", "--loglevel", "warning", "--logfile", join(dir, "redis.log"),
   ];

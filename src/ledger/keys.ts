@@ -37,6 +37,13 @@ export class LedgerKeys {
   credited(shard: string) {
     return `gw:${shard}:credited`;
   }
+  /**
+   * The shard's ledger fence: the ledger epoch while balance changes may run, "R:<epoch>" while a rebuild runs.
+   * Every balance-changing script checks it against the epoch its caller believes in (one slot per script).
+   */
+  fence(shard: string) {
+    return `gw:${shard}:fence`;
+  }
   /** API key hash → "keyId|wallet"; immutable, so it is safe to cache in process forever. */
   keyHash(sha256: string) {
     return `gw:kh:${sha256}`;
@@ -46,4 +53,10 @@ export class LedgerKeys {
   }
   /** Set once the ledger has been built (or rebuilt from Postgres); absent means Redis came up empty. */
   readonly ready = "gw:ledger:ready";
+  /** Counter of ledger epochs: each rebuild takes the next one. */
+  readonly epoch = "gw:ledger:epoch";
+  /** LEDGER_SHARDS the ledger was built with: another value would move every wallet to another shard. */
+  readonly shardCount = "gw:ledger:shards";
+  /** The rebuild lock: its owner's token, with a lifetime the owner renews while it works. */
+  readonly rebuildLock = "gw:ledger:rebuilding";
 }

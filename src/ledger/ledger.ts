@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { ApiError } from "../errors.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
+import { LedgerFence } from "./fence.ts";
 import type { LedgerKeys } from "./keys.ts";
 import type { LedgerScripts } from "./scripts.ts";
 
@@ -32,30 +33,16 @@ const RESOLUTION_TTL_S = 7 * 24 * 3600;
 
 /** The TypeScript face of the Lua ledger: one atomic script call per balance change. */
 export class Ledger {
-  /** Set while this process rebuilds Redis from Postgres: balance changes wait for it (see `pausedWhile`). */
-  private gate: Promise<unknown> | null = null;
+  /** The epoch this process believes in, per shard; every script call goes through it. */
+  readonly fence: LedgerFence;
 
   constructor(
     readonly redis: Redis,
     readonly scripts: LedgerScripts,
     readonly keys: LedgerKeys,
     private readonly limits: LedgerLimits,
-  ) {}
-
-  /**
-   * Runs `fn` (a rebuild of a Redis that lost its data while the gateway serves) with this process's balance
-   * changes held back: a reserve, settle, release or credit that ran between the rebuild's read of Postgres and
-   * its writes would be overwritten. They wait and then apply on top of the rebuilt ledger.
-   */
-  async pausedWhile<T>(fn: () => Promise<T>): Promise<T> {
-    const run = fn();
-    const gate = run.catch(() => {});
-    this.gate = gate;
-    try {
-      return await run;
-    } finally {
-      if (this.gate === gate) this.gate = null;
-    }
+  ) {
+    this.fence = new LedgerFence(scripts.client, keys);
   }
 
   /** Builds the principal for a key id and wallet (lower-case hex). */
@@ -66,23 +53,24 @@ export class Ledger {
 
   /** Holds `amount` for one request, or throws the spec's 401/402/429 with nothing held. */
   async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<{ available: number; rateRemaining: number }> {
-    if (this.gate) await this.gate;
     const { rateLimitRequests: limit, rateLimitWindowMs: windowMs, holdTtlMs } = this.limits;
-    const now = Date.now();
-    const window = Math.floor(now / windowMs);
     const k = this.keys;
-    const r = await this.scripts.reserve(
-      p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId),
-      k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1),
-      holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${p.wallet}|${p.keyId}`,
-    );
+    const r = await this.fence.run(p.shard, (epoch) => {
+      const now = Date.now();
+      const window = Math.floor(now / windowMs);
+      return this.scripts.reserve(
+        p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId),
+        k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1), k.fence(p.shard),
+        holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${p.wallet}|${p.keyId}`, epoch,
+      );
+    });
     if (r[0] === 1) {
       metrics.reserves.inc({ outcome: "ok" });
       holdOpened(holdId, amount);
-      return { available: r[1] as number, rateRemaining: r[2] ?? 0 };
+      return { available: r[1] as number, rateRemaining: Number(r[2] ?? 0) };
     }
     metrics.reserves.inc({ outcome: String(r[1]) });
-    const detail = r[2] ?? 0;
+    const detail = Number(r[2] ?? 0);
     switch (r[1]) {
       case "RATE_LIMITED": {
         const retryS = Math.max(1, Math.ceil(detail / 1000));
@@ -114,10 +102,10 @@ export class Ledger {
 
   private holdKeys(p: { shard: string; walletKey: string; apiKeyKey: string }, holdId: string) {
     const k = this.keys;
-    return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard)];
+    return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard), k.fence(p.shard)];
   }
 
-  /** Redis's clock in ms: hold expiries (reserve-6, the sweeper, extendHold) all use it, never a gateway's. */
+  /** Redis's clock in ms: hold expiries (reserve-7, the sweeper, extendHold) all use it, never a gateway's. */
   private async redisNowMs(): Promise<number> {
     const [sec, usec] = (await this.scripts.client.send("TIME", [])) as [string, string];
     return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
@@ -130,14 +118,17 @@ export class Ledger {
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
   async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<"charged" | "settled" | "released" | "UNKNOWN_HOLD"> {
-    if (this.gate) await this.gate;
-    const r = await this.scripts.settle(
-      ...this.holdKeys(p, holdId),
-      holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S,
-    ).catch((e: unknown) => {
-      metrics.settles.inc({ outcome: "error" });
-      throw e;
-    });
+    const r = await this.fence
+      .run(p.shard, (epoch) =>
+        this.scripts.settle(
+          ...this.holdKeys(p, holdId),
+          holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S, epoch,
+        ),
+      )
+      .catch((e: unknown) => {
+        metrics.settles.inc({ outcome: "error" });
+        throw e;
+      });
     const outcome = r[0] === 1 ? "charged" : (r[1] as "settled" | "released" | "UNKNOWN_HOLD");
     metrics.settles.inc({ outcome });
     holdClosed(holdId);
@@ -155,7 +146,7 @@ export class Ledger {
    * shortens it.
    */
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
-    // Redis's clock, like reserve-6 and the sweeper: a gateway clock running behind must not make this a no-op.
+    // Redis's clock, like reserve-7 and the sweeper: a gateway clock running behind must not make this a no-op.
     const now = await this.redisNowMs();
     const changed = await this.scripts.client.send("ZADD", [this.keys.holds(p.shard), "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId]);
     return Number(changed) === 1;
@@ -163,8 +154,7 @@ export class Ledger {
 
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
-    if (this.gate) await this.gate;
-    const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S);
+    const r = await this.fence.run(p.shard, (epoch) => this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S, epoch));
     holdClosed(holdId);
     if (r[0] === 1) metrics.releases.inc({ reason: "release" });
     return r[0] === 1;
@@ -172,10 +162,10 @@ export class Ledger {
 
   /** Credits money that Postgres already recorded; idempotent by credit id. */
   async credit(wallet: string, creditId: string, amount: number): Promise<{ applied: boolean; balance: number }> {
-    if (this.gate) await this.gate;
     const shard = this.keys.shardOf(wallet);
-    const r = await this.scripts.credit(this.keys.wallet(shard, wallet), this.keys.credited(shard), creditId, amount);
-    return { applied: r[0] === 1, balance: r[1] };
+    const k = this.keys;
+    const r = await this.fence.run(shard, (epoch) => this.scripts.credit(k.wallet(shard, wallet), k.credited(shard), k.fence(shard), creditId, amount, epoch));
+    return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
   /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
@@ -204,7 +194,7 @@ export class Ledger {
         if (!marker?.startsWith("live|")) continue;
         const [, , wallet = "", keyId = ""] = marker.split("|");
         const p = { shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
-        const r = await this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S);
+        const r = await this.fence.run(shard, (epoch) => this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S, epoch));
         holdClosed(holdId);
         if (r[0] === 1) {
           released++;

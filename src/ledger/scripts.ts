@@ -1,11 +1,20 @@
 import { RedisClient } from "bun";
-import credit from "../../lua/credit-2.lua" with { type: "text" };
-import release from "../../lua/release-5.lua" with { type: "text" };
-import reserve from "../../lua/reserve-6.lua" with { type: "text" };
-import settle from "../../lua/settle-5.lua" with { type: "text" };
+import audit from "../../lua/audit-3.lua" with { type: "text" };
+import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" };
+import credit from "../../lua/credit-3.lua" with { type: "text" };
+import release from "../../lua/release-6.lua" with { type: "text" };
+import reserve from "../../lua/reserve-7.lua" with { type: "text" };
+import settle from "../../lua/settle-6.lua" with { type: "text" };
 
 // Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name.
-const SOURCES = { "reserve-6.lua": reserve, "settle-5.lua": settle, "release-5.lua": release, "credit-2.lua": credit } as const;
+const SOURCES = {
+  "reserve-7.lua": reserve,
+  "settle-6.lua": settle,
+  "release-6.lua": release,
+  "credit-3.lua": credit,
+  "compare-and-set-1.lua": compareAndSet,
+  "audit-3.lua": audit,
+} as const;
 
 /** The ledger's Lua scripts by file name. */
 export const SCRIPT_FILES = Object.keys(SOURCES) as (keyof typeof SOURCES)[];
@@ -45,10 +54,12 @@ export function bunRedisUrl(target: string): string {
  */
 export class LedgerScripts {
   private readonly scripts = {
-    reserve: script("reserve-6.lua"),
-    settle: script("settle-5.lua"),
-    release: script("release-5.lua"),
-    credit: script("credit-2.lua"),
+    reserve: script("reserve-7.lua"),
+    settle: script("settle-6.lua"),
+    release: script("release-6.lua"),
+    credit: script("credit-3.lua"),
+    compareAndSet: script("compare-and-set-1.lua"),
+    audit: script("audit-3.lua"),
   };
 
   constructor(readonly client: RedisClient) {
@@ -69,24 +80,34 @@ export class LedgerScripts {
     await Promise.all(Object.values(this.scripts).map((s) => this.client.send("SCRIPT", ["LOAD", s.source])));
   }
 
-  /** reserve-6.lua: {1, available, rate_remaining} | {0, reason, detail?}. */
-  reserve(...keysThenArgs: Arg[]): Promise<[number, number | string, number?]> {
-    return this.run(this.scripts.reserve, keysThenArgs) as Promise<[number, number | string, number?]>;
+  /** reserve-7.lua: {1, available, rate_remaining} | {0, reason, detail?} (FENCED: detail is the fence). */
+  reserve(...keysThenArgs: Arg[]): Promise<[number, number | string, (number | string)?]> {
+    return this.run(this.scripts.reserve, keysThenArgs) as Promise<[number, number | string, (number | string)?]>;
   }
 
-  /** settle-5.lua: {1, balance_after} | {0, state}. */
-  settle(...keysThenArgs: Arg[]): Promise<[number, number | string]> {
-    return this.run(this.scripts.settle, keysThenArgs) as Promise<[number, number | string]>;
+  /** settle-6.lua: {1, balance_after} | {0, state} | {0, 'FENCED', fence}. */
+  settle(...keysThenArgs: Arg[]): Promise<[number, number | string, string?]> {
+    return this.run(this.scripts.settle, keysThenArgs) as Promise<[number, number | string, string?]>;
   }
 
-  /** release-5.lua: {1, amount_released} | {0, state}. */
-  release(...keysThenArgs: Arg[]): Promise<[number, number | string]> {
-    return this.run(this.scripts.release, keysThenArgs) as Promise<[number, number | string]>;
+  /** release-6.lua: {1, amount_released} | {0, state} | {0, 'FENCED', fence}. */
+  release(...keysThenArgs: Arg[]): Promise<[number, number | string, string?]> {
+    return this.run(this.scripts.release, keysThenArgs) as Promise<[number, number | string, string?]>;
   }
 
-  /** credit-2.lua: {1 | 0, balance}. */
-  credit(...keysThenArgs: Arg[]): Promise<[number, number]> {
-    return this.run(this.scripts.credit, keysThenArgs) as Promise<[number, number]>;
+  /** credit-3.lua: {1 | 0, balance} | {0, 'FENCED', fence}. */
+  credit(...keysThenArgs: Arg[]): Promise<[number, number | string, string?]> {
+    return this.run(this.scripts.credit, keysThenArgs) as Promise<[number, number | string, string?]>;
+  }
+
+  /** compare-and-set-1.lua: true when `key` held `expected` and now holds `next` ('' deletes it). */
+  async compareAndSet(key: string, expected: string, next: string, ttlMs?: number): Promise<boolean> {
+    return (await this.run(this.scripts.compareAndSet, [key, expected, next, ttlMs === undefined ? "" : ttlMs])) === 1;
+  }
+
+  /** audit-3.lua (read only): one shard's books as of one instant, for `admin audit`; its key count varies. */
+  audit(keys: string[], argv: Arg[]): Promise<unknown[]> {
+    return this.run({ ...this.scripts.audit, numKeys: keys.length }, [...keys, ...argv]) as Promise<unknown[]>;
   }
 
   close(): void {

@@ -1,6 +1,6 @@
 import { type Address, createPublicClient, getAbiItem, getAddress, type Hex, http } from "viem";
 import type { PaymentsConfig } from "./config.ts";
-import { log } from "../log.ts";
+import { log, redactText } from "../log.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import type { TransferMethod } from "./networks.ts";
@@ -63,7 +63,9 @@ export class PaymentRecovery {
    * Opens a check for a payment whose outcome is unknown; `fromBlock` is the height before settle was asked (the
    * log search starts there). Never throws: the error log then carries the details.
    */
-  async open(p: MatchedPayment, microUsdc: number, reason: string, fromBlock: bigint | undefined, transaction?: string): Promise<void> {
+  async open(p: MatchedPayment, microUsdc: number, rawReason: string, fromBlock: bigint | undefined, transaction?: string): Promise<void> {
+    // The reason quotes errors that can name RPC_URL, whose path carries the node provider's API key.
+    const reason = redactText(rawReason).slice(0, 300);
     const auth = p.kind === "eip3009" ? p.inner.authorization : undefined;
     const tx = transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null;
     if (!auth && !tx) {
@@ -75,7 +77,7 @@ export class PaymentRecovery {
         INSERT INTO payment_checks (network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block, reason)
         VALUES (${this.cfg.chain.caip2}, ${p.requirement.asset.address.toLowerCase()}, ${p.payer}, ${String(p.requirement.v2.payTo).toLowerCase()},
                 ${microUsdc}, ${p.requirement.atomic.toString()}, ${p.kind}, ${auth?.nonce.toLowerCase() ?? null},
-                ${auth ? Number(auth.validBefore) : null}, ${tx}, ${fromBlock === undefined ? null : Number(fromBlock)}, ${reason.slice(0, 300)})
+                ${auth ? Number(auth.validBefore) : null}, ${tx}, ${fromBlock === undefined ? null : Number(fromBlock)}, ${reason})
         ON CONFLICT DO NOTHING`;
       log.warn("payment outcome unknown; opened a check to credit it if it settles", { payer: p.payer, reason, tx_hash: tx });
     } catch (e) {

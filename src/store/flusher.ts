@@ -15,7 +15,7 @@ type Entry = [id: string, fields: string[] | null];
 type StreamReply = Record<string, Entry[]> | null;
 
 /**
- * One statement per batch: the outbox entries are already JSON objects (settle-5 / release-5 write them), so the
+ * One statement per batch: the outbox entries are already JSON objects (settle-6 / release-6 write them), so the
  * batch goes to Postgres as a single json parameter, never parsed or re-serialised here.
  */
 const INSERT_EVENTS = `
@@ -27,8 +27,13 @@ const INSERT_EVENTS = `
                                         cost bigint, pt integer, ct integer, at bigint)
   ON CONFLICT (event_id) DO NOTHING`;
 
+/** Inserts outbox events (their JSON texts) into ledger_events; idempotent by event id, so any redelivery is safe. */
+export async function insertLedgerEvents(sql: Sql, events: string[]): Promise<void> {
+  if (events.length > 0) await sql.unsafe(INSERT_EVENTS, [`[${events.join(",")}]`]);
+}
+
 /** The event JSON of an outbox entry's field list (`e <json>`); null for an entry deleted meanwhile. */
-function eventJson(fields: string[] | null): string | null {
+export function eventJson(fields: string[] | null): string | null {
   if (!fields) return null;
   for (let i = 0; i < fields.length; i += 2) if (fields[i] === "e") return fields[i + 1]!;
   return null;
@@ -131,7 +136,7 @@ export class Flusher {
       const json = eventJson(fields);
       if (json) events.push(json);
     }
-    if (events.length > 0) await this.sql.unsafe(INSERT_EVENTS, [`[${events.join(",")}]`]);
+    await insertLedgerEvents(this.sql, events);
     const byStream = new Map<string, string[]>();
     for (const [stream, id] of batch) {
       const ids = byStream.get(stream);

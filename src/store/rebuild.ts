@@ -1,92 +1,231 @@
-import type { Redis } from "ioredis";
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { CREDIT_OUTBOX, Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
+import { eventJson, insertLedgerEvents } from "./flusher.ts";
+import { restoreRevocations } from "./reconcile.ts";
+import { RebuildLock } from "./rebuildLock.ts";
+import { recordShardCount } from "./redisChecks.ts";
 
-const LOCK = "gw:ledger:rebuilding";
+/** Test seams: awaited between the rebuild's steps, so a test can race writers against each one. */
+export interface RebuildHooks {
+  /** Every shard's fence is closed; nothing has been read yet. */
+  fenced?(): Promise<void>;
+  /** The Postgres snapshot is taken; nothing has been written yet. */
+  snapshotTaken?(): Promise<void>;
+}
+
+export interface RebuildOptions {
+  lockTtlMs?: number;
+  hooks?: RebuildHooks;
+}
+
+export type RebuildCounts = { epoch: string; wallets: number; credits: number; keys: number; holds: number };
 
 /**
- * Makes sure Redis holds the ledger before the gateway serves. A Redis that comes up empty (new, or lost its
- * data) is rebuilt from Postgres, the system of record: balances = Σ credits − Σ charges, key state and
- * counters from api_keys and charges, and every credit id marked applied. One process rebuilds; others wait.
+ * Makes sure Redis holds the ledger before the gateway serves, and again whenever a script finds a shard's fence
+ * gone (Redis lost its data) or left closed by a dead rebuilder. A ledger that is ready with every fence open is
+ * left alone; otherwise one process rebuilds (`rebuildLedger`'s steps) and the others wait for it.
  */
-export async function ensureLedger(redis: Redis, sql: Sql, keys: LedgerKeys): Promise<"ready" | "rebuilt"> {
-  for (let waited = 0; ; waited++) {
-    if (await redis.exists(keys.ready)) return "ready";
-    if (await redis.set(LOCK, String(process.pid), "PX", 120_000, "NX")) break;
-    if (waited > 1200) throw new Error("another process holds the ledger rebuild lock for too long");
+export async function ensureLedger(ledger: Ledger, sql: Sql, opts: RebuildOptions = {}): Promise<"ready" | "rebuilt"> {
+  for (let logged = false; ; logged = true) {
+    if (await ledgerOpen(ledger)) return "ready";
+    const lock = await RebuildLock.tryAcquire(ledger, opts.lockTtlMs);
+    if (lock) {
+      try {
+        if (await ledgerOpen(ledger)) return "ready";
+        log.info("ledger built from Postgres", await rebuildUnder(lock, ledger, sql, opts.hooks));
+        return "rebuilt";
+      } finally {
+        await lock.release();
+      }
+    }
+    if (!logged) log.info("waiting for another process to rebuild the ledger");
     await Bun.sleep(100);
   }
+}
+
+/**
+ * Rebuilds the ledger from Postgres now, fenced: the one entry point for a rebuild of a live Redis (`admin audit
+ * --fix`). Takes the rebuild lock (waiting for another rebuild to finish), closes every shard's fence so no process
+ * sharing this Redis changes a balance meanwhile, moves what only Redis knows (outbox charges, deferred credits)
+ * into Postgres, reads one consistent snapshot, writes balances, key state and counters, credit ids and locks
+ * (Σ live holds, which survive), then opens the fences under a new epoch. Writers refused meanwhile retry then.
+ */
+export async function rebuildLedger(ledger: Ledger, sql: Sql, opts: RebuildOptions = {}): Promise<RebuildCounts> {
+  const lock = await RebuildLock.acquire(ledger, opts.lockTtlMs);
   try {
-    if (await redis.exists(keys.ready)) return "ready";
-    const counts = await rebuild(redis, sql, keys);
-    await redis.set(keys.ready, new Date().toISOString());
-    log.info("ledger built from Postgres", counts);
-    return "rebuilt";
+    const counts = await rebuildUnder(lock, ledger, sql, opts.hooks);
+    log.info("ledger rebuilt from Postgres", counts);
+    return counts;
   } finally {
-    await redis.del(LOCK);
+    await lock.release();
   }
 }
 
-async function rebuild(redis: Redis, sql: Sql, keys: LedgerKeys) {
-  // What Postgres knows. At start nothing serves yet; a rebuild while serving (Redis lost its data) runs with
-  // this process's balance changes paused (Ledger.pausedWhile), and what moved meanwhile is caught up below.
-  const wallets = await sql<{ wallet: string; balance: number }[]>`
-    SELECT wallet, SUM(amount)::bigint AS balance FROM (
-      SELECT wallet, amount_usdc AS amount FROM credits
-      UNION ALL SELECT wallet, -amount_usdc FROM ledger_events WHERE type = 'charge'
-    ) m GROUP BY wallet`;
-  const credits = await sql<{ id: number; wallet: string; event_id: string; amount_usdc: number }[]>`
-    SELECT id, wallet, event_id, amount_usdc FROM credits`;
-  const apiKeys = await sql<
-    { id: number; wallet: string; key_hash: string; budget_usdc: number | null; revoked: boolean; requests: number; pt: number; ct: number; spent: number; revenue: number }[]
-  >`
-    SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked,
-           COUNT(e.event_id)::bigint AS requests,
-           COALESCE(SUM(e.prompt_tokens), 0)::bigint AS pt, COALESCE(SUM(e.completion_tokens), 0)::bigint AS ct,
-           COALESCE(SUM(e.amount_usdc), 0)::bigint AS spent, COALESCE(SUM(e.amount_usdc - e.cost_usd_micro), 0)::bigint AS revenue
-    FROM api_keys k LEFT JOIN ledger_events e ON e.api_key_id = k.id AND e.type = 'charge'
-    GROUP BY k.id`;
+/** Ready, and every shard's fence open (a bare epoch). */
+async function ledgerOpen(ledger: Ledger): Promise<boolean> {
+  const k = ledger.keys;
+  const [ready, ...fences] = await Promise.all([ledger.redis.exists(k.ready), ...k.allShards().map((s) => ledger.redis.get(k.fence(s)))]);
+  return ready === 1 && fences.every((f) => typeof f === "string" && /^\d+$/.test(f));
+}
 
-  let p = redis.pipeline();
-  const flushEvery = async (i: number) => {
-    if (i % 1000 === 999) {
-      await p.exec();
-      p = redis.pipeline();
+async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: RebuildHooks = {}): Promise<RebuildCounts> {
+  const { redis, keys: k } = ledger;
+  const shards = k.allShards();
+  await recordShardCount(redis, k); // a Redis that lost its data lost this record too
+  const epoch = String(await redis.incr(k.epoch));
+  const closed = `R:${epoch}`;
+  lock.assertHeld();
+  // Closed before anything is read: a script running after this refuses, one that ran before is in what follows.
+  await Promise.all(shards.map((s) => redis.set(k.fence(s), closed)));
+  await hooks.fenced?.();
+
+  await drainOutboxes(ledger, sql);
+  await recordDeferredCredits(ledger, sql);
+  const snap = await readSnapshot(sql);
+  await hooks.snapshotTaken?.();
+  const held = await liveHolds(ledger);
+  await writeLedger(ledger, lock, snap, held);
+  // Exactly the credits of the snapshot are applied now; one committed since is applied by its own credit-3 call.
+  const unapplied = snap.credits.filter((c) => !c.applied).map((c) => c.id);
+  for (let i = 0; i < unapplied.length; i += 10_000) {
+    await sql`UPDATE credits SET applied_at = now() WHERE applied_at IS NULL AND id = ANY(${sql.array(unapplied.slice(i, i + 10_000))}::bigint[])`;
+  }
+  // A key revoked after the snapshot (its Redis write then overwritten above) stays revoked.
+  await restoreRevocations(ledger, sql);
+  // Kept when present: SIWE refuses messages older than the last loss of Redis's replay guard (see siwe.ts).
+  await redis.set(k.ready, new Date().toISOString(), "NX");
+
+  lock.assertHeld();
+  for (const s of shards) await ledger.scripts.compareAndSet(k.fence(s), closed, epoch);
+  ledger.fence.adoptAll(epoch);
+  return { epoch, wallets: snap.wallets.length, credits: snap.credits.length, keys: snap.apiKeys.length, holds: held.count };
+}
+
+/** Charges still in the outbox go to Postgres first (idempotent by event id; the flusher acks them later). */
+async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
+  for (const s of ledger.keys.allShards()) {
+    for (let from = "-"; ; ) {
+      const entries = await ledger.redis.xrange(ledger.keys.outbox(s), from, "+", "COUNT", 500);
+      if (entries.length === 0) break;
+      await insertLedgerEvents(sql, entries.map(([, fields]) => eventJson(fields)).filter((e): e is string => e !== null));
+      from = `(${entries[entries.length - 1]![0]}`;
     }
-  };
-  for (const [i, w] of wallets.entries()) {
-    p.hset(keys.wallet(keys.shardOf(w.wallet), w.wallet), "balance", w.balance, "locked", 0);
-    await flushEvery(i);
   }
-  for (const [i, c] of credits.entries()) {
-    p.hset(keys.credited(keys.shardOf(c.wallet)), c.event_id, c.amount_usdc);
-    await flushEvery(i);
-  }
-  for (const [i, k] of apiKeys.entries()) {
-    const shard = keys.shardOf(k.wallet);
-    p.hset(keys.apiKey(shard, k.id), {
-      ...writeKeyState(k.revoked, k.budget_usdc),
-      spent: k.spent, locked: 0, requests: k.requests, prompt_tokens: k.pt, completion_tokens: k.ct, revenue: k.revenue,
-    });
-    p.set(keys.keyHash(k.key_hash), `${k.id}|${k.wallet}`);
-    await flushEvery(i);
-  }
-  await p.exec();
-  // Only the credits in this rebuild are applied; one recorded since stays for the repair job.
-  const lastCredit = credits.reduce((max, c) => Math.max(max, c.id), 0);
-  await sql`UPDATE credits SET applied_at = now() WHERE applied_at IS NULL AND id <= ${lastCredit}`;
-  // A key revoked while the rebuild ran (its Redis write then overwritten) stays revoked: Postgres is read again.
-  const revoked = await sql<{ id: number; wallet: string }[]>`SELECT id, wallet FROM api_keys WHERE revoked_at IS NOT NULL`;
-  if (revoked.length > 0) {
-    const r = redis.pipeline();
-    for (const k of revoked) r.hset(keys.apiKey(keys.shardOf(k.wallet), k.id), "revoked", "1");
-    await r.exec();
-  }
-  return { wallets: wallets.length, credits: credits.length, keys: apiKeys.length };
 }
 
-/** Field/value pairs of a key's mutable state, as reserve-6.lua reads them. */
+/** Credits applied to Redis while Postgres was down (the credit outbox) are recorded before the snapshot. */
+async function recordDeferredCredits(ledger: Ledger, sql: Sql): Promise<void> {
+  const credits = new Credits(sql, ledger);
+  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(CREDIT_OUTBOX))) {
+    await credits.record(sql, JSON.parse(json) as CreditInput);
+    await ledger.redis.hdel(CREDIT_OUTBOX, eventId);
+  }
+}
+
+type Snapshot = Awaited<ReturnType<typeof readSnapshot>>;
+
+/** Everything the ledger is built from, read in one REPEATABLE READ read-only transaction: one moment of Postgres. */
+function readSnapshot(sql: Sql) {
+  return sql.begin("isolation level repeatable read read only", async (tx) => {
+    const wallets = await tx<{ wallet: string; balance: number }[]>`
+      SELECT wallet, SUM(amount)::bigint AS balance FROM (
+        SELECT wallet, amount_usdc AS amount FROM credits
+        UNION ALL SELECT wallet, -amount_usdc FROM ledger_events WHERE type = 'charge'
+      ) m GROUP BY wallet`;
+    const credits = await tx<{ id: number; wallet: string; event_id: string; amount_usdc: number; applied: boolean }[]>`
+      SELECT id, wallet, event_id, amount_usdc, applied_at IS NOT NULL AS applied FROM credits`;
+    const apiKeys = await tx<
+      { id: number; wallet: string; key_hash: string; budget_usdc: number | null; revoked: boolean; requests: number; pt: number; ct: number; spent: number; revenue: number }[]
+    >`
+      SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked,
+             COUNT(e.event_id)::bigint AS requests,
+             COALESCE(SUM(e.prompt_tokens), 0)::bigint AS pt, COALESCE(SUM(e.completion_tokens), 0)::bigint AS ct,
+             COALESCE(SUM(e.amount_usdc), 0)::bigint AS spent, COALESCE(SUM(e.amount_usdc - e.cost_usd_micro), 0)::bigint AS revenue
+      FROM api_keys k LEFT JOIN ledger_events e ON e.api_key_id = k.id AND e.type = 'charge'
+      GROUP BY k.id`;
+    return { wallets: [...wallets], credits: [...credits], apiKeys: [...apiKeys] };
+  });
+}
+
+/** Σ live holds per wallet hash and per key hash (Redis key names): holds survive a rebuild, so their locks do. */
+async function liveHolds(ledger: Ledger) {
+  const k = ledger.keys;
+  const wallets = new Map<string, number>();
+  const keys = new Map<string, number>();
+  let count = 0;
+  for (const s of k.allShards()) {
+    const ids = await ledger.redis.zrange(k.holds(s), "0", "-1");
+    for (let i = 0; i < ids.length; i += 500) {
+      const markers = await ledger.redis.mget(ids.slice(i, i + 500).map((id) => k.holdMarker(s, id)));
+      for (const m of markers) {
+        const live = m && /^live\|(\d+)\|([^|]*)\|(.*)$/.exec(m);
+        if (!live) continue;
+        const [, amount, wallet, keyId] = live;
+        const w = k.wallet(s, wallet!);
+        const key = k.apiKey(s, keyId!);
+        wallets.set(w, (wallets.get(w) ?? 0) + Number(amount));
+        keys.set(key, (keys.get(key) ?? 0) + Number(amount));
+        count++;
+      }
+    }
+  }
+  return { wallets, keys, count };
+}
+
+const WALLET_HASH = /^gw:\{s\d+\}:w:0x[0-9a-f]{40}$/;
+
+async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
+  const { redis, keys: k } = ledger;
+  let p = redis.pipeline();
+  let queued = 0;
+  const flush = async (force = false) => {
+    if (!force && ++queued % 1000 !== 0) return;
+    lock.assertHeld();
+    const replies = (await p.exec()) ?? [];
+    for (const [err] of replies) if (err) throw err;
+    p = redis.pipeline();
+  };
+  // The credited hashes are exactly the snapshot's credits (a credit applied before the fence closed is in it).
+  for (const s of k.allShards()) p.del(k.credited(s));
+  const written = new Set<string>();
+  for (const w of snap.wallets) {
+    const name = k.wallet(k.shardOf(w.wallet), w.wallet);
+    written.add(name);
+    p.hset(name, "balance", w.balance, "locked", held.wallets.get(name) ?? 0);
+    await flush();
+  }
+  // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
+  const others = new Set(held.wallets.keys());
+  let cursor = "0";
+  do {
+    const [next, names] = await redis.scan(cursor, "MATCH", "gw:*:w:*", "COUNT", "1000");
+    for (const n of names) if (WALLET_HASH.test(n)) others.add(n);
+    cursor = next;
+  } while (cursor !== "0");
+  for (const name of others) {
+    if (written.has(name)) continue;
+    p.hset(name, "balance", 0, "locked", held.wallets.get(name) ?? 0);
+    await flush();
+  }
+  for (const c of snap.credits) {
+    p.hset(k.credited(k.shardOf(c.wallet)), c.event_id, c.amount_usdc);
+    await flush();
+  }
+  for (const key of snap.apiKeys) {
+    const name = k.apiKey(k.shardOf(key.wallet), key.id);
+    p.hset(name, {
+      ...writeKeyState(key.revoked, key.budget_usdc),
+      spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
+    });
+    p.set(k.keyHash(key.key_hash), `${key.id}|${key.wallet}`);
+    await flush();
+  }
+  await flush(true);
+}
+
+/** Field/value pairs of a key's mutable state, as reserve-7.lua reads them. */
 export function writeKeyState(revoked: boolean, budget: number | null): Record<string, string> {
   return { revoked: revoked ? "1" : "0", budget: budget === null ? "" : String(budget) };
 }

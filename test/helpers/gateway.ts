@@ -7,9 +7,10 @@ import { createSiweMessage, generateSiweNonce } from "viem/siwe";
 import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
-import { buildServices, type Services } from "../../src/services.ts";
+import { buildServices, type Connections, type Services } from "../../src/services.ts";
 import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { catalogModel, STANDIN_KEY, standinProvider } from "./catalog.ts";
+import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
 import { freshDatabase, privateRedis } from "./services.ts";
 
@@ -54,8 +55,26 @@ function catalog(standinUrl: string, anthropicUrl: string) {
   };
 }
 
+/** What a fault test needs beyond the defaults. */
+export interface GatewayOptions {
+  /** Serve the private Redis on this TCP port too, so a child process (a second gateway, an admin command) shares it. */
+  redisPort?: number;
+  /** Put a forwarder (test/helpers/forwarder.ts) in front of Redis, to take it away and give it back. */
+  forwardRedis?: boolean;
+  /** The same in front of Postgres. */
+  forwardPostgres?: boolean;
+  /** Sees every query the services' postgres.js client sends. */
+  onQuery?: (query: string) => void;
+}
+
 export interface TestGateway {
   services: Services;
+  /** The private redis-server's own socket (a test's side door, past any forwarder). */
+  redisSocket: string;
+  redisForwarder?: Forwarder;
+  pgForwarder?: Forwarder;
+  /** Where its Redis and Postgres listen (for a child process, e.g. `bun src/main.ts admin …`). */
+  connections: Connections;
   standin: Standin;
   /** The Anthropic stand-in behind the "claude/…" models. */
   anthropic: AnthropicStandin;
@@ -72,32 +91,55 @@ export interface TestGateway {
   newWallet(usd?: number, keyOptions?: Record<string, unknown>): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
   grant(wallet: string, micro: number): Promise<void>;
   ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
+  /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */
+  sharedEnv(): Record<string, string>;
   close(): Promise<void>;
 }
 
 /** Builds the real gateway (private redis-server, fresh database, stand-in provider) for one test file. */
-export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
+export async function startGateway(env: Record<string, string> = {}, opts: GatewayOptions = {}): Promise<TestGateway> {
   setLogLevel("error");
   const standin = startStandin();
   const anthropic = startAnthropicStandin();
   const dir = mkdtempSync(join(tmpdir(), "gw-cfg-"));
   writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url, anthropic.url)));
-  const config = loadConfig({
+  const configEnv = {
     MODELS_FILE: join(dir, "models.json"),
     STANDIN_KEY,
     SIWE_DOMAIN,
     SIWE_CHAIN_IDS: "1,8453",
     LOG_LEVEL: "error",
     ...env,
-  });
-  const redis = await privateRedis();
+  };
+  const config = loadConfig(configEnv);
+  const redis = await privateRedis({ port: opts.redisPort });
   const db = await freshDatabase();
-  const services = await buildServices(config, { redis: redis.socket, database: db.database });
+  const redisForwarder = opts.forwardRedis ? startForwarder({ unix: redis.socket }) : undefined;
+  let database = { ...db.database, debug: opts.onQuery && ((_c: number, q: string) => opts.onQuery!(q)) };
+  let pgForwarder: Forwarder | undefined;
+  if (opts.forwardPostgres) {
+    if (database.path) {
+      pgForwarder = startForwarder({ unix: database.path });
+      database = { ...database, path: (pgForwarder.address as { unix: string }).unix };
+    } else {
+      const url = new URL(database.url);
+      pgForwarder = startForwarder({ hostname: url.hostname, port: Number(url.port || 5432) });
+      url.hostname = "127.0.0.1";
+      url.port = String((pgForwarder.address as { port: number }).port);
+      database = { ...database, url: url.toString() };
+    }
+  }
+  const redisTarget = redisForwarder ? (redisForwarder.address as { unix: string }).unix : redis.socket;
+  const services = await buildServices(config, { redis: redisTarget, database });
   const app = createApp(services);
   const handle = (req: Request) => app.handle(req);
 
   const gw: TestGateway = {
     services,
+    redisSocket: redis.socket,
+    redisForwarder,
+    pgForwarder,
+    connections: { redis: redis.socket, database: db.database },
     standin,
     anthropic,
     handle,
@@ -156,8 +198,16 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
       await services.credits.add({ eventId: `grant:${crypto.randomUUID()}`, wallet, kind: "grant", amountUsdc: micro, reason: "test" });
     },
     ledgerState: (wallet) => services.ledger.balance(wallet),
+    sharedEnv() {
+      if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");
+      return { ...configEnv, REDIS_URL: `redis://127.0.0.1:${opts.redisPort}`, DATABASE_URL: db.database.url };
+    },
     async close() {
+      await redisForwarder?.up();
+      await pgForwarder?.up();
       await services.close();
+      await redisForwarder?.stop();
+      await pgForwarder?.stop();
       await redis.stop();
       await db.stop();
       standin.stop();

@@ -7,12 +7,12 @@ import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded/redis
 import type { Connections } from "../../src/services.ts";
 
 /**
- * A private redis-server for one test file (or one benchmark run), on its own socket, so a test may flush or
- * kill it. `tcpPort` also serves it on 127.0.0.1 for a gateway in another process.
+ * A private redis-server for one test file (or a benchmark run), on its own socket (and `port`, if given), so a
+ * test may flush or kill it.
  */
-export async function privateRedis(opts: { tcpPort?: number } = {}): Promise<EmbeddedRedis & { dir: string }> {
+export async function privateRedis(opts: { port?: number } = {}): Promise<EmbeddedRedis & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), "gw-redis-"));
-  const r = await startEmbeddedRedis(dir, { persist: false, tcpPort: opts.tcpPort });
+  const r = await startEmbeddedRedis(dir, { persist: false, port: opts.port });
   return { ...r, dir, stop: async () => (await r.stop(), rmSync(dir, { recursive: true, force: true })) };
 }
 

@@ -4,6 +4,7 @@ import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts
 import { log, redactText } from "../../log.ts";
 import { metrics } from "../../observe/metrics.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
+import { isRedisDown, withinDeadline } from "../../outage.ts";
 import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
 import { refuseRepricingFields } from "../../providers/fields.ts";
 import { adapterFor } from "../../providers/index.ts";
@@ -73,6 +74,8 @@ function isTimeout(e: unknown): boolean {
 export class ChatService {
   /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
   private readonly settling = new Map<Promise<void>, PendingSettle>();
+  /** Releases of holds whose reserve reply was lost. */
+  private readonly releasing = new Set<Promise<void>>();
 
   constructor(
     private readonly auth: ApiKeyAuth,
@@ -104,7 +107,7 @@ export class ChatService {
     const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens);
 
     const holdId = crypto.randomUUID();
-    const { rateRemaining } = await this.ledger.reserve(principal, holdId, bound.micro);
+    const { rateRemaining } = await this.reserve(principal, holdId, bound.micro);
     const call: Call = {
       principal,
       holdId,
@@ -118,6 +121,32 @@ export class ChatService {
     trace.provider = model.provider.name;
     trace.stream = stream;
     return stream ? this.streamed(call, url, init, body.stream_options?.include_usage === true) : this.single(call, url, init);
+  }
+
+  /**
+   * The reserve, answering 503 fast when Redis cannot: at once while the ledger's connection is down (nothing is
+   * sent, so nothing is held), and after RESERVE_DEADLINE_MS when Redis does not answer. A reserve whose reply
+   * was lost (connection dropped, deadline) may still have opened its hold, now or when a queued command runs on
+   * reconnect: a release by its hold id follows it on the same connection, behind the answer (the request's
+   * second and last Redis call); should that fail too, the sweeper expires the hold with its lifetime.
+   */
+  private async reserve(principal: KeyPrincipal, holdId: string, amount: number) {
+    if (!this.ledger.scripts.client.connected) throw new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" });
+    try {
+      return await withinDeadline(this.ledger.reserve(principal, holdId, amount), RESERVE_DEADLINE_MS, "redis", "reserve");
+    } catch (e) {
+      if (e instanceof ApiError) throw e;
+      this.releaseBehind(principal, holdId);
+      if (!isRedisDown(e)) throw e;
+      log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
+      throw new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" });
+    }
+  }
+
+  /** Releases a hold that may or may not exist, without making anyone wait; shutdown waits for it (`idle`). */
+  private releaseBehind(principal: KeyPrincipal, holdId: string): void {
+    const p: Promise<void> = this.release({ principal, holdId }).finally(() => this.releasing.delete(p));
+    this.releasing.add(p);
   }
 
   private async single(call: Call, url: string, init: RequestInit): Promise<Response> {
@@ -356,7 +385,7 @@ export class ChatService {
     const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
     call.trace.chargeUsdc = charge;
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
-    // attempt that runs later is harmless: settle-5 posts a hold once.
+    // attempt that runs later is harmless: settle-6 posts a hold once.
     const attempt = () => withDeadline(this.ledger.settleOutcome(call.principal, call.holdId, charge, details), SETTLE_ATTEMPT_MS);
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
@@ -374,7 +403,7 @@ export class ChatService {
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */
   async idle(): Promise<void> {
-    while (this.settling.size > 0) await Promise.all(this.settling.keys());
+    while (this.settling.size > 0 || this.releasing.size > 0) await Promise.all([...this.settling.keys(), ...this.releasing]);
   }
 
   /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */
@@ -384,8 +413,10 @@ export class ChatService {
     return left.length;
   }
 
-  private async release(call: Call): Promise<void> {
-    await retry("release", () => this.ledger.release(call.principal, call.holdId), { hold: call.holdId }, 5).catch(() => {
+  private async release(call: Pick<Call, "principal" | "holdId">): Promise<void> {
+    // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
+    const attempt = () => withDeadline(this.ledger.release(call.principal, call.holdId), SETTLE_ATTEMPT_MS);
+    await retry("release", attempt, { hold: call.holdId }, 5).catch(() => {
       // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
     });
   }
@@ -395,6 +426,8 @@ export class ChatService {
 // goes to Postgres (pending_settles) for the repair job.
 const SETTLE_ATTEMPTS = 35;
 const SETTLE_ATTEMPT_MS = 2_000;
+// A reserve takes well under a millisecond in Redis; one that has not answered in this long is not coming soon.
+const RESERVE_DEADLINE_MS = 2_000;
 
 /** Rejects when `p` takes longer than `ms` (p itself runs on). */
 function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {

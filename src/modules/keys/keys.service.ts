@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { generateApiKey, hashApiKey } from "../../auth/apiKeys.ts";
+import { type ApiKeyAuth, generateApiKey, hashApiKey } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import type { Credits } from "../../store/credits.ts";
@@ -26,7 +26,7 @@ interface KeyRow {
 }
 
 /**
- * API key life cycle. Postgres is written first (the record), then Redis (the state reserve-6 checks), so a
+ * API key life cycle. Postgres is written first (the record), then Redis (the state reserve-7 checks), so a
  * crash in between leaves a key that the auth path repairs, or a revoke that a retried DELETE completes.
  */
 export class KeyService {
@@ -35,6 +35,8 @@ export class KeyService {
     private readonly redis: Redis,
     private readonly ledger: Ledger,
     private readonly credits: Credits,
+    /** Told of each new key, so its hash is never answered from the unknown-key cache. */
+    private readonly auth?: Pick<ApiKeyAuth, "created">,
   ) {}
 
   /**
@@ -94,6 +96,7 @@ export class KeyService {
         RETURNING id, label, created_at, revoked_at`;
     }
     const created = row!;
+    this.auth?.created(hash);
     const p = this.ledger.principal(created.id, wallet);
     await this.redis
       .multi()

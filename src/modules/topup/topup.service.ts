@@ -93,6 +93,9 @@ export class TopupService {
     if (paymentHeader === undefined) return this.paymentRequired(offer);
 
     const payment = await matchPayment(decodePaymentHeader(paymentHeader), offer.requirements, this.cfg.chain);
+    // No money moves while Postgres is down: the 503 (app error handler) comes before the facilitator is asked,
+    // at once when PgHealth already knows. (A Postgres failure after settling still credits, through the outbox.)
+    await this.sql`SELECT 1`;
     const facilitator = payment.kind === "permit" ? this.permit : this.eip3009;
     if (!facilitator) throw new PlainError(503, "no facilitator for this asset");
 

@@ -1,8 +1,8 @@
 --[[
   Reserve credit for one inference request: the only gate on the chat path.
   Checks, in this order, and changes nothing unless all pass (a rate-limit pass is still counted):
-  key not revoked, hold id not used before, per-wallet sliding-window rate limit, key budget, wallet available
-  credit. Then it opens a hold that settle-5 / release-5 resolve exactly once, or the sweeper expires.
+  the ledger fence (no rebuild running, the caller's epoch current), arguments well formed, key not revoked, hold id not used before, per-wallet sliding-window rate limit, key budget, wallet available
+  credit. Then it opens a hold that settle-6 / release-6 resolve exactly once, or the sweeper expires.
   Every redis.call costs ~2 µs inside a script, two requests' worth of Redis CPU per chat call: the hold lives in
   one key (its marker) and counters are read and written in one call each, not one HINCRBY per field.
 
@@ -12,6 +12,7 @@
   KEYS[4] hold marker           gw:{sNN}:hd:<holdId>     "live|amount|wallet|keyId", then settled | released | expired
   KEYS[5] rate counter, current window    gw:{sNN}:rl:<wallet>:<n>
   KEYS[6] rate counter, previous window   gw:{sNN}:rl:<wallet>:<n-1>
+  KEYS[7] shard fence           gw:{sNN}:fence           the ledger epoch while open; 'R:<epoch>' while a rebuild runs
 
   ARGV[1] hold id (unique per request; a retry with the same id reserves nothing twice)
   ARGV[2] amount to hold, µUSDC
@@ -20,6 +21,7 @@
   ARGV[5] ms elapsed in the current window (gateway clock, same one that picked the window keys)
   ARGV[6] hold lifetime, ms
   ARGV[7] "wallet|keyId" of the hold
+  ARGV[8] ledger epoch the caller believes in
 
   Returns
     {1, available_after, rate_remaining}   held (or already held under this id: rate_remaining 0)
@@ -28,7 +30,15 @@
     {0, 'RATE_LIMITED', retry_after_ms}
     {0, 'KEY_BUDGET_EXCEEDED', budget_left}
     {0, 'INSUFFICIENT_BALANCE', available}
+    {0, 'FENCED', fence}                   stale epoch or a rebuild runs: nothing changed, retry after it
 ]]
+local fence = redis.call('GET', KEYS[7])
+if fence ~= ARGV[8] then return {0, 'FENCED', fence or ''} end
+local function whole(v) return string.match(v, '^%d+$') and string.len(v) <= 15 end
+if ARGV[1] == '' or not (whole(ARGV[2]) and whole(ARGV[3]) and whole(ARGV[4]) and whole(ARGV[5]) and whole(ARGV[6]))
+  or tonumber(ARGV[4]) == 0 then
+  return redis.error_reply('reserve-7: bad arguments')
+end
 local id = ARGV[1]
 local amount = tonumber(ARGV[2])
 

@@ -1,16 +1,23 @@
 --[[
   Void or expire a hold: give the locked credit back, charge nothing, append the event to the outbox.
   'expire' (the sweeper) only acts on a hold whose expiry has passed on the Redis clock, so it can never race a
-  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-5.
+  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-6.
 
   KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset
   KEYS[4] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → released | expired (kept ARGV[3] s)
-  KEYS[5] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON, like settle-5's event)
-  ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s
+  KEYS[5] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON, like settle-6's event)
+  KEYS[6] shard fence  gw:{sNN}:fence  the ledger epoch while open; 'R:<epoch>' while a rebuild runs
+  ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s   ARGV[4] ledger epoch the caller believes in
 
   Returns {1, amount_released}
           {0, 'settled' | 'released' | 'expired' | 'UNKNOWN_HOLD' | 'LIVE'}  nothing changed
+          {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed, retry after it
 ]]
+local fence = redis.call('GET', KEYS[6])
+if fence ~= ARGV[4] then return {0, 'FENCED', fence or ''} end
+if ARGV[1] == '' or (ARGV[2] ~= 'release' and ARGV[2] ~= 'expire') or not string.match(ARGV[3], '^[1-9]%d*$') then
+  return redis.error_reply('release-6: bad arguments')
+end
 local id = ARGV[1]
 local marker = redis.call('GET', KEYS[4])
 if not marker then return {0, 'UNKNOWN_HOLD'} end

@@ -6,9 +6,11 @@
   KEYS[1] wallet hash   KEYS[2] api key hash   KEYS[3] holds zset
   KEYS[4] hold marker   gw:{sNN}:hd:<holdId>   "live|amount|wallet|keyId" → settled (kept ARGV[9] s)
   KEYS[5] outbox stream gw:{sNN}:outbox        one field 'e': the event as a JSON object (see below)
+  KEYS[6] shard fence   gw:{sNN}:fence         the ledger epoch while open; 'R:<epoch>' while a rebuild runs
 
   ARGV[1] hold id   ARGV[2] charge µUSDC   ARGV[3] prompt tokens   ARGV[4] completion tokens
   ARGV[5] provider cost µUSD   ARGV[6] model id   ARGV[7] wallet   ARGV[8] key id   ARGV[9] marker ttl s
+  ARGV[10] ledger epoch the caller believes in
 
   Outbox event: {"type":"charge","hold","wallet","key","model","amount","cost","pt","ct","at"} (at: Redis clock,
   ms). It is JSON so the flusher hands a whole batch to Postgres as one json_to_recordset parameter, unparsed.
@@ -16,7 +18,15 @@
   Returns {1, balance_after}           charged (hold posted, or late charge after expiry)
           {0, 'settled' | 'released'}  already resolved; nothing changed
           {0, 'UNKNOWN_HOLD'}
+          {0, 'FENCED', fence}         stale epoch or a rebuild runs: nothing changed, retry after it
 ]]
+local fence = redis.call('GET', KEYS[6])
+if fence ~= ARGV[10] then return {0, 'FENCED', fence or ''} end
+local function whole(v) return string.match(v, '^%d+$') and string.len(v) <= 15 end
+if ARGV[1] == '' or not (whole(ARGV[2]) and whole(ARGV[3]) and whole(ARGV[4]) and string.match(ARGV[5], '^%-?%d+$')
+  and whole(ARGV[8]) and whole(ARGV[9])) or string.len(ARGV[5]) > 15 or tonumber(ARGV[9]) == 0 then
+  return redis.error_reply('settle-6: bad arguments')
+end
 local id = ARGV[1]
 local charge = tonumber(ARGV[2])
 local state = redis.call('GET', KEYS[4])

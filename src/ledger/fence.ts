@@ -1,0 +1,116 @@
+import type { RedisClient } from "bun";
+import { ApiError } from "../errors.ts";
+import { log } from "../log.ts";
+import type { LedgerKeys } from "./keys.ts";
+
+/** A script reply: `{0, 'FENCED', fence}` is the refusal this module handles; anything else is the caller's. */
+type Reply = [number, ...unknown[]];
+
+const POLL_MS = 25;
+// A rebuild of a large ledger takes seconds; a request waits that long rather than fail, but not forever.
+const DEFAULT_WAIT_LIMIT_MS = 120_000;
+
+/**
+ * The epoch this process believes each shard's ledger is in, and what to do when a script refuses it.
+ * Every balance-changing script checks `gw:{sNN}:fence` against the epoch it is given, so no process sharing the
+ * Redis changes the ledger while a rebuild runs (fence "R:<epoch>"), and a process that missed a rebuild is
+ * refused once and adopts the new epoch. The happy path stays one round trip per script call.
+ */
+export class LedgerFence {
+  private readonly epochs = new Map<string, string>();
+  private readonly waits = new Map<string, Promise<void>>();
+  private rebuild?: () => Promise<unknown>;
+  private rebuilding?: Promise<unknown>;
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly keys: LedgerKeys,
+    private readonly waitLimitMs = DEFAULT_WAIT_LIMIT_MS,
+  ) {}
+
+  /** The epoch to send with a script call on `shard`. */
+  epoch(shard: string): string {
+    return this.epochs.get(shard) ?? "";
+  }
+
+  /** Believes `epoch` for every shard (the rebuild that just opened them all calls this). */
+  adoptAll(epoch: string): void {
+    for (const s of this.keys.allShards()) this.epochs.set(s, epoch);
+  }
+
+  /** Reads every shard's fence and believes the open ones (at start, after the ledger is ensured). */
+  async readAll(): Promise<void> {
+    const shards = this.keys.allShards();
+    const values = await Promise.all(shards.map((s) => this.client.get(this.keys.fence(s))));
+    shards.forEach((s, i) => {
+      if (isOpen(values[i])) this.epochs.set(s, values[i]!);
+    });
+  }
+
+  /**
+   * What runs when a shard has no fence (Redis lost its data) or is left closed with nobody holding the rebuild
+   * lock (the rebuilder died): the rebuild from Postgres, which takes the lock itself.
+   */
+  onLost(rebuild: () => Promise<unknown>): void {
+    this.rebuild = rebuild;
+  }
+
+  /**
+   * Calls `script` with this process's epoch for `shard`; on a FENCED refusal waits until the shard is open again,
+   * adopts its epoch and calls again. Nothing was changed by a refused call, so the retry is safe.
+   */
+  async run<R extends Reply>(shard: string, script: (epoch: string) => Promise<R>): Promise<R> {
+    const deadline = Date.now() + this.waitLimitMs;
+    for (;;) {
+      const r = await script(this.epoch(shard));
+      if (r[0] !== 0 || r[1] !== "FENCED") return r;
+      const seen = String(r[2] ?? "");
+      if (isOpen(seen)) {
+        this.epochs.set(shard, seen);
+        continue;
+      }
+      await this.waitOpen(shard, deadline);
+    }
+  }
+
+  /** One poll loop per shard, shared by every caller refused meanwhile. */
+  private waitOpen(shard: string, deadline: number): Promise<void> {
+    let wait = this.waits.get(shard);
+    if (!wait) {
+      wait = this.poll(shard, deadline).finally(() => this.waits.delete(shard));
+      this.waits.set(shard, wait);
+    }
+    return wait;
+  }
+
+  private async poll(shard: string, deadline: number): Promise<void> {
+    for (;;) {
+      const fence = await this.client.get(this.keys.fence(shard));
+      if (isOpen(fence)) {
+        this.epochs.set(shard, fence!);
+        return;
+      }
+      if (fence === null || !(await this.client.exists(this.keys.rebuildLock))) await this.rebuildOnce();
+      if (Date.now() > deadline) {
+        throw new ApiError("SERVICE_UNAVAILABLE", "The ledger is being rebuilt; retry shortly", undefined, undefined, { "retry-after": "5" });
+      }
+      await Bun.sleep(POLL_MS);
+    }
+  }
+
+  private async rebuildOnce(): Promise<void> {
+    if (!this.rebuild) return;
+    this.rebuilding ??= this.rebuild()
+      .catch(async (e) => {
+        log.error("ledger rebuild after a lost or abandoned fence failed; retrying", { error: e });
+        await Bun.sleep(1_000);
+      })
+      .finally(() => (this.rebuilding = undefined));
+    await this.rebuilding;
+  }
+}
+
+/** An open fence is the bare epoch (digits); "R:<epoch>" is closed, null is lost. */
+function isOpen(fence: string | null | undefined): boolean {
+  return !!fence && /^\d+$/.test(fence);
+}

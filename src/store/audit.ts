@@ -1,0 +1,103 @@
+/**
+ * `admin audit`: proves that Redis (the hot ledger) and Postgres (the system of record) agree, wallet by wallet
+ * and key by key, while the gateway serves.
+ *
+ * How it reads a consistent view under load:
+ * 1. It lists every wallet and key name (Redis SCAN, then Postgres: money and keys reach Postgres first, so
+ *    nothing Redis shows is missing from the list).
+ * 2. Per shard, one Lua script (audit-3.lua; one slot, so it runs on a Redis Cluster too) reads the shard's
+ *    wallets, keys, live holds, applied credits and the whole outbox at one instant, with Redis's clock. Holds in
+ *    flight are part of that instant (locked = Σ live holds is exact), and so are charges not yet flushed.
+ * 3. Then Redis's credit outbox (credits applied while Postgres was down), then Postgres in one REPEATABLE READ
+ *    snapshot. Postgres can only be ahead of the Redis read: a charge flushed meanwhile is de-duplicated by its
+ *    event id against the outbox read, a charge settled after a shard's read is told apart by its Redis-clock
+ *    stamp, a credit recorded meanwhile is not yet in the shard's applied credits. A credit, key or revocation
+ *    Postgres shows but the shard read did not is asked of Redis again: if Redis has it now, it landed after.
+ * 4. What remains can only be a write caught between its Postgres and its Redis half at the very moment of the
+ *    audit, or a clock step back, so a difference counts only when a second, fresh audit finds it again.
+ */
+import type { Redis } from "ioredis";
+import type { LedgerKeys } from "../ledger/keys.ts";
+import type { LedgerScripts } from "../ledger/scripts.ts";
+import type { Services } from "../services.ts";
+import { compareBooks, lateCandidates, type AuditPass, type Difference } from "./auditCompare.ts";
+import { readPostgresBooks } from "./auditPostgres.ts";
+import { listLedgerNames, readCreditOutbox, readShard, writtenSinceRead } from "./auditRedis.ts";
+import { formatAudit } from "./auditReport.ts";
+import type { Sql } from "./db.ts";
+import { rebuildLedger } from "./rebuild.ts";
+
+/** What the audit reads through: the gateway's own connections. */
+export interface AuditDeps {
+  redis: Redis;
+  scripts: LedgerScripts;
+  sql: Sql;
+  keys: LedgerKeys;
+}
+
+/** The outcome of an audit: clean when there is no difference. */
+export interface AuditResult extends AuditPass {
+  clean: boolean;
+}
+
+/** One pass, unconfirmed: under chat traffic alone it is already exact (a test holds it to that). */
+export async function auditOnce(d: AuditDeps): Promise<AuditPass> {
+  const names = await listLedgerNames(d.redis, d.sql, d.keys);
+  const shards = [];
+  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.keys, shard, [...n.wallets], [...n.keyIds]));
+  const creditOutbox = await readCreditOutbox(d.redis);
+  const outboxIds = shards.flatMap((s) => s.outboxCharges.map((e) => e.eventId));
+  const pg = await readPostgresBooks(d.sql, Math.min(...shards.map((s) => s.nowMs)), outboxIds);
+  const late = await writtenSinceRead(d.redis, d.keys, lateCandidates(d.keys, names, shards, pg));
+  return compareBooks(d.keys, names, shards, creditOutbox, pg, late);
+}
+
+const identity = (x: Difference) => `${x.subject}\u0000${x.field}`;
+
+/** Audits the books; a difference is reported only when a second audit confirms it (see the top of this file). */
+export async function auditLedger(d: AuditDeps): Promise<AuditResult> {
+  const first = await auditOnce(d);
+  if (first.differences.length === 0) return { ...first, clean: true };
+  const seen = new Set(first.differences.map(identity));
+  const second = await auditOnce(d);
+  const differences = second.differences.filter((x) => seen.has(identity(x)));
+  return { ...second, differences, clean: differences.length === 0 };
+}
+
+/**
+ * Rebuilds the Redis ledger from Postgres through the fenced rebuild: every process sharing the Redis holds its
+ * balance changes meanwhile, live holds are kept (locked is recomputed from them), and the outboxes are drained.
+ */
+export async function rebuildLedgerNow(s: Services): Promise<void> {
+  await rebuildLedger(s.ledger, s.sql);
+}
+
+/**
+ * `--fix`: makes Redis what Postgres says. First everything on its way into Postgres gets there (credits from
+ * Redis's credit outbox, charges from the outbox), or the rebuild, which reads only Postgres, would drop it.
+ * Redis records Postgres does not know are removed (a rebuild writes only what Postgres has), then the rebuild.
+ */
+export async function repairFromPostgres(s: Services, found: AuditResult): Promise<void> {
+  await s.credits.reapplyPending();
+  await s.flusher.drain();
+  const strays = found.differences.flatMap((x) => (x.stray ? [x.stray] : []));
+  if (strays.length > 0) {
+    const p = s.redis.pipeline();
+    for (const x of strays) x.field === undefined ? p.del(x.key) : p.hdel(x.key, x.field);
+    await p.exec();
+  }
+  await rebuildLedgerNow(s);
+}
+
+/** The command: audit, print, and with `fix` repair when needed and audit again. Output and whether it is clean. */
+export async function runAudit(s: Services, opts: { fix: boolean }): Promise<{ output: string; clean: boolean }> {
+  const deps = { redis: s.redis, scripts: s.scripts, sql: s.sql, keys: s.ledger.keys };
+  const found = await auditLedger(deps);
+  if (!opts.fix || found.clean) return { output: formatAudit(found), clean: found.clean };
+  await repairFromPostgres(s, found);
+  const after = await auditLedger(deps);
+  return {
+    output: [formatAudit(found), "", "--fix: rebuilt the Redis ledger from Postgres; audit again:", "", formatAudit(after)].join("\n"),
+    clean: after.clean,
+  };
+}

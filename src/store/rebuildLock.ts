@@ -1,0 +1,67 @@
+import type { Ledger } from "../ledger/ledger.ts";
+import { log } from "../log.ts";
+
+/** Long enough to ride out a GC pause or a slow round trip, short enough that a dead rebuilder is replaced soon. */
+export const REBUILD_LOCK_TTL_MS = 30_000;
+
+/** The rebuild lock was taken over (its lifetime ran out): this rebuild must stop before it opens any fence. */
+export class RebuildLockLost extends Error {}
+
+/**
+ * The one lock that lets a process rebuild the ledger. It carries an owner token, is renewed while the rebuild
+ * works (every third of its lifetime), and is renewed and released only by its owner (compare-and-set-1.lua), so
+ * a rebuilder that stalled past the lifetime can neither release nor extend a lock someone else now holds.
+ */
+export class RebuildLock {
+  private lost = false;
+  private readonly timer: ReturnType<typeof setInterval>;
+
+  private constructor(
+    private readonly ledger: Ledger,
+    readonly token: string,
+    private readonly ttlMs: number,
+  ) {
+    this.timer = setInterval(() => void this.renew(), Math.max(10, Math.floor(ttlMs / 3)));
+  }
+
+  /** Takes the lock if nobody holds it; null otherwise. */
+  static async tryAcquire(ledger: Ledger, ttlMs = REBUILD_LOCK_TTL_MS): Promise<RebuildLock | null> {
+    const token = `${process.pid}:${crypto.randomUUID()}`;
+    const ok = await ledger.redis.set(ledger.keys.rebuildLock, token, "PX", ttlMs, "NX");
+    return ok ? new RebuildLock(ledger, token, ttlMs) : null;
+  }
+
+  /** Takes the lock, waiting while another process holds it (a holder that dies loses it within its lifetime). */
+  static async acquire(ledger: Ledger, ttlMs = REBUILD_LOCK_TTL_MS): Promise<RebuildLock> {
+    for (let logged = false; ; logged = true) {
+      const lock = await RebuildLock.tryAcquire(ledger, ttlMs);
+      if (lock) return lock;
+      if (!logged) log.info("another process is rebuilding the ledger; waiting for its lock");
+      await Bun.sleep(100);
+    }
+  }
+
+  /** Throws RebuildLockLost when a renewal found the lock taken over; called before every write batch. */
+  assertHeld(): void {
+    if (this.lost) throw new RebuildLockLost("lost the ledger rebuild lock to another process; this rebuild stops");
+  }
+
+  /** Renews now and reports whether the lock is still this owner's. */
+  async renew(): Promise<boolean> {
+    if (this.lost) return false;
+    try {
+      if (await this.ledger.scripts.compareAndSet(this.ledger.keys.rebuildLock, this.token, this.token, this.ttlMs)) return true;
+      this.lost = true;
+      log.error("the ledger rebuild lock was taken over; stopping this rebuild");
+    } catch (e) {
+      log.warn("renewing the ledger rebuild lock failed; trying again", { error: e });
+    }
+    return !this.lost;
+  }
+
+  /** Stops renewing and deletes the lock if it is still this owner's. */
+  async release(): Promise<void> {
+    clearInterval(this.timer);
+    await this.ledger.scripts.compareAndSet(this.ledger.keys.rebuildLock, this.token, "");
+  }
+}

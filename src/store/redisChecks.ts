@@ -1,0 +1,29 @@
+import type { Redis } from "ioredis";
+import { ConfigError } from "../config.ts";
+import type { LedgerKeys } from "../ledger/keys.ts";
+
+/** Start-up refusals for a Redis that cannot hold the ledger safely; each throws one ConfigError line. */
+export async function checkRedisForLedger(redis: Redis, keys: LedgerKeys): Promise<void> {
+  await checkEvictionPolicy(redis);
+  await recordShardCount(redis, keys);
+}
+
+/** A Redis that may evict keys under memory pressure could silently drop a balance, a hold or a credit mark. */
+export async function checkEvictionPolicy(redis: Redis): Promise<void> {
+  const policy = /maxmemory_policy:(\S+)/.exec(await redis.info("memory"))?.[1];
+  if (policy !== undefined && policy !== "noeviction") {
+    throw new ConfigError("REDIS_URL", `this Redis evicts keys (maxmemory-policy ${policy}); the ledger needs maxmemory-policy noeviction`);
+  }
+}
+
+/**
+ * Records LEDGER_SHARDS on first start (and after a data loss, with the rebuild), and refuses another value:
+ * the shard count decides where every wallet's keys live, so a changed value would lose every balance.
+ */
+export async function recordShardCount(redis: Redis, keys: LedgerKeys): Promise<void> {
+  await redis.set(keys.shardCount, String(keys.shards), "NX");
+  const recorded = await redis.get(keys.shardCount);
+  if (recorded !== null && recorded !== String(keys.shards)) {
+    throw new ConfigError("LEDGER_SHARDS", `is ${keys.shards}, but the ledger in this Redis was built with ${recorded} shards (a change would move every wallet); set LEDGER_SHARDS=${recorded}`);
+  }
+}

@@ -1,0 +1,98 @@
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+
+const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
+
+/** A TCP port nobody listens on right now (for a private redis-server a child process can reach by URL). */
+export function freePort(): number {
+  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
+
+/** The environment of a child gateway: this process's PATH and the like, the variables given, nothing else of ours. */
+function childEnv(env: Record<string, string>): Record<string, string> {
+  const base: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "TMPDIR"]) if (process.env[name]) base[name] = process.env[name]!;
+  return { ...base, ...env };
+}
+
+/** Runs `bun src/main.ts <args>` to its end. */
+export function runMain(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return spawnMain(args, env).done;
+}
+
+/** `bun src/main.ts <args>` running: `waitFor` resolves once its output (stdout or stderr) matches a log line. */
+export function spawnMain(args: string[], env: Record<string, string>) {
+  const proc = Bun.spawn(["bun", MAIN, ...args], { env: childEnv(env), stdout: "pipe", stderr: "pipe" });
+  const out = { stdout: "", stderr: "" };
+  const watchers: { re: RegExp; resolve: () => void }[] = [];
+  const read = async (name: "stdout" | "stderr") => {
+    const decoder = new TextDecoder();
+    const reader = proc[name].getReader();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      out[name] += decoder.decode(r.value);
+      for (const w of watchers.splice(0)) (w.re.test(out.stdout + out.stderr) ? w.resolve() : watchers.push(w));
+    }
+  };
+  const done = Promise.all([read("stdout"), read("stderr"), proc.exited]).then(([, , code]) => ({ code, ...out }));
+  return {
+    proc,
+    done,
+    waitFor(re: RegExp): Promise<void> {
+      if (re.test(out.stdout + out.stderr)) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        watchers.push({ re, resolve });
+        void done.then((r) => reject(new Error(`exited (${r.code}) before printing ${re}: ${r.stdout}${r.stderr}`)));
+      });
+    },
+  };
+}
+
+/** A second gateway: `bun src/main.ts serve` as a real child process. */
+export interface ChildGateway {
+  url: string;
+  proc: Subprocess;
+  /** SIGTERM and wait: a graceful shutdown drains its outbox into Postgres. */
+  stop(): Promise<number>;
+}
+
+/** Starts `bun src/main.ts serve` and resolves once it logs that it listens (PORT=0: the port it picked). */
+export async function startChildGateway(env: Record<string, string>): Promise<ChildGateway> {
+  const proc = Bun.spawn(["bun", MAIN, "serve"], {
+    // info: the "gateway listening" line carries the port.
+    env: childEnv({ HOST: "127.0.0.1", PORT: "0", ...env, LOG_LEVEL: "info" }),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const reader = proc.stdout.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) {
+      clearTimeout(timer);
+      throw new Error(`child gateway exited or did not listen within 30 s: ${seen}${await new Response(proc.stderr).text()}`);
+    }
+    seen += decoder.decode(value);
+    const m = /"msg":"gateway listening".*?"url":"(http:\/\/[^"]+)"/.exec(seen);
+    if (m) {
+      clearTimeout(timer);
+      // Keep reading both pipes so a full pipe never blocks the child's logging.
+      void (async () => {
+        while (!(await reader.read()).done);
+      })().catch(() => {});
+      void new Response(proc.stderr).text().catch(() => {});
+      return {
+        url: m[1]!,
+        proc,
+        async stop() {
+          proc.kill("SIGTERM");
+          return proc.exited;
+        },
+      };
+    }
+  }
+}
