@@ -12,6 +12,7 @@ import postgres from "postgres";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createSiweMessage, generateSiweNonce } from "viem/siwe";
 import { catalogModel, STANDIN_KEY, standinProvider } from "../test/helpers/catalog.ts";
+import { freePort } from "../test/helpers/child.ts";
 import { newDatabase, privateRedis } from "../test/helpers/services.ts";
 import { log, PROFILE, ROOT, S, sleep } from "./settings.ts";
 
@@ -30,13 +31,6 @@ let workDir = "";
 export function openWorkDir(): string {
   workDir = mkdtempSync(join(tmpdir(), "gw-bench-"));
   return workDir;
-}
-
-function freePort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
 }
 
 function tail(file: string, lines = 20): string {
