@@ -4,7 +4,8 @@ import { CREDIT_OUTBOX, Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
 import { restoreRevocations } from "./reconcile.ts";
-import { RebuildLock } from "./rebuildLock.ts";
+import { FencedShardWriter } from "./rebuildBatch.ts";
+import { RebuildLock, RebuildLockLost } from "./rebuildLock.ts";
 import { recordShardCount } from "./redisChecks.ts";
 
 /** Test seams: awaited between the rebuild's steps, so a test can race writers against each one. */
@@ -86,7 +87,7 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const snap = await readSnapshot(sql);
   await hooks.snapshotTaken?.();
   const held = await liveHolds(ledger);
-  await writeLedger(ledger, lock, snap, held);
+  await writeLedger(ledger, lock, closed, snap, held);
   // Exactly the credits of the snapshot are applied now; one committed since is applied by its own credit-3 call.
   const unapplied = snap.credits.filter((c) => !c.applied).map((c) => c.id);
   for (let i = 0; i < unapplied.length; i += 10_000) {
@@ -98,7 +99,12 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   await redis.set(k.ready, new Date().toISOString(), "NX");
 
   lock.assertHeld();
-  for (const s of shards) await ledger.scripts.compareAndSet(k.fence(s), closed, epoch);
+  // A fence that is no longer ours means another rebuild took over: its result stands, this one did not rebuild.
+  for (const s of shards) {
+    if (!(await ledger.scripts.compareAndSet(k.fence(s), closed, epoch))) {
+      throw new RebuildLockLost(`shard ${s}'s fence is no longer this rebuild's "${closed}": another process rebuilt the ledger`);
+    }
+  }
   ledger.fence.adoptAll(epoch);
   return { epoch, wallets: snap.wallets.length, credits: snap.credits.length, keys: snap.apiKeys.length, holds: held.count };
 }
@@ -174,28 +180,21 @@ async function liveHolds(ledger: Ledger) {
   return { wallets, keys, count };
 }
 
-const WALLET_HASH = /^gw:\{s\d+\}:w:0x[0-9a-f]{40}$/;
+const WALLET_HASH = /^gw:(\{s\d+\}):w:0x[0-9a-f]{40}$/;
 
-async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
+/**
+ * Writes the snapshot shard by shard through fenced batches (rebuild-write-2.lua), each landing only while the
+ * shard's fence is still this rebuild's. Per shard the applied credit ids go first, then balances and key state,
+ * and ids Postgres does not know are dropped last: a rebuild stopped between two batches never leaves a balance
+ * that includes a credit the credited hash lacks (the reconciler would apply it again).
+ */
+async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
   const { redis, keys: k } = ledger;
-  let p = redis.pipeline();
-  let queued = 0;
-  const flush = async (force = false) => {
-    if (!force && ++queued % 1000 !== 0) return;
-    lock.assertHeld();
-    const replies = (await p.exec()) ?? [];
-    for (const [err] of replies) if (err) throw err;
-    p = redis.pipeline();
-  };
-  // The credited hashes are exactly the snapshot's credits (a credit applied before the fence closed is in it).
-  for (const s of k.allShards()) p.del(k.credited(s));
-  const written = new Set<string>();
-  for (const w of snap.wallets) {
-    const name = k.wallet(k.shardOf(w.wallet), w.wallet);
-    written.add(name);
-    p.hset(name, "balance", w.balance, "locked", held.wallets.get(name) ?? 0);
-    await flush();
-  }
+  const shards = new Map(k.allShards().map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]));
+  const of = (wallet: string) => shards.get(k.shardOf(wallet))!;
+  for (const c of snap.credits) of(c.wallet).credits.set(c.event_id, c.amount_usdc);
+  for (const w of snap.wallets) of(w.wallet).wallets.set(k.wallet(k.shardOf(w.wallet), w.wallet), w.balance);
+  for (const key of snap.apiKeys) of(key.wallet).keys.push(key);
   // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
   const others = new Set(held.wallets.keys());
   let cursor = "0";
@@ -205,24 +204,31 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, he
     cursor = next;
   } while (cursor !== "0");
   for (const name of others) {
-    if (written.has(name)) continue;
-    p.hset(name, "balance", 0, "locked", held.wallets.get(name) ?? 0);
-    await flush();
+    const shard = shards.get(WALLET_HASH.exec(name)?.[1] ?? "");
+    if (shard && !shard.wallets.has(name)) shard.wallets.set(name, 0);
   }
-  for (const c of snap.credits) {
-    p.hset(k.credited(k.shardOf(c.wallet)), c.event_id, c.amount_usdc);
-    await flush();
+
+  for (const [s, plan] of shards) {
+    const w = new FencedShardWriter(ledger, lock, s, closed);
+    await w.hset(k.credited(s), Object.fromEntries(plan.credits));
+    for (const [name, balance] of plan.wallets) await w.hset(name, { balance, locked: held.wallets.get(name) ?? 0 });
+    for (const key of plan.keys) {
+      const name = k.apiKey(s, key.id);
+      await w.hset(name, {
+        ...writeKeyState(key.revoked, key.budget_usdc),
+        spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
+      });
+    }
+    // The credited hash is exactly the snapshot's credits (a credit applied before the fence closed is in it).
+    await w.hdel(k.credited(s), (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)));
+    await w.flush();
   }
-  for (const key of snap.apiKeys) {
-    const name = k.apiKey(k.shardOf(key.wallet), key.id);
-    p.hset(name, {
-      ...writeKeyState(key.revoked, key.budget_usdc),
-      spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
-    });
-    p.set(k.keyHash(key.key_hash), `${key.id}|${key.wallet}`);
-    await flush();
+  // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed.
+  for (let i = 0; i < snap.apiKeys.length; i += 1000) {
+    const p = redis.pipeline();
+    for (const key of snap.apiKeys.slice(i, i + 1000)) p.set(k.keyHash(key.key_hash), `${key.id}|${key.wallet}`);
+    for (const [err] of (await p.exec()) ?? []) if (err) throw err;
   }
-  await flush(true);
 }
 
 /** Field/value pairs of a key's mutable state, as reserve-7.lua reads them. */
