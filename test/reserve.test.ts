@@ -126,6 +126,8 @@ describe("reserveFor: images are billed by pixels, not bytes", () => {
   });
 });
 
+// The chat route refuses audio, file and unknown parts before the reserve (parts.ts, chat.security.test.ts);
+// reserveFor still bounds them by the context window, a second line should one get past.
 describe("reserveFor: inputs the gateway cannot bound hold the context window", () => {
   const cases: [string, Record<string, unknown>, keyof ReturnType<typeof reserveFor>["shape"]][] = [
     ["an input_audio part", { type: "input_audio", input_audio: { data: "AAAA", format: "wav" } }, "audio"],

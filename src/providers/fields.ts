@@ -1,4 +1,5 @@
 import { ApiError } from "../errors.ts";
+import { refuseUnboundedParts } from "./parts.ts";
 
 /**
  * Request fields that would make a provider bill us more than the catalog price the wallet pays, or send the
@@ -21,7 +22,10 @@ export const REFUSED_FIELDS: Readonly<Record<string, string>> = {
 // Tool types a provider runs itself (web search, code execution…) are billed per call, beyond the tokens.
 const CLIENT_TOOL_TYPES = new Set(["function", "custom"]);
 
-/** Throws 400 VALIDATION_ERROR naming the first field (or tool) that could raise the provider's bill behind the hold. */
+/**
+ * Throws 400 VALIDATION_ERROR naming the first field, tool or content part (parts.ts) that could raise the
+ * provider's bill behind the hold.
+ */
 export function refuseRepricingFields(body: Record<string, unknown>): void {
   for (const field in body) {
     const why = REFUSED_FIELDS[field];
@@ -37,6 +41,7 @@ export function refuseRepricingFields(body: Record<string, unknown>): void {
       }
     });
   }
+  refuseUnboundedParts(body.messages);
 }
 
 /**
