@@ -61,7 +61,6 @@ async function keyState(wallet: string, keyId: number): Promise<{ spent: number;
 const variants = [
   { name: "OpenAI dialect, JSON", model: "standin/vision", stream: false, charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length) },
   { name: "OpenAI dialect, stream", model: "standin/vision", stream: true, charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length) },
-  { name: "OpenAI dialect, default image maximum, stream", model: "standin/echo", stream: true, charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length) },
   { name: "Anthropic dialect, stream", model: "claude/claude-sonnet-4-5", stream: true, charge: expectedCharge(10 + 3 + 10 * CLAUDE_IMAGE_TOKENS, REPLY.length) },
 ];
 
@@ -117,6 +116,24 @@ describe("the hold bounds the bill: concurrent image-heavy requests", () => {
     expect(ok * charge).toBeLessThanOrEqual(100_000);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - ok * charge, locked: 0 });
     expect(holdOverruns().count).toBe(overruns);
+  });
+
+  test("an image for a model whose catalog names no imageTokens holds the whole context window", async () => {
+    // OpenAI-compatible hosts' vision models bill up to 16,384 tokens an image (Qwen-VL): no default is safe.
+    const { wallet, key } = await gw.newWallet(0);
+    await gw.grant(wallet, 200_000);
+    const requests = gw.standin.requests.length;
+    const body = { model: "standin/echo", messages: imageMessages(1), max_tokens: 50 };
+    const res = await gw.call("POST", "/v1/chat/completions", body, { authorization: `Bearer ${key}` });
+    // 128,000 prompt tokens at 2.5 USD per 1M = 0.32 USD, more than the wallet holds.
+    expect(res).toMatchObject({ status: 402, body: { error: "INSUFFICIENT_BALANCE", required_usdc: expectedCharge(128_000, 50) } });
+    expect(gw.standin.requests.length).toBe(requests);
+
+    await gw.grant(wallet, 1_000_000);
+    const answer = await gw.openai(key).chat.completions.create(body as any);
+    const charge = expectedCharge(usageFor(1, IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length);
+    expect(answer.usage!.prompt_tokens).toBe(usageFor(1, IMAGE_TOKENS.high).prompt_tokens);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_200_000 - charge, locked: 0 });
   });
 
   test("a settle above its hold is charged all the same, counted, and logged with the request's shape, never its content", async () => {
