@@ -259,6 +259,15 @@ describe("nothing raises the provider's bill behind the hold", () => {
     ]);
   });
 
+  test("fields named like built-in properties (constructor, toString, __proto__) are unknown fields: dropped, not refused", async () => {
+    const { key } = await gw.newWallet(1);
+    const body = { model: "standin/echo", messages: [{ role: "user", content: "hi" }], max_tokens: 50, constructor: 1, toString: "x", hasOwnProperty: true, ...JSON.parse('{"__proto__": {"a": 1}}') };
+    const res = await gw.call("POST", "/v1/chat/completions", body, { authorization: `Bearer ${key}` });
+    expect(res.status).toBe(200);
+    const upstream = gw.standin.requests.at(-1)!;
+    for (const field of ["constructor", "toString", "hasOwnProperty", "__proto__"]) expect(Object.hasOwn(upstream, field)).toBe(false);
+  });
+
   test("tools a provider runs itself (billed per call) are refused, naming the tool", async () => {
     const { wallet, key } = await gw.newWallet(1);
     const calls = gw.standin.requests.length;

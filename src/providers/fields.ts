@@ -28,8 +28,9 @@ const CLIENT_TOOL_TYPES = new Set(["function", "custom"]);
  */
 export function refuseRepricingFields(body: Record<string, unknown>): void {
   for (const field in body) {
+    // Own entries only: `constructor` or `toString` would otherwise find Object.prototype's.
+    if (!Object.hasOwn(REFUSED_FIELDS, field) || body[field] === null || body[field] === undefined) continue;
     const why = REFUSED_FIELDS[field];
-    if (why === undefined || body[field] === null || body[field] === undefined) continue;
     // Text output is what every model gives anyway: modalities ["text"] changes nothing.
     if (field === "modalities" && Array.isArray(body.modalities) && body.modalities.every((m) => m === "text")) continue;
     throw new ApiError("VALIDATION_ERROR", `${field} is not accepted: ${why}`);
