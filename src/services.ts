@@ -2,7 +2,7 @@ import { Redis } from "ioredis";
 import { ApiKeyAuth } from "./auth/apiKeys.ts";
 import { SiweVerifier } from "./auth/siwe.ts";
 import type { Config } from "./config.ts";
-import { LedgerKeys } from "./ledger/keys.ts";
+import { RedisNames } from "./ledger/names.ts";
 import { Ledger } from "./ledger/ledger.ts";
 import { LedgerScripts } from "./ledger/scripts.ts";
 import { log } from "./log.ts";
@@ -70,7 +70,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   // Reconnect attempts at most 500 ms apart, so a command fails (maxRetriesPerRequest) within ~2 s of an outage
   // instead of ioredis' 2 s steps, and the first command after Redis returns is not held back long.
   const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3, retryStrategy: (times) => Math.min(times * 50, 500) });
-  const ledgerKeys = new LedgerKeys(config.ledgerShards);
+  const redisNames = new RedisNames(config.ledgerShards);
   // ioredis reconnects by itself; without a listener it prints a stack trace per attempt. One line per outage.
   let redisDown = false;
   redis.on("error", (e: Error) => {
@@ -83,19 +83,19 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   });
   const closeClients = async () => (redis.disconnect(), await rawSql.end({ timeout: 1 }));
   // Refusals (an evicting Redis, another LEDGER_SHARDS) come before anything is written anywhere.
-  await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, ledgerKeys));
+  await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, redisNames));
   await startupStep("Postgres", closeClients, () => migrate(rawSql));
   const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(conn.redis));
-  const ledger = new Ledger(redis, scripts, ledgerKeys, config);
+  const ledger = new Ledger(redis, scripts, redisNames, config);
   // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
   ledger.fence.onLost(() => ensureLedger(ledger, sql));
   await ensureLedger(ledger, sql);
   await ledger.fence.readAll();
 
-  const apiKeyAuth = new ApiKeyAuth(redis, sql, ledger);
+  const apiKeyAuth = new ApiKeyAuth(sql, ledger);
   const credits = new Credits(sql, ledger);
   await credits.reapplyPending();
-  const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
+  const flusher = new Flusher(scripts.client, sql, redisNames, {
     onRedisLost: () => ensureLedger(ledger, sql),
   });
   await flusher.init();
@@ -137,9 +137,9 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     pgHealth,
     ledger,
     apiKeyAuth,
-    siwe: new SiweVerifier(redis, ledgerKeys, { domains: config.siweDomains, chainIds: config.siweChainIds }),
+    siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
-    keys: new KeyService(sql, redis, ledger, credits, apiKeyAuth),
+    keys: new KeyService(sql, ledger, credits, apiKeyAuth),
     topup,
     chat,
     pendingSettles,

@@ -24,7 +24,7 @@ const messages = [{ role: "user" as const, content: "hi" }];
 const usage = usageFor(messages.length); // 11 prompt, 5 completion tokens
 const CHARGE = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 const COST = Math.ceil(usage.prompt_tokens * 2 + usage.completion_tokens * 8); // test catalog cost: 2 / 8 USD per 1M
-const streams = () => gw.services.ledger.keys.allShards().map((s) => gw.services.ledger.keys.outbox(s));
+const streams = () => gw.services.ledger.names.allShards().map((s) => gw.services.ledger.names.outbox(s));
 
 /** n answers, then their settles: these tests read the outbox on another connection than the settles use. */
 async function chat(key: string, n = 1) {
@@ -102,7 +102,7 @@ describe("flusher", () => {
     }
     expect(new Set(got.map((r) => r.hold_id)).size).toBe(N);
     const p = gw.services.ledger.principal(keyId, wallet);
-    const [spent, requests] = await gw.services.redis.hmget(p.apiKeyKey, "spent", "requests");
+    const [spent, requests] = await gw.services.redis.hmget(p.apiKeyName, "spent", "requests");
     expect(Number(spent)).toBe(N * CHARGE);
     expect(got.reduce((s, r) => s + r.amount_usdc, 0)).toBe(N * CHARGE);
     expect(Number(requests)).toBe(N);
@@ -182,7 +182,7 @@ describe("flusher", () => {
     expect(await outboxLength()).toBe(3);
 
     // host-a restarts under the same consumer name: its pending entries come first, insert nothing new.
-    const restarted = new Flusher(gw.services.scripts.client, gw.services.sql, gw.services.ledger.keys, {}, "host-a");
+    const restarted = new Flusher(gw.services.scripts.client, gw.services.sql, gw.services.ledger.names, {}, "host-a");
     await restarted.init();
     await restarted.drain();
     expect(await pendingCount()).toBe(0);
@@ -254,7 +254,7 @@ describe("rebuild of a lost Redis from Postgres", () => {
     const before = await snapshot();
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 3_000_000 - 5 * CHARGE, locked: 0 });
     const p = services.ledger.principal(keyId, wallet);
-    expect(await services.redis.hgetall(p.apiKeyKey)).toEqual({
+    expect(await services.redis.hgetall(p.apiKeyName)).toEqual({
       revoked: "0",
       budget: "",
       locked: "0",
@@ -276,13 +276,13 @@ describe("rebuild of a lost Redis from Postgres", () => {
     await services.flusher.init();
 
     expect(await snapshot()).toEqual(before);
-    expect(await services.redis.hgetall(services.ledger.principal(second.body.id, wallet).apiKeyKey)).toMatchObject({
+    expect(await services.redis.hgetall(services.ledger.principal(second.body.id, wallet).apiKeyName)).toMatchObject({
       budget: "1000000",
       spent: String(CHARGE),
       requests: "1",
     });
-    expect(await services.redis.get(services.ledger.keys.keyHash(hashApiKey(key)))).toBe(`${keyId}|${wallet}`);
-    expect(await services.redis.hget(services.ledger.principal(other.keyId, other.wallet).apiKeyKey, "revoked")).toBe("1");
+    expect(await services.redis.get(services.ledger.names.keyHash(hashApiKey(key)))).toBe(`${keyId}|${wallet}`);
+    expect(await services.redis.hget(services.ledger.principal(other.keyId, other.wallet).apiKeyName, "revoked")).toBe("1");
     expect(await gw.ledgerState(other.wallet)).toEqual({ balance: 2_000_000 - 2 * CHARGE, locked: 0 });
     const [unapplied] = await services.sql<{ n: number }[]>`SELECT COUNT(*)::bigint AS n FROM credits WHERE applied_at IS NULL`;
     expect(unapplied!.n).toBe(0);

@@ -9,10 +9,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Redis } from "ioredis";
 import { ApiError } from "../src/errors.ts";
-import { LedgerKeys } from "../src/ledger/keys.ts";
+import { RedisNames } from "../src/ledger/names.ts";
 import { Ledger, type KeyPrincipal } from "../src/ledger/ledger.ts";
 import { LedgerScripts } from "../src/ledger/scripts.ts";
-import { writeKeyState } from "../src/store/rebuild.ts";
+import { keyStateFields } from "../src/ledger/apiKeyState.ts";
 import { privateRedis } from "./helpers/services.ts";
 
 const SEED = process.env.LEDGER_SEED ? Number(process.env.LEDGER_SEED) >>> 0 : (Date.now() ^ (Math.random() * 2 ** 32)) >>> 0;
@@ -78,7 +78,7 @@ interface EventM {
   ct?: string;
 }
 
-const keys = new LedgerKeys(4);
+const keys = new RedisNames(4);
 // Wallet addresses whose last 4 hex digits pick the shard: two share shard 1, so they share holds/outbox/credited.
 const wallets: WalletM[] = ["0000", "0001", "0005", "0002", "0007"].map((tail, i) => {
   const addr = `0x${String(i + 1).padStart(36, "a")}${tail}`;
@@ -118,7 +118,7 @@ beforeAll(async () => {
   for (const w of wallets) {
     for (const budget of [null, int(1, 20) * 500_000]) {
       const p = ledger.principal(id, w.addr);
-      await redis.hset(p.apiKeyKey, writeKeyState(false, budget));
+      await redis.hset(p.apiKeyName, keyStateFields({ revoked: false, budget }));
       keyList.push({ id, wallet: w, p, revoked: false, budget, spent: 0, requests: 0, pt: 0, ct: 0, revenue: 0 });
       id++;
     }
@@ -132,7 +132,7 @@ afterAll(async () => {
 
 const holdKeys = (h: HoldM) => {
   const s = h.key.p.shard;
-  return [h.key.p.walletKey, h.key.p.apiKeyKey, keys.holds(s), keys.holdMarker(s, h.id), keys.outbox(s), keys.fence(s)];
+  return [h.key.p.walletName, h.key.p.apiKeyName, keys.holds(s), keys.holdMarker(s, h.id), keys.outbox(s), keys.fence(s)];
 };
 /** The epoch every shard's fence is open at (set up below as a rebuild would leave it). */
 const EPOCH = "1";
@@ -220,7 +220,7 @@ async function releaseAndCheck(h: HoldM): Promise<string> {
 async function checkAll(touched: HoldM[]) {
   const p = redis.pipeline();
   for (const w of wallets) p.hmget(keys.wallet(w.shard, w.addr), "balance", "locked");
-  for (const k of keyList) p.hmget(k.p.apiKeyKey, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
+  for (const k of keyList) p.hmget(k.p.apiKeyName, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
   for (const s of keys.allShards()) p.zcard(keys.holds(s)).xlen(keys.outbox(s));
   for (const h of touched) p.get(keys.holdMarker(h.key.p.shard, h.id)).zscore(keys.holds(h.key.p.shard), h.id);
   const res = (await p.exec())!.map(([err, v]) => {
@@ -478,7 +478,7 @@ const steps: Step[] = [
       const active = activeKeys();
       if (active.length <= 6) return null; // keep most keys usable
       const k = pick(active);
-      await redis.hset(k.p.apiKeyKey, "revoked", "1");
+      await redis.hset(k.p.apiKeyName, "revoked", "1");
       k.revoked = true;
       return { label: "revoke", touched: [] };
     },

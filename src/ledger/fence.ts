@@ -1,7 +1,7 @@
 import type { RedisClient } from "bun";
 import { ApiError } from "../errors.ts";
 import { log } from "../log.ts";
-import type { LedgerKeys } from "./keys.ts";
+import type { RedisNames } from "./names.ts";
 
 /** A script reply: `{0, 'FENCED', fence}` is the refusal this module handles; anything else is the caller's. */
 type Reply = [number, ...unknown[]];
@@ -24,7 +24,7 @@ export class LedgerFence {
 
   constructor(
     private readonly client: RedisClient,
-    private readonly keys: LedgerKeys,
+    private readonly names: RedisNames,
     private readonly waitLimitMs = DEFAULT_WAIT_LIMIT_MS,
   ) {}
 
@@ -35,13 +35,13 @@ export class LedgerFence {
 
   /** Believes `epoch` for every shard (the rebuild that just opened them all calls this). */
   adoptAll(epoch: string): void {
-    for (const s of this.keys.allShards()) this.epochs.set(s, epoch);
+    for (const s of this.names.allShards()) this.epochs.set(s, epoch);
   }
 
   /** Reads every shard's fence and believes the open ones (at start, after the ledger is ensured). */
   async readAll(): Promise<void> {
-    const shards = this.keys.allShards();
-    const values = await Promise.all(shards.map((s) => this.client.get(this.keys.fence(s))));
+    const shards = this.names.allShards();
+    const values = await Promise.all(shards.map((s) => this.client.get(this.names.fence(s))));
     shards.forEach((s, i) => {
       if (isOpen(values[i])) this.epochs.set(s, values[i]!);
     });
@@ -85,12 +85,12 @@ export class LedgerFence {
 
   private async poll(shard: string, deadline: number): Promise<void> {
     for (;;) {
-      const fence = await this.client.get(this.keys.fence(shard));
+      const fence = await this.client.get(this.names.fence(shard));
       if (isOpen(fence)) {
         this.epochs.set(shard, fence!);
         return;
       }
-      if (fence === null || !(await this.client.exists(this.keys.rebuildLock))) await this.rebuildOnce();
+      if (fence === null || !(await this.client.exists(this.names.rebuildLock))) await this.rebuildOnce();
       if (Date.now() > deadline) {
         throw new ApiError("SERVICE_UNAVAILABLE", "The ledger is being rebuilt; retry shortly", undefined, undefined, { "retry-after": "5" });
       }

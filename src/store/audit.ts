@@ -17,7 +17,7 @@
  *    audit, or a clock step back, so a difference counts only when a second, fresh audit finds it again.
  */
 import type { Redis } from "ioredis";
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { RedisNames } from "../ledger/names.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
 import type { Services } from "../services.ts";
 import { compareBooks, lateCandidates, type AuditPass, type Difference } from "./auditCompare.ts";
@@ -32,7 +32,7 @@ export interface AuditDeps {
   redis: Redis;
   scripts: LedgerScripts;
   sql: Sql;
-  keys: LedgerKeys;
+  names: RedisNames;
 }
 
 /** The outcome of an audit: clean when there is no difference. */
@@ -42,14 +42,14 @@ export interface AuditResult extends AuditPass {
 
 /** One pass, unconfirmed: under chat traffic alone it is already exact (a test holds it to that). */
 export async function auditOnce(d: AuditDeps): Promise<AuditPass> {
-  const names = await listLedgerNames(d.redis, d.sql, d.keys);
+  const names = await listLedgerNames(d.redis, d.sql, d.names);
   const shards = [];
-  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.keys, shard, [...n.wallets], [...n.keyIds]));
-  const creditOutbox = await readCreditOutbox(d.redis);
+  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.names, shard, [...n.wallets], [...n.keyIds]));
+  const creditOutbox = await readCreditOutbox(d.redis, d.names);
   const outboxIds = shards.flatMap((s) => s.outboxCharges.map((e) => e.eventId));
   const pg = await readPostgresBooks(d.sql, Math.min(...shards.map((s) => s.nowMs)), outboxIds);
-  const late = await writtenSinceRead(d.redis, d.keys, lateCandidates(d.keys, names, shards, pg));
-  return compareBooks(d.keys, names, shards, creditOutbox, pg, late);
+  const late = await writtenSinceRead(d.redis, d.names, lateCandidates(d.names, names, shards, pg));
+  return compareBooks(d.names, names, shards, creditOutbox, pg, late);
 }
 
 const identity = (x: Difference) => `${x.subject}\u0000${x.field}`;
@@ -91,7 +91,7 @@ export async function repairFromPostgres(s: Services, found: AuditResult): Promi
 
 /** The command: audit, print, and with `fix` repair when needed and audit again. Output and whether it is clean. */
 export async function runAudit(s: Services, opts: { fix: boolean }): Promise<{ output: string; clean: boolean }> {
-  const deps = { redis: s.redis, scripts: s.scripts, sql: s.sql, keys: s.ledger.keys };
+  const deps = { redis: s.redis, scripts: s.scripts, sql: s.sql, names: s.ledger.names };
   const found = await auditLedger(deps);
   if (!opts.fix || found.clean) return { output: formatAudit(found), clean: found.clean };
   await repairFromPostgres(s, found);

@@ -20,7 +20,7 @@ export const usageRoutes = (s: Services) =>
       const keys = await s.keys.list(wallet);
       const [{ balance, locked }, counters] = await Promise.all([
         s.ledger.balance(wallet),
-        s.ledger.keyCounters(keys.map((k) => s.ledger.principal(k.id, wallet).apiKeyKey), COUNTERS),
+        s.ledger.keyCounters(keys.map((k) => s.ledger.principal(k.id, wallet)), COUNTERS),
       ]);
       return {
         wallet,
