@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Redis } from "ioredis";
 import { ApiError } from "../src/errors.ts";
+import { refusalError } from "../src/modules/chat/refusals.ts";
 import { RedisNames } from "../src/ledger/names.ts";
 import { Ledger, type KeyPrincipal } from "../src/ledger/ledger.ts";
 import { LedgerScripts } from "../src/ledger/scripts.ts";
@@ -156,7 +157,8 @@ async function reserveAndCheck(k: KeyM, holdId: string, amount: number): Promise
   const want = expectedReserve(k, holdId, amount);
   let got: { available: number } | ApiError;
   try {
-    got = await ledger.reserve(k.p, holdId, amount);
+    const r = await ledger.reserve(k.p, holdId, amount);
+    got = r.ok ? r : refusalError(r);
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
     got = e;
@@ -356,7 +358,8 @@ const steps: Step[] = [
     async run() {
       const w = pick(wallets);
       const p = ledger.principal(9000 + int(0, 99), w.addr);
-      const err = await ledger.reserve(p, newHoldId(), int(1, 1000)).catch((e) => e);
+      const r = await ledger.reserve(p, newHoldId(), int(1, 1000));
+      const err = r.ok ? r : refusalError(r);
       expect(err).toBeInstanceOf(ApiError);
       expect((err as ApiError).code).toBe("UNAUTHORIZED");
       return { label: "reserve:unknown-key", touched: [] };

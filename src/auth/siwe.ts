@@ -57,7 +57,7 @@ export class SiweVerifier {
     } catch (e) {
       if (e instanceof SiweRejected) {
         log.info("SIWE rejected", { reason: e.message });
-        throw new ApiError("UNAUTHORIZED", `SIWE rejected: ${e.message}`);
+        throw new ApiError({ code: "UNAUTHORIZED", message: `SIWE rejected: ${e.message}` });
       }
       throw e;
     }

@@ -1,5 +1,4 @@
 import type { RedisClient } from "bun";
-import { ApiError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { RedisNames } from "./names.ts";
 
@@ -92,7 +91,7 @@ export class LedgerFence {
       }
       if (fence === null || !(await this.client.exists(this.names.rebuildLock))) await this.rebuildOnce();
       if (Date.now() > deadline) {
-        throw new ApiError("SERVICE_UNAVAILABLE", "The ledger is being rebuilt; retry shortly", undefined, undefined, { "retry-after": "5" });
+        throw new LedgerRebuilding("The ledger is being rebuilt; retry shortly");
       }
       await Bun.sleep(POLL_MS);
     }
@@ -108,6 +107,12 @@ export class LedgerFence {
       .finally(() => (this.rebuilding = undefined));
     await this.rebuilding;
   }
+}
+
+/** A shard stayed closed longer than a caller waits (a rebuild of a large ledger): nothing was changed; retry soon. */
+export class LedgerRebuilding extends Error {
+  /** Seconds a client should wait before retrying. */
+  readonly retryAfterS = 5;
 }
 
 /** An open fence is the bare epoch (digits); "R:<epoch>" is closed, null is lost. */

@@ -1,5 +1,4 @@
 import type { Redis } from "ioredis";
-import { ApiError } from "../errors.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import { ApiKeyState } from "./apiKeyState.ts";
 import { LedgerFence } from "./fence.ts";
@@ -29,6 +28,16 @@ export interface ChargeDetails {
   model: string;
 }
 
+/** Why a reserve held nothing: the key (unknown or revoked), the wallet's rate, the key's budget, the balance. */
+export type ReserveRefusal =
+  | { ok: false; refusal: "UNAUTHORIZED" }
+  | { ok: false; refusal: "RATE_LIMITED"; limit: number; windowMs: number; retryAfterMs: number }
+  | { ok: false; refusal: "KEY_BUDGET_EXCEEDED"; budgetLeft: number; required: number }
+  | { ok: false; refusal: "INSUFFICIENT_BALANCE"; available: number; required: number };
+
+/** A reserve's answer: the hold is open (balance left after it, rate-limit requests left), or a refusal. */
+export type ReserveOutcome = { ok: true; available: number; rateRemaining: number } | ReserveRefusal;
+
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
 
@@ -49,14 +58,22 @@ export class Ledger {
     this.apiKeys = new ApiKeyState(redis, names, (keyId, wallet) => this.principal(keyId, wallet));
   }
 
+  /** Whether the scripts' connection is up now: the chat path answers 503 at once rather than queue a reserve. */
+  get connected(): boolean {
+    return this.scripts.client.connected;
+  }
+
   /** Builds the principal for a key id and wallet (lower-case hex). */
   principal(keyId: number, wallet: string): KeyPrincipal {
     const shard = this.names.shardOf(wallet);
     return { keyId, wallet, shard, walletName: this.names.wallet(shard, wallet), apiKeyName: this.names.apiKey(shard, keyId) };
   }
 
-  /** Holds `amount` for one request, or throws the spec's 401/402/429 with nothing held. */
-  async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<{ available: number; rateRemaining: number }> {
+  /**
+   * Holds `amount` for one request, or says why not (a typed refusal, nothing held). Throws only for a hold id
+   * that was already resolved (a caller bug) and when Redis cannot answer.
+   */
+  async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     const { rateLimitRequests: limit, rateLimitWindowMs: windowMs, holdTtlMs } = this.limits;
     const k = this.names;
     const r = await this.fence.run(p.shard, (epoch) => {
@@ -71,36 +88,22 @@ export class Ledger {
     if (r[0] === 1) {
       metrics.reserves.inc({ outcome: "ok" });
       holdOpened(holdId, amount);
-      return { available: r[1] as number, rateRemaining: Number(r[2] ?? 0) };
+      return { ok: true, available: r[1] as number, rateRemaining: Number(r[2] ?? 0) };
     }
     metrics.reserves.inc({ outcome: String(r[1]) });
     const detail = Number(r[2] ?? 0);
     switch (r[1]) {
-      case "RATE_LIMITED": {
-        const retryS = Math.max(1, Math.ceil(detail / 1000));
-        throw new ApiError("RATE_LIMITED", `Rate limit of ${limit} requests per ${windowMs / 1000} s exceeded`, undefined, undefined, {
-          "retry-after": String(retryS),
-          "x-ratelimit-limit": String(limit),
-          "x-ratelimit-remaining": "0",
-          "x-ratelimit-reset": String(retryS),
-        });
-      }
+      case "RATE_LIMITED":
+        return { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: detail };
       case "KEY_BUDGET_EXCEEDED":
-        throw new ApiError("KEY_BUDGET_EXCEEDED", "This API key's budget cannot cover the request", {
-          key_budget_left_usdc: detail,
-          required_usdc: amount,
-        });
+        return { ok: false, refusal: "KEY_BUDGET_EXCEEDED", budgetLeft: detail, required: amount };
       case "INSUFFICIENT_BALANCE":
-        throw new ApiError("INSUFFICIENT_BALANCE", "Balance cannot cover the estimated cost of this request", {
-          available_usdc: detail,
-          required_usdc: amount,
-          topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
-        });
+        return { ok: false, refusal: "INSUFFICIENT_BALANCE", available: detail, required: amount };
       case "HOLD_RESOLVED":
         // Hold ids are fresh per request; only a caller bug reuses one, and it must not reopen the hold.
         throw new Error(`hold ${holdId} was already resolved`);
       default:
-        throw new ApiError("UNAUTHORIZED");
+        return { ok: false, refusal: "UNAUTHORIZED" };
     }
   }
 

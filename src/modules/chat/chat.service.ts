@@ -1,6 +1,7 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
-import type { KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
+import { LedgerRebuilding } from "../../ledger/fence.ts";
+import type { KeyPrincipal, Ledger, ReserveOutcome } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import { isRedisDown, withinDeadline } from "../../outage.ts";
@@ -12,6 +13,7 @@ import type { ChatRequest } from "../../providers/types.ts";
 import type { PendingSettles } from "../../store/pendingSettles.ts";
 import { type Call, estimateUsage, upstreamFailed, upstreamFailure, usageBody } from "./call.ts";
 import { IdleDeadline, MeteredStream } from "./meteredStream.ts";
+import { refusalError } from "./refusals.ts";
 import { Settler } from "./settler.ts";
 
 // A reserve takes well under a millisecond in Redis; one that has not answered in this long is not coming soon.
@@ -50,7 +52,7 @@ export class ChatService {
     trace.wallet = principal.wallet;
     trace.model = String(body.model).slice(0, 200);
     const model = this.catalog.models.get(body.model);
-    if (!model) throw new ApiError("UNKNOWN_MODEL", unknownModelReason(this.catalog, String(body.model)));
+    if (!model) throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, String(body.model)) });
 
     const stream = body.stream === true;
     // The reserve is what the provider can bill at most (reserve.ts): the prompt's upper bound from the upstream
@@ -86,17 +88,21 @@ export class ChatService {
    * reconnect: a release by its hold id follows it on the same connection, behind the answer (the request's
    * second and last Redis call); should that fail too, the sweeper expires the hold with its lifetime.
    */
-  private async reserve(principal: KeyPrincipal, holdId: string, amount: number) {
-    if (!this.ledger.scripts.client.connected) throw new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" });
+  private async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number }> {
+    if (!this.ledger.connected) throw ApiError.unavailable(1);
+    let outcome: ReserveOutcome;
     try {
-      return await withinDeadline(this.ledger.reserve(principal, holdId, amount), RESERVE_DEADLINE_MS, "redis", "reserve");
+      outcome = await withinDeadline(this.ledger.reserve(principal, holdId, amount), RESERVE_DEADLINE_MS, "redis", "reserve");
     } catch (e) {
-      if (e instanceof ApiError) throw e;
+      // Refused by the fence: nothing was held.
+      if (e instanceof LedgerRebuilding) throw e;
       this.settler.releaseBehind(principal, holdId);
       if (!isRedisDown(e)) throw e;
       log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
-      throw new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" });
+      throw ApiError.unavailable(1);
     }
+    if (!outcome.ok) throw refusalError(outcome);
+    return outcome;
   }
 
   /** A provider call that failed before its answer: the hold is released and the client gets the spec's error. */

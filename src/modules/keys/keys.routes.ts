@@ -22,7 +22,7 @@ export const keysRoutes = (s: Services) =>
       "/v1/auth/keys",
       async ({ body: input, request, set }) => {
         if (input.ref_code !== undefined && input.redeem_code !== undefined) {
-          throw new ApiError("VALIDATION_ERROR", "ref_code and redeem_code are mutually exclusive");
+          throw new ApiError({ code: "VALIDATION_ERROR", message: "ref_code and redeem_code are mutually exclusive" });
         }
         const wallet = await s.siwe.verify(input, "once");
         traceOf(request).wallet = wallet;

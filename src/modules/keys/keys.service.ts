@@ -45,7 +45,7 @@ export class KeyService {
    */
   async create(wallet: string, input: CreateKeyInput) {
     if (input.redeem_code !== undefined && input.ref_code !== undefined) {
-      throw new ApiError("VALIDATION_ERROR", "ref_code and redeem_code are mutually exclusive");
+      throw new ApiError({ code: "VALIDATION_ERROR", message: "ref_code and redeem_code are mutually exclusive" });
     }
     const key = generateApiKey();
     const hash = hashApiKey(key);
@@ -68,7 +68,7 @@ export class KeyService {
           SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM code RETURNING id, label, created_at, revoked_at
         )
         SELECT k.id, k.label, k.created_at, k.revoked_at, credit.id AS credit_id, credit.amount_usdc FROM k, credit`;
-      if (!r) throw new ApiError("VALIDATION_ERROR", "Unknown or already used redeem_code");
+      if (!r) throw new ApiError({ code: "VALIDATION_ERROR", message: "Unknown or already used redeem_code" });
       row = r;
       redeemed = { id: r.credit_id, eventId, wallet, amountUsdc: r.amount_usdc };
     } else if (input.ref_code !== undefined) {
@@ -87,7 +87,7 @@ export class KeyService {
         SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM ref RETURNING id, label, created_at, revoked_at`;
       if (!row) {
         const [known] = await this.sql`SELECT 1 FROM ref_codes WHERE code = ${code}`;
-        throw new ApiError("VALIDATION_ERROR", known ? "A wallet cannot refer itself" : "Unknown ref_code");
+        throw new ApiError({ code: "VALIDATION_ERROR", message: known ? "A wallet cannot refer itself" : "Unknown ref_code" });
       }
     } else {
       [row] = await this.sql<KeyRow[]>`
@@ -128,7 +128,7 @@ export class KeyService {
     const [row] = await this.sql<{ id: number }[]>`
       UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
       WHERE id = ${keyId} AND wallet = ${wallet} RETURNING id`;
-    if (!row) throw new ApiError("NOT_FOUND", "No such API key for this wallet");
+    if (!row) throw new ApiError({ code: "NOT_FOUND", message: "No such API key for this wallet" });
     await this.ledger.apiKeys.revoke(this.ledger.principal(keyId, wallet));
   }
 }

@@ -32,7 +32,7 @@ export const modelsRoutes = (s: Services) =>
         const json = s.config.catalog.modelJson.get(id);
         if (json) return new Response(json, { headers: JSON_TYPE });
         const off = s.config.catalog.disabled.get(id);
-        throw new ApiError("NOT_FOUND", off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model");
+        throw new ApiError({ code: "NOT_FOUND", message: off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model" });
       },
       {
         detail: doc({

@@ -12,9 +12,9 @@ const MAX_TOPUP_MICRO = 1_000_000_000 * 1_000_000;
 /** TopupRequest.amount (USD) → µUSDC: at least 1 USD, at most 6 decimals; 400 VALIDATION_ERROR otherwise. */
 export function topupAmount(amount: number): number {
   const micro = Number.isFinite(amount) ? parseUsd(String(amount)) : null;
-  if (micro === null) throw new ApiError("VALIDATION_ERROR", "amount: must be a USD amount with at most 6 decimals");
-  if (micro < MIN_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", "amount: the minimum top-up is 1 USD");
-  if (micro > MAX_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", "amount: the maximum top-up is 1,000,000,000 USD");
+  if (micro === null) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: must be a USD amount with at most 6 decimals" });
+  if (micro < MIN_TOPUP_MICRO) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: the minimum top-up is 1 USD" });
+  if (micro > MAX_TOPUP_MICRO) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: the maximum top-up is 1,000,000,000 USD" });
   return micro;
 }
 

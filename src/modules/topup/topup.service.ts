@@ -1,6 +1,6 @@
 import type { Address } from "viem";
 import type { PaymentsConfig } from "../../config.ts";
-import { PlainError } from "../../errors.ts";
+import { BareError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
 import { HttpFacilitator } from "../../payments/http.ts";
@@ -70,9 +70,9 @@ export class TopupService {
 
   /** Step 1 (no payment header) or step 2. `microUsdc` is already validated (≥ 1 USD, ≤ 6 decimals). */
   async topup(microUsdc: number, paymentHeader: string | undefined, resource: string): Promise<TopupOutcome> {
-    if (!this.enabled) throw new PlainError(503, "top-ups are not configured on this deployment");
+    if (!this.enabled) throw new BareError(503, "top-ups are not configured on this deployment");
     const offer = this.offer(microUsdc, resource);
-    if (offer.requirements.length === 0) throw new PlainError(503, "no accepted asset can carry this amount exactly");
+    if (offer.requirements.length === 0) throw new BareError(503, "no accepted asset can carry this amount exactly");
     if (paymentHeader === undefined) return this.paymentRequired(offer);
 
     const payment = await matchPayment(decodePaymentHeader(paymentHeader), offer.requirements, this.cfg.chain);
@@ -80,7 +80,7 @@ export class TopupService {
     // at once when PgHealth already knows. (A Postgres failure after settling still credits, through the outbox.)
     await this.sql`SELECT 1`;
     const facilitator = payment.kind === "permit" ? this.permit : this.eip3009;
-    if (!facilitator) throw new PlainError(503, "no facilitator for this asset");
+    if (!facilitator) throw new BareError(503, "no facilitator for this asset");
 
     const verdict = await this.unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));
     if (!verdict.isValid) {
@@ -132,7 +132,7 @@ export class TopupService {
       await this.recovery.open(payment, microUsdc, `settle: ${e instanceof Error ? e.message : String(e)}`, fromBlock, unavailable ? e.transaction : undefined);
       if (!unavailable) throw e;
       log.error("payment facilitator unavailable", { error: e });
-      throw new PlainError(503, "payment facilitator unavailable");
+      throw new BareError(503, "payment facilitator unavailable");
     }
   }
 
@@ -142,7 +142,7 @@ export class TopupService {
     } catch (e) {
       if (e instanceof FacilitatorUnavailable) {
         log.error("payment facilitator unavailable", { error: e });
-        throw new PlainError(503, "payment facilitator unavailable");
+        throw new BareError(503, "payment facilitator unavailable");
       }
       throw e;
     }

@@ -10,7 +10,7 @@ interface Turn {
 type Msg = Record<string, unknown>;
 
 function invalid(message: string): ApiError {
-  return new ApiError("VALIDATION_ERROR", message);
+  return new ApiError({ code: "VALIDATION_ERROR", message });
 }
 
 // Anthropic refuses empty text blocks, so empty strings are dropped rather than sent.
