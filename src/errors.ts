@@ -87,3 +87,16 @@ export class BareError extends Error {
     super(message);
   }
 }
+
+/**
+ * A bad setting: start-up stops with one line that names the variable. Here, below everything, because checks on
+ * every floor raise it (the environment in config.ts, a Redis the ledger cannot trust in store/redisChecks.ts).
+ */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+  }
+}

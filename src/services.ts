@@ -1,3 +1,8 @@
+/**
+ * The composition root: the one place that builds everything (connections, ledger, store, services) and the
+ * background work. It sits above the routes' floors; what it builds is typed by modules/services.ts, which the
+ * routes import, so no module imports from here.
+ */
 import { Redis } from "ioredis";
 import { ApiKeyAuth } from "./auth/apiKeys.ts";
 import { SiweVerifier } from "./auth/siwe.ts";
@@ -10,7 +15,7 @@ import { ChatService } from "./modules/chat/chat.service.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
 import { Credits } from "./store/credits.ts";
-import { openDatabase, type Sql } from "./store/db.ts";
+import { openDatabase } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
 import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
@@ -20,38 +25,14 @@ import { reconcileFromPostgres } from "./store/reconcile.ts";
 import { ensureLedger } from "./store/rebuild.ts";
 import { checkRedisForLedger } from "./store/redisChecks.ts";
 
+import type { Services } from "./modules/services.ts";
+
+export type { Services };
+
 /** Where the services connect: a Redis URL or unix socket, and a Postgres URL (with socket path for PGlite). */
 export interface Connections {
   redis: string;
   database: { url: string; path?: string; max?: number; debug?: (connection: number, query: string) => void };
-}
-
-/** Every service, built once and injected into the routes (main and tests build the same thing). */
-export interface Services {
-  config: Config;
-  /** ioredis: everything off the hot path (keys, SIWE replay guard, rebuild). */
-  redis: Redis;
-  /** Bun's native client: the Lua ledger scripts and the outbox reads. */
-  scripts: LedgerScripts;
-  /** Postgres, refusing queries at once (503) while `pgHealth` knows it is down. */
-  sql: Sql;
-  pgHealth: PgHealth;
-  ledger: Ledger;
-  apiKeyAuth: ApiKeyAuth;
-  siwe: SiweVerifier;
-  credits: Credits;
-  keys: KeyService;
-  topup: TopupService;
-  chat: ChatService;
-  /** Charges whose settle could not reach Redis, posted by the repair job. */
-  pendingSettles: PendingSettles;
-  flusher: Flusher;
-  /** Starts the flusher and the hold sweeper. */
-  startBackground(): void;
-  /** Runs every repair job once, now (tests call it instead of waiting for the 30 s timer). */
-  repairNow(): Promise<void>;
-  /** Stops background work, drains the outbox, closes connections. */
-  close(): Promise<void>;
 }
 
 const SWEEP_INTERVAL_MS = 5_000;

@@ -3,7 +3,7 @@ import { Elysia } from "elysia";
 import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../auth/siwe.ts";
 import type { Config } from "../config.ts";
 import type { NetworkId } from "../payments/networks.ts";
-import type { Services } from "../services.ts";
+import type { Services } from "../modules/services.ts";
 import type { PageConfig } from "./pageConfig.ts";
 import { doc, text } from "../openapi/document.ts";
 

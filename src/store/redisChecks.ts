@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { ConfigError } from "../config.ts";
+import { ConfigError } from "../errors.ts";
 import type { RedisNames } from "../ledger/names.ts";
 
 /** Start-up refusals for a Redis that cannot hold the ledger safely; each throws one ConfigError line. */

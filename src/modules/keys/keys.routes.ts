@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { Elysia, t } from "elysia";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import { ApiError } from "../../errors.ts";
 import { traceOf } from "../../observe/trace.ts";
 import { COMPONENTS } from "../../openapi/components.ts";

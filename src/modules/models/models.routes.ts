@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../../errors.ts";
 import { doc, errors, json, pathParam, responses } from "../../openapi/document.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
 

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../../errors.ts";
 import { parseUsd } from "../../money.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, json, responses, SECURITY } from "../../openapi/document.ts";
 

@@ -1,8 +1,8 @@
 import type { Services } from "../services.ts";
-import { log } from "../log.ts";
-import { holdOverruns } from "../modules/chat/holdOverruns.ts";
-import { dependencyStates } from "./dependencies.ts";
-import { metrics } from "./metrics.ts";
+import { log } from "../../log.ts";
+import { holdOverruns } from "../chat/holdOverruns.ts";
+import { dependencyStates } from "../health/dependencies.ts";
+import { metrics } from "../../observe/metrics.ts";
 
 /**
  * Reads the gauges that live outside this process, once per scrape and at bounded cost: per ledger shard one
