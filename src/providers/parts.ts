@@ -27,7 +27,7 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function refuse(where: string, what: string, why: string): never {
-  throw new ApiError("VALIDATION_ERROR", `${where}: ${what} is not accepted: ${why}`);
+  throw new ApiError({ code: "VALIDATION_ERROR", message: `${where}: ${what} is not accepted: ${why}` });
 }
 
 /**

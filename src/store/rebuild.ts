@@ -1,6 +1,7 @@
+import { rebuiltKeyFields } from "../ledger/apiKeyState.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
-import { CREDIT_OUTBOX, Credits, type CreditInput } from "./credits.ts";
+import { Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
 import { restoreRevocations } from "./reconcile.ts";
@@ -66,13 +67,13 @@ export async function rebuildLedger(ledger: Ledger, sql: Sql, opts: RebuildOptio
 
 /** Ready, and every shard's fence open (a bare epoch). */
 async function ledgerOpen(ledger: Ledger): Promise<boolean> {
-  const k = ledger.keys;
+  const k = ledger.names;
   const [ready, ...fences] = await Promise.all([ledger.redis.exists(k.ready), ...k.allShards().map((s) => ledger.redis.get(k.fence(s)))]);
   return ready === 1 && fences.every((f) => typeof f === "string" && /^\d+$/.test(f));
 }
 
 async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: RebuildHooks = {}): Promise<RebuildCounts> {
-  const { redis, keys: k } = ledger;
+  const { redis, names: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
   const epoch = String(await redis.incr(k.epoch));
@@ -111,9 +112,9 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
 
 /** Charges still in the outbox go to Postgres first (idempotent by event id; the flusher acks them later). */
 async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
-  for (const s of ledger.keys.allShards()) {
+  for (const s of ledger.names.allShards()) {
     for (let from = "-"; ; ) {
-      const entries = await ledger.redis.xrange(ledger.keys.outbox(s), from, "+", "COUNT", 500);
+      const entries = await ledger.redis.xrange(ledger.names.outbox(s), from, "+", "COUNT", 500);
       if (entries.length === 0) break;
       await insertLedgerEvents(sql, entries.map(([, fields]) => eventJson(fields)).filter((e): e is string => e !== null));
       from = `(${entries[entries.length - 1]![0]}`;
@@ -124,9 +125,9 @@ async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
 /** Credits applied to Redis while Postgres was down (the credit outbox) are recorded before the snapshot. */
 async function recordDeferredCredits(ledger: Ledger, sql: Sql): Promise<void> {
   const credits = new Credits(sql, ledger);
-  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(CREDIT_OUTBOX))) {
+  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(ledger.names.creditOutbox))) {
     await credits.record(sql, JSON.parse(json) as CreditInput);
-    await ledger.redis.hdel(CREDIT_OUTBOX, eventId);
+    await ledger.redis.hdel(ledger.names.creditOutbox, eventId);
   }
 }
 
@@ -157,7 +158,7 @@ function readSnapshot(sql: Sql) {
 
 /** Σ live holds per wallet hash and per key hash (Redis key names): holds survive a rebuild, so their locks do. */
 async function liveHolds(ledger: Ledger) {
-  const k = ledger.keys;
+  const k = ledger.names;
   const wallets = new Map<string, number>();
   const keys = new Map<string, number>();
   let count = 0;
@@ -189,7 +190,7 @@ const WALLET_HASH = /^gw:(\{s\d+\}):w:0x[0-9a-f]{40}$/;
  * that includes a credit the credited hash lacks (the reconciler would apply it again).
  */
 async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
-  const { redis, keys: k } = ledger;
+  const { redis, names: k } = ledger;
   const shards = new Map(k.allShards().map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]));
   const of = (wallet: string) => shards.get(k.shardOf(wallet))!;
   for (const c of snap.credits) of(c.wallet).credits.set(c.event_id, c.amount_usdc);
@@ -199,8 +200,8 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, sn
   const others = new Set(held.wallets.keys());
   let cursor = "0";
   do {
-    const [next, names] = await redis.scan(cursor, "MATCH", "gw:*:w:*", "COUNT", "1000");
-    for (const n of names) if (WALLET_HASH.test(n)) others.add(n);
+    const [next, names] = await redis.scan(cursor, "MATCH", k.walletPattern, "COUNT", "1000");
+    for (const n of names) if (k.isWallet(n)) others.add(n);
     cursor = next;
   } while (cursor !== "0");
   for (const name of others) {
@@ -213,11 +214,10 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, sn
     await w.hset(k.credited(s), Object.fromEntries(plan.credits));
     for (const [name, balance] of plan.wallets) await w.hset(name, { balance, locked: held.wallets.get(name) ?? 0 });
     for (const key of plan.keys) {
-      const name = k.apiKey(s, key.id);
-      await w.hset(name, {
-        ...writeKeyState(key.revoked, key.budget_usdc),
+      const name = ledger.principal(key.id, key.wallet).apiKeyName;
+      await w.hset(name, rebuiltKeyFields({ revoked: key.revoked, budget: key.budget_usdc }, {
         spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
-      });
+      }));
     }
     // The credited hash is exactly the snapshot's credits (a credit applied before the fence closed is in it).
     await w.hdel(k.credited(s), (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)));
@@ -226,12 +226,7 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, sn
   // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed.
   for (let i = 0; i < snap.apiKeys.length; i += 1000) {
     const p = redis.pipeline();
-    for (const key of snap.apiKeys.slice(i, i + 1000)) p.set(k.keyHash(key.key_hash), `${key.id}|${key.wallet}`);
+    for (const key of snap.apiKeys.slice(i, i + 1000)) ledger.apiKeys.queueMapping(p, ledger.principal(key.id, key.wallet), key.key_hash);
     for (const [err] of (await p.exec()) ?? []) if (err) throw err;
   }
-}
-
-/** Field/value pairs of a key's mutable state, as reserve-7.lua reads them. */
-export function writeKeyState(revoked: boolean, budget: number | null): Record<string, string> {
-  return { revoked: revoked ? "1" : "0", budget: budget === null ? "" : String(budget) };
 }

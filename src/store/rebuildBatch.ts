@@ -37,7 +37,7 @@ export class FencedShardWriter {
   async flush(): Promise<void> {
     if (this.keys.length === 0) return;
     this.lock.assertHeld();
-    const fence = this.ledger.keys.fence(this.shard);
+    const fence = this.ledger.names.fence(this.shard);
     const r = await this.ledger.scripts.rebuildWrite([fence, ...this.keys], [this.closedFence, ...this.args]);
     this.keys = [];
     this.args = [];

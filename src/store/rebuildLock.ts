@@ -33,7 +33,7 @@ export class RebuildLock {
   static async tryAcquire(ledger: Ledger, ttlMs = REBUILD_LOCK_TTL_MS): Promise<RebuildLock | null> {
     const token = `${process.pid}:${crypto.randomUUID()}`;
     const sentAt = performance.now();
-    const ok = await ledger.redis.set(ledger.keys.rebuildLock, token, "PX", ttlMs, "NX");
+    const ok = await ledger.redis.set(ledger.names.rebuildLock, token, "PX", ttlMs, "NX");
     return ok ? new RebuildLock(ledger, token, ttlMs, sentAt) : null;
   }
 
@@ -61,7 +61,7 @@ export class RebuildLock {
     if (this.lost) return false;
     const sentAt = performance.now();
     try {
-      if (await this.ledger.scripts.compareAndSet(this.ledger.keys.rebuildLock, this.token, this.token, this.ttlMs)) {
+      if (await this.ledger.scripts.compareAndSet(this.ledger.names.rebuildLock, this.token, this.token, this.ttlMs)) {
         this.confirmedAt = Math.max(this.confirmedAt, sentAt);
         return true;
       }
@@ -76,6 +76,6 @@ export class RebuildLock {
   /** Stops renewing and deletes the lock if it is still this owner's. */
   async release(): Promise<void> {
     clearInterval(this.timer);
-    await this.ledger.scripts.compareAndSet(this.ledger.keys.rebuildLock, this.token, "");
+    await this.ledger.scripts.compareAndSet(this.ledger.names.rebuildLock, this.token, "");
   }
 }
