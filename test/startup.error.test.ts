@@ -78,5 +78,13 @@ describe("a Redis the ledger cannot trust refuses the start", () => {
       "configuration error: LEDGER_SHARDS: is 8, but the ledger in this Redis was built with 16 shards (a change would move every wallet); set LEDGER_SHARDS=16",
     ]);
     expect(await redis.get("gw:ledger:shards")).toBe("16");
+
+    // A ledger of an earlier version (16 shards, the old default) is not moved by the new default of 48.
+    const upgraded = await runMain(["serve"], env);
+    expect(upgraded.code).toBe(1);
+    expect(upgraded.stderr.trim().split("\n")).toEqual([
+      "configuration error: LEDGER_SHARDS: is 48, but the ledger in this Redis was built with 16 shards (a change would move every wallet); set LEDGER_SHARDS=16",
+    ]);
+    expect(await redis.get("gw:ledger:shards")).toBe("16");
   }, 30_000);
 });

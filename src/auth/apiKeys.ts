@@ -1,6 +1,6 @@
-import type { Redis } from "ioredis";
 import { ApiError } from "../errors.ts";
 import type { KeyPrincipal, Ledger } from "../ledger/ledger.ts";
+import type { RedisCommands } from "../redis/connect.ts";
 import type { Sql } from "../store/db.ts";
 import { writeKeyState } from "../store/rebuild.ts";
 
@@ -50,7 +50,7 @@ export class ApiKeyAuth {
   private lastLookupAt = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisCommands,
     private readonly sql: Sql,
     private readonly ledger: Ledger,
   ) {}
@@ -103,13 +103,14 @@ export class ApiKeyAuth {
     }
     const p = this.ledger.principal(row.id, row.wallet);
     const state = writeKeyState(row.revoked, row.budget_usdc);
+    // A revoke recorded in Postgres always wins; an active key only fills a missing field. The state's slot (the
+    // wallet's shard) and the hash map's differ: state first, like key creation.
     await this.redis
       .multi()
-      // A revoke recorded in Postgres always wins; an active key only fills a missing field.
       [row.revoked ? "hset" : "hsetnx"](p.apiKeyKey, "revoked", state.revoked!)
       .hsetnx(p.apiKeyKey, "budget", state.budget!)
-      .set(this.ledger.keys.keyHash(hash), `${row.id}|${row.wallet}`)
       .exec();
+    await this.redis.set(this.ledger.keys.keyHash(hash), `${row.id}|${row.wallet}`);
     return p;
   }
 

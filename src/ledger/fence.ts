@@ -1,6 +1,6 @@
-import type { RedisClient } from "bun";
 import { ApiError } from "../errors.ts";
 import { log } from "../log.ts";
+import type { KeyRouter } from "../redis/router.ts";
 import type { LedgerKeys } from "./keys.ts";
 
 /** A script reply: `{0, 'FENCED', fence}` is the refusal this module handles; anything else is the caller's. */
@@ -23,7 +23,7 @@ export class LedgerFence {
   private rebuilding?: Promise<unknown>;
 
   constructor(
-    private readonly client: RedisClient,
+    private readonly client: KeyRouter,
     private readonly keys: LedgerKeys,
     private readonly waitLimitMs = DEFAULT_WAIT_LIMIT_MS,
   ) {}
@@ -41,7 +41,7 @@ export class LedgerFence {
   /** Reads every shard's fence and believes the open ones (at start, after the ledger is ensured). */
   async readAll(): Promise<void> {
     const shards = this.keys.allShards();
-    const values = await Promise.all(shards.map((s) => this.client.get(this.keys.fence(s))));
+    const values = await Promise.all(shards.map((s) => this.readFence(s)));
     shards.forEach((s, i) => {
       if (isOpen(values[i])) this.epochs.set(s, values[i]!);
     });
@@ -85,17 +85,23 @@ export class LedgerFence {
 
   private async poll(shard: string, deadline: number): Promise<void> {
     for (;;) {
-      const fence = await this.client.get(this.keys.fence(shard));
+      const fence = await this.readFence(shard);
       if (isOpen(fence)) {
         this.epochs.set(shard, fence!);
         return;
       }
-      if (fence === null || !(await this.client.exists(this.keys.rebuildLock))) await this.rebuildOnce();
+      if (fence === null || Number(await this.client.send("EXISTS", [this.keys.rebuildLock], this.keys.rebuildLock)) === 0) await this.rebuildOnce();
       if (Date.now() > deadline) {
         throw new ApiError("SERVICE_UNAVAILABLE", "The ledger is being rebuilt; retry shortly", undefined, undefined, { "retry-after": "5" });
       }
       await Bun.sleep(POLL_MS);
     }
+  }
+
+  /** On the master that owns the shard: a fence is checked where the shard's scripts run. */
+  private readFence(shard: string): Promise<string | null> {
+    const key = this.keys.fence(shard);
+    return this.client.send("GET", [key], key) as Promise<string | null>;
   }
 
   private async rebuildOnce(): Promise<void> {

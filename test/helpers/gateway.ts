@@ -86,7 +86,7 @@ export interface TestGateway {
   redisForwarder?: Forwarder;
   pgForwarder?: Forwarder;
   /** Where its Redis and Postgres listen (for a child process, e.g. `bun src/main.ts admin …`). */
-  connections: Connections;
+  connections: Connections & { redis: string };
   standin: Standin;
   /** The Anthropic stand-in behind the "claude/…" models. */
   anthropic: AnthropicStandin;

@@ -1,7 +1,7 @@
-import type { Redis } from "ioredis";
 import { type ApiKeyAuth, generateApiKey, hashApiKey } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
+import type { RedisCommands } from "../../redis/connect.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
 import { writeKeyState } from "../../store/rebuild.ts";
@@ -32,7 +32,7 @@ interface KeyRow {
 export class KeyService {
   constructor(
     private readonly sql: Sql,
-    private readonly redis: Redis,
+    private readonly redis: RedisCommands,
     private readonly ledger: Ledger,
     private readonly credits: Credits,
     /** Told of each new key, so its hash is never answered from the unknown-key cache. */
@@ -101,11 +101,11 @@ export class KeyService {
     const created = row!;
     this.auth?.created(hash);
     const p = this.ledger.principal(created.id, wallet);
-    await this.redis
-      .multi()
-      .hset(p.apiKeyKey, writeKeyState(false, budget))
-      .set(this.ledger.keys.keyHash(hash), `${created.id}|${wallet}`)
-      .exec();
+    // Two slots (the key's state carries its wallet's shard tag, the hash → key map is found by hash alone), so two
+    // writes, state first: a map entry always finds its state, and a crash in between leaves the map to
+    // ApiKeyAuth's repair from Postgres.
+    await this.redis.hset(p.apiKeyKey, writeKeyState(false, budget));
+    await this.redis.set(this.ledger.keys.keyHash(hash), `${created.id}|${wallet}`);
     const out: { id: number; key: string; label: string; created_at: string; redeemed_credit_usdc?: number } = {
       id: created.id,
       key,

@@ -1,0 +1,144 @@
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import { freePort } from "./child.ts";
+
+/** One redis-server of the test cluster. */
+export interface ClusterNode {
+  port: number;
+  /** Cluster bus port (cluster-port), a second free port. */
+  busPort: number;
+  dir: string;
+  proc: Subprocess;
+  /** `host:port`, as REDIS_CLUSTER_NODES and CLUSTER NODES name it. */
+  address: string;
+}
+
+/** A real Redis Cluster on loopback: 3 masters with one replica each, private ports and directories. */
+export interface TestCluster {
+  nodes: ClusterNode[];
+  /** REDIS_CLUSTER_NODES for a gateway: every node as a seed. */
+  seeds: string;
+  /** Runs redis-cli against one node and returns its output (trimmed). */
+  cli(port: number, ...args: string[]): Promise<string>;
+  /** The masters as the cluster sees them now, with their slot ranges. */
+  masters(): Promise<{ address: string; port: number; slots: [number, number][] }[]>;
+  /** kill -9 of one node (no persistence: its data is gone with it). */
+  kill(port: number): Promise<void>;
+  /** Starts a killed node again on its own port, directory and nodes.conf, empty. */
+  restart(port: number): Promise<void>;
+  /** Resolves once every live node reports cluster_state:ok and agrees on one master per slot range. */
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function spawnNode(node: { port: number; busPort: number; dir: string }, nodeTimeoutMs: number): Subprocess {
+  // No persistence (a killed node comes back empty), noeviction (the gateway refuses any other policy).
+  return Bun.spawn(
+    [
+      "redis-server", "--port", String(node.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+      "--cluster-port", String(node.busPort), "--cluster-config-file", "nodes.conf",
+      "--cluster-node-timeout", String(nodeTimeoutMs), "--dir", node.dir, "--save", "", "--appendonly", "no",
+      "--maxmemory-policy", "noeviction", "--daemonize", "no", "--loglevel", "warning", "--logfile", join(node.dir, "redis.log"),
+    ],
+    { stdout: "ignore", stderr: "inherit" },
+  );
+}
+
+async function cli(port: number, ...args: string[]): Promise<string> {
+  const p = Bun.spawn(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], { stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`redis-cli -p ${port} ${args.join(" ")} exited ${code}: ${err}${out}`);
+  return out.trim();
+}
+
+async function until(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`cluster: ${what} not reached within ${timeoutMs} ms`);
+    await Bun.sleep(50);
+  }
+}
+
+/**
+ * Starts 6 redis-servers with `--cluster-enabled yes` and joins them with
+ * `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes`. One cluster per test file: it takes a few
+ * seconds. `nodeTimeoutMs` is cluster-node-timeout: how long a silent master lasts before its replica takes over.
+ */
+export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promise<TestCluster> {
+  const nodeTimeoutMs = opts.nodeTimeoutMs ?? 1_000;
+  const root = mkdtempSync(join(tmpdir(), "gw-cluster-"));
+  const nodes: ClusterNode[] = [];
+  const ports = new Set<number>();
+  const port = () => {
+    for (;;) {
+      const p = freePort();
+      if (!ports.has(p)) return ports.add(p), p;
+    }
+  };
+  for (let i = 0; i < 6; i++) {
+    const n = { port: port(), busPort: port(), dir: join(root, `node${i}`) };
+    mkdirSync(n.dir);
+    nodes.push({ ...n, proc: spawnNode(n, nodeTimeoutMs), address: `127.0.0.1:${n.port}` });
+  }
+  const stop = async () => {
+    for (const n of nodes) n.proc.kill("SIGKILL");
+    await Promise.all(nodes.map((n) => n.proc.exited));
+    rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    for (const n of nodes) await until(`node ${n.port} answering`, 10_000, async () => (await cli(n.port, "PING")) === "PONG");
+    await cli(nodes[0]!.port, "--cluster", "create", ...nodes.map((n) => n.address), "--cluster-replicas", "1", "--cluster-yes");
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+
+  const cluster: TestCluster = {
+    nodes,
+    seeds: nodes.map((n) => n.address).join(","),
+    cli,
+    async masters() {
+      const alive = nodes.find((n) => n.proc.exitCode === null && n.proc.signalCode === null)!;
+      const out = await cli(alive.port, "CLUSTER", "NODES");
+      const masters = [];
+      for (const line of out.split("\n")) {
+        const [, addr, flags, , , , , , ...slots] = line.split(" ");
+        if (!flags?.split(",").includes("master") || flags.includes("fail")) continue;
+        const address = addr!.split("@")[0]!;
+        const ranges = slots
+          .filter((s) => /^\d/.test(s))
+          .map((s) => {
+            const [a, b] = s.split("-").map(Number);
+            return [a!, b ?? a!] as [number, number];
+          });
+        if (ranges.length > 0) masters.push({ address, port: Number(address.split(":")[1]), slots: ranges });
+      }
+      return masters;
+    },
+    async kill(p) {
+      const n = nodes.find((x) => x.port === p)!;
+      n.proc.kill("SIGKILL");
+      await n.proc.exited;
+    },
+    async restart(p) {
+      const n = nodes.find((x) => x.port === p)!;
+      n.proc = spawnNode(n, nodeTimeoutMs);
+      await until(`node ${p} answering again`, 10_000, async () => (await cli(p, "PING")) === "PONG");
+    },
+    async waitHealthy(timeoutMs = 20_000) {
+      await until("cluster_state:ok on every node with 16384 slots on 3 masters", timeoutMs, async () => {
+        const live = nodes.filter((n) => n.proc.exitCode === null && n.proc.signalCode === null);
+        for (const n of live) if (!(await cli(n.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
+        const masters = await cluster.masters();
+        const covered = masters.reduce((sum, m) => sum + m.slots.reduce((s, [a, b]) => s + b - a + 1, 0), 0);
+        return masters.length === 3 && covered === 16384;
+      });
+    },
+    stop,
+  };
+  await cluster.waitHealthy();
+  return cluster;
+}
