@@ -110,8 +110,13 @@ export class ClusterRouter implements KeyRouter {
 
   async onConnect(load: (send: Send) => Promise<unknown>): Promise<void> {
     this.loaders.push(load);
-    const masters = this.masters();
-    await Promise.all(masters.map((node) => load((command, args) => this.client(node).send(command, args))));
+    await Promise.all(
+      this.masters().map(async (node) => {
+        const c = this.client(node);
+        await c.connect();
+        await load((command, args) => c.send(command, args));
+      }),
+    );
   }
 
   get connected(): boolean {

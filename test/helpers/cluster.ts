@@ -83,7 +83,15 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     mkdirSync(n.dir);
     nodes.push({ ...n, proc: spawnNode(n, nodeTimeoutMs), address: `127.0.0.1:${n.port}` });
   }
+  const killed = new Set<Subprocess>();
   const stop = async () => {
+    // A node that died without a test killing it is a broken run: its log says why.
+    for (const n of nodes) {
+      if (n.proc.exitCode !== null && !killed.has(n.proc)) {
+        const tail = (await Bun.file(join(n.dir, "redis.log")).text().catch(() => "")).split("\n").slice(-20).join("\n");
+        console.error(`cluster node ${n.port} exited by itself (${n.proc.exitCode}):\n${tail}`);
+      }
+    }
     for (const n of nodes) n.proc.kill("SIGKILL");
     await Promise.all(nodes.map((n) => n.proc.exited));
     rmSync(root, { recursive: true, force: true });
@@ -120,6 +128,7 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     },
     async kill(p) {
       const n = nodes.find((x) => x.port === p)!;
+      killed.add(n.proc);
       n.proc.kill("SIGKILL");
       await n.proc.exited;
     },

@@ -11,6 +11,7 @@ import { buildServices, type Connections, type Services } from "../../src/servic
 import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
+import type { TestCluster } from "./cluster.ts";
 import { freshDatabase, privateRedis } from "./services.ts";
 
 export const SIWE_DOMAIN = "gateway.test";
@@ -77,16 +78,18 @@ export interface GatewayOptions {
   forwardPostgres?: boolean;
   /** Sees every query the services' postgres.js client sends. */
   onQuery?: (query: string) => void;
+  /** Run on this Redis Cluster (test/helpers/cluster.ts) instead of a private redis-server. */
+  cluster?: TestCluster;
 }
 
 export interface TestGateway {
   services: Services;
-  /** The private redis-server's own socket (a test's side door, past any forwarder). */
+  /** The private redis-server's own socket (a test's side door, past any forwarder); "" on a cluster. */
   redisSocket: string;
   redisForwarder?: Forwarder;
   pgForwarder?: Forwarder;
   /** Where its Redis and Postgres listen (for a child process, e.g. `bun src/main.ts admin …`). */
-  connections: Connections & { redis: string };
+  connections: Connections;
   standin: Standin;
   /** The Anthropic stand-in behind the "claude/…" models. */
   anthropic: AnthropicStandin;
@@ -124,7 +127,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     ...env,
   };
   const config = loadConfig(configEnv);
-  const redis = await privateRedis({ port: opts.redisPort });
+  const redis = opts.cluster ? { socket: "", stop: async () => {} } : await privateRedis({ port: opts.redisPort });
   const db = await freshDatabase();
   const redisForwarder = opts.forwardRedis ? startForwarder({ unix: redis.socket }) : undefined;
   let database = { ...db.database, debug: opts.onQuery && ((_c: number, q: string) => opts.onQuery!(q)) };
@@ -141,7 +144,8 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
       database = { ...database, url: url.toString() };
     }
   }
-  const redisTarget = redisForwarder ? (redisForwarder.address as { unix: string }).unix : redis.socket;
+  const clusterTarget = opts.cluster && { cluster: opts.cluster.nodes.map((n) => ({ host: "127.0.0.1", port: n.port })) };
+  const redisTarget = clusterTarget ?? (redisForwarder ? (redisForwarder.address as { unix: string }).unix : redis.socket);
   const services = await buildServices(config, { redis: redisTarget, database });
   const app = createApp(services);
   const handle = (req: Request) => app.handle(req);
@@ -151,7 +155,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     redisSocket: redis.socket,
     redisForwarder,
     pgForwarder,
-    connections: { redis: redis.socket, database: db.database },
+    connections: { redis: clusterTarget ?? redis.socket, database: db.database },
     standin,
     anthropic,
     handle,
@@ -211,6 +215,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     },
     ledgerState: (wallet) => services.ledger.balance(wallet),
     sharedEnv() {
+      if (opts.cluster) return { ...configEnv, REDIS_CLUSTER_NODES: opts.cluster.seeds, DATABASE_URL: db.database.url };
       if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");
       return { ...configEnv, REDIS_URL: `redis://127.0.0.1:${opts.redisPort}`, DATABASE_URL: db.database.url };
     },
