@@ -75,7 +75,13 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const { redis, keys: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
-  const epoch = String(await redis.incr(k.epoch));
+  // Epochs only grow, also when the counter was lost with its node while other shards' fences survived (a cluster
+  // master that came back empty): a fence still showing a later epoch moves the counter past it.
+  const survivors = await Promise.all(shards.map((s) => redis.get(k.fence(s))));
+  const highest = Math.max(0, ...survivors.map((f) => Number(/^(?:R:)?(\d+)$/.exec(f ?? "")?.[1] ?? 0)));
+  let next = await redis.incr(k.epoch);
+  if (next <= highest) next = await redis.incrby(k.epoch, highest + 1 - next);
+  const epoch = String(next);
   const closed = `R:${epoch}`;
   lock.assertHeld();
   // Closed before anything is read: a script running after this refuses, one that ran before is in what follows.

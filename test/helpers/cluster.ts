@@ -2,7 +2,20 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { keySlot } from "../../src/redis/slot.ts";
 import { freePort } from "./child.ts";
+
+/** A fresh account whose wallet's shard lives on the master `port` (by `shardOf` and the master's slot ranges). */
+export async function accountOn(cluster: TestCluster, port: number, shardOf: (wallet: string) => string): Promise<PrivateKeyAccount> {
+  const master = (await cluster.masters()).find((m) => m.port === port);
+  if (!master) throw new Error(`${port} is not a master`);
+  for (;;) {
+    const account = privateKeyToAccount(generatePrivateKey());
+    const slot = keySlot(shardOf(account.address.toLowerCase()));
+    if (master.slots.some(([lo, hi]) => slot >= lo && slot <= hi)) return account;
+  }
+}
 
 /** One redis-server of the test cluster. */
 export interface ClusterNode {
@@ -24,6 +37,8 @@ export interface TestCluster {
   cli(port: number, ...args: string[]): Promise<string>;
   /** The masters as the cluster sees them now, with their slot ranges. */
   masters(): Promise<{ address: string; port: number; slots: [number, number][] }[]>;
+  /** The replica of a master, as the cluster sees it now. */
+  replicaOf(port: number): Promise<number>;
   /** kill -9 of one node (no persistence: its data is gone with it). */
   kill(port: number): Promise<void>;
   /** Starts a killed node again on its own port, directory and nodes.conf, empty. */
@@ -126,6 +141,14 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
       }
       return masters;
     },
+    async replicaOf(p) {
+      const alive = nodes.find((n) => n.proc.exitCode === null)!;
+      const lines = (await cli(alive.port, "CLUSTER", "NODES")).split("\n").map((l) => l.split(" "));
+      const master = lines.find((l) => l[1]!.startsWith(`127.0.0.1:${p}@`))!;
+      const replica = lines.find((l) => l[3] === master[0] && !l[2]!.includes("fail"));
+      if (!replica) throw new Error(`master ${p} has no live replica`);
+      return Number(replica[1]!.split("@")[0]!.split(":")[1]);
+    },
     async kill(p) {
       const n = nodes.find((x) => x.port === p)!;
       killed.add(n.proc);
@@ -138,9 +161,16 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
       await until(`node ${p} answering again`, 10_000, async () => (await cli(p, "PING")) === "PONG");
     },
     async waitHealthy(timeoutMs = 20_000) {
-      await until("cluster_state:ok on every node with 16384 slots on 3 masters", timeoutMs, async () => {
-        const live = nodes.filter((n) => n.proc.exitCode === null && n.proc.signalCode === null);
-        for (const n of live) if (!(await cli(n.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
+      await until("cluster_state:ok on every node, 16384 slots on 3 masters, every other node a replica in sync", timeoutMs, async () => {
+        const live = nodes.filter((n) => n.proc.exitCode === null);
+        for (const n of live) {
+          if (!(await cli(n.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
+          const replication = await cli(n.port, "INFO", "replication");
+          if (replication.includes("role:slave") && !replication.includes("master_link_status:up")) return false;
+          // Every node has heard of every live node's role (gossip has settled).
+          const known = (await cli(n.port, "CLUSTER", "NODES")).split("\n").filter((l) => !l.includes("fail") && !l.includes("handshake"));
+          if (known.filter((l) => l.includes("slave")).length !== live.length - 3) return false;
+        }
         const masters = await cluster.masters();
         const covered = masters.reduce((sum, m) => sum + m.slots.reduce((s, [a, b]) => s + b - a + 1, 0), 0);
         return masters.length === 3 && covered === 16384;

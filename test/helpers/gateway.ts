@@ -103,7 +103,8 @@ export interface TestGateway {
   siweMessage(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): string;
   signIn(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): Promise<{ message: string; signature: string }>;
   /** A fresh wallet with an API key and `usd` of granted credit. */
-  newWallet(usd?: number, keyOptions?: Record<string, unknown>): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
+  /** `account`: this one instead of a fresh one (a wallet chosen for its shard, say). */
+  newWallet(usd?: number, keyOptions?: Record<string, unknown>, account?: PrivateKeyAccount): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
   grant(wallet: string, micro: number): Promise<void>;
   ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
   /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */
@@ -202,8 +203,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
       const message = gw.siweMessage(account, over);
       return { message, signature: await account.signMessage({ message }) };
     },
-    async newWallet(usd = 10, keyOptions = {}) {
-      const account = privateKeyToAccount(generatePrivateKey());
+    async newWallet(usd = 10, keyOptions = {}, account = privateKeyToAccount(generatePrivateKey())) {
       const wallet = account.address.toLowerCase();
       const res = await gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "test", ...keyOptions });
       if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`);
