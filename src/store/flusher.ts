@@ -122,6 +122,16 @@ export class Flusher {
     return run;
   }
 
+  /**
+   * One batch that first takes over what other readers have held for `minIdleMs` or longer (a process killed
+   * mid-flush), instead of waiting for the every-50th-round claim of entries idle CLAIM_IDLE_MS.
+   */
+  takeOver(minIdleMs: number): Promise<number> {
+    const run = this.queue.then(() => this.round(minIdleMs));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
   /** Flushes until the outbox is empty: tests call it instead of sleeping, shutdown calls it last. */
   async drain(): Promise<void> {
     while ((await this.flushOnce()) > 0);
@@ -134,18 +144,18 @@ export class Flusher {
     await this.drain();
   }
 
-  private async round(): Promise<number> {
+  private async round(claimIdleMs?: number): Promise<number> {
     this.rounds++;
     let batch: Batch;
     try {
-      batch = await this.next();
+      batch = await this.next(claimIdleMs);
     } catch (e) {
       if (!(e instanceof Error && e.message.startsWith("NOGROUP"))) throw e;
       log.error("Redis lost the outbox consumer groups (data loss or FLUSHALL); rebuilding the ledger from Postgres");
       await this.hooks.onRedisLost?.();
       await this.init();
       this.ownPending = true;
-      batch = await this.next();
+      batch = await this.next(claimIdleMs);
     }
     if (batch.length === 0) return 0;
     // Until this batch is acked, what this reader holds is read again first (a failed insert or ack retries it).
@@ -179,13 +189,13 @@ export class Flusher {
    * The next batch: entries this reader read before and has not acked (only after a failed round or at start, so
    * an idle round costs one read per shard), stale entries of dead readers every 50 rounds, else new entries.
    */
-  private async next(): Promise<Batch> {
+  private async next(claimIdleMs?: number): Promise<Batch> {
     let batch: Batch = [];
     if (this.ownPending) {
       batch = await this.read("0");
       if (batch.length === 0) this.ownPending = false;
     }
-    if (this.rounds % 50 === 0) batch = batch.concat(await this.claimStale());
+    if (claimIdleMs !== undefined || this.rounds % 50 === 0) batch = batch.concat(await this.claimStale(claimIdleMs));
     if (batch.length === 0) batch = await this.read(">");
     return batch;
   }
@@ -203,11 +213,8 @@ export class Flusher {
     return out;
   }
 
-  /**
-   * Takes over entries another reader has held for `minIdleMs` or longer (a process that died mid-flush): they are
-   * inserted by the next round. The background loop calls it every 50 rounds with CLAIM_IDLE_MS.
-   */
-  async claimStale(minIdleMs = CLAIM_IDLE_MS): Promise<Batch> {
+  /** Takes over entries another reader has held for `minIdleMs` or longer (a process that died mid-flush). */
+  private async claimStale(minIdleMs = CLAIM_IDLE_MS): Promise<Batch> {
     const replies = await Promise.all(
       this.streams.map((s) => this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(minIdleMs), "0-0", "COUNT", String(BATCH)], s) as Promise<[string, Entry[]]>),
     );
