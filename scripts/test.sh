@@ -20,4 +20,5 @@ if [ -z "${TEST_DATABASE_URL:-}" ] && command -v pg_isready >/dev/null 2>&1 \
 fi
 echo "tests: Postgres = ${TEST_DATABASE_URL:-embedded PGlite}" >&2
 bun run typecheck
-exec bun test "$@"
+# bunfig.toml's [test] timeout is not applied by this Bun (tests and hooks stop at 5 s): the flag is.
+exec bun test --timeout 30000 "$@"

@@ -11,8 +11,8 @@ import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { siweRoutes } from "./modules/keys/siwe.routes.ts";
 import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
-import { topupRoutes } from "./modules/topup/topup.routes.ts";
-import { topupsRoutes } from "./modules/topup/topups.routes.ts";
+import { topupHistoryRoutes } from "./modules/topup/history.routes.ts";
+import { topupPayRoutes } from "./modules/topup/pay.routes.ts";
 import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
@@ -99,8 +99,8 @@ export function createApp(s: Services) {
     .use(keysRoutes(s))
     .use(usageRoutes(s))
     .use(dailyUsageRoutes(s))
-    .use(topupRoutes(s))
-    .use(topupsRoutes(s))
+    .use(topupPayRoutes(s))
+    .use(topupHistoryRoutes(s))
     .use(chatRoutes(s))
     .use(metricsRoutes(s))
     .use(dashboardRoutes(s));

@@ -3,8 +3,9 @@ import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
 import type { LogLevel } from "./log.ts";
+import type { PaymentsConfig } from "./payments/config.ts";
+import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "./payments/networks.ts";
 import type { ClusterTarget } from "./redis/target.ts";
-import { NETWORK_IDS, type NetworkId, parseAssets, type PaymentNetwork, paymentNetwork } from "./payments/networks.ts";
 
 /** A bad setting: start-up stops with one line that names the variable. */
 export class ConfigError extends Error {
@@ -47,25 +48,6 @@ export interface Config {
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
   payments: PaymentsConfig;
-}
-
-/** Top-up settings (design §6, §7). */
-export interface PaymentsConfig {
-  network: NetworkId;
-  /** Recipient of every top-up; lower-case hex. */
-  payTo?: `0x${string}`;
-  facilitatorUrl?: string;
-  /** "local": in-process facilitator (relayer key on RPC_URL); "http": FACILITATOR_URL. */
-  facilitator?: "local" | "http";
-  rpcUrl?: string;
-  relayerPrivateKey?: `0x${string}`;
-  assetsFile?: string;
-  /** The settlement network with its accepted assets (built-in table or ASSETS_FILE). */
-  chain: PaymentNetwork;
-  /** Bound on one facilitator call (verify or settle), FACILITATOR_TIMEOUT_MS. */
-  facilitatorTimeoutMs: number;
-  /** Whether POST /v1/topup can take money: PAY_TO, a facilitator and at least one asset. */
-  enabled: boolean;
 }
 
 const DEFAULT_NETWORK: Record<Deployment, NetworkId> = { production: "base", staging: "base-sepolia", local: "local" };

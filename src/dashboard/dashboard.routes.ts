@@ -3,6 +3,7 @@ import { Elysia } from "elysia";
 import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../auth/siwe.ts";
 import type { Config } from "../config.ts";
 import type { NetworkId } from "../payments/networks.ts";
+import { MIN_TOPUP_USD } from "../modules/topup/topup.service.ts";
 import type { Services } from "../services.ts";
 import type { PageConfig } from "./pageConfig.ts";
 import { doc, text } from "../openapi/document.ts";
@@ -21,7 +22,7 @@ export function pageConfig(config: Config, topupsEnabled: boolean): PageConfig {
     network: { name: chain.name, chainId: chain.chainId, testnet: chain.testnet, explorer: EXPLORERS[chain.id] },
     assets: chain.assets.map((a) => ({ symbol: a.symbol, address: a.address, decimals: a.decimals })),
     topupsEnabled,
-    minTopupUsd: 1,
+    minTopupUsd: MIN_TOPUP_USD,
   };
 }
 

@@ -9,6 +9,8 @@ export interface EmbeddedRedis {
   socket: string;
   /** False when another process's redis-server already served this data dir and we joined it. */
   started: boolean;
+  /** The child's process id when this process started it (the benchmark samples its CPU time). */
+  pid?: number;
   /** Stops the child if this process started it; a shared one is left running for its owner. */
   stop(): Promise<void>;
 }
@@ -57,6 +59,7 @@ export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean;
       return {
         socket,
         started: true,
+        pid: child.pid,
         stop: async () => {
           if (child.exitCode !== null) return;
           child.kill("SIGTERM"); // redis-server flushes the AOF on SIGTERM

@@ -15,21 +15,22 @@ export interface PermitPayload {
   permit: { owner: Address; spender: Address; value: string; nonce: string; deadline: string };
 }
 
+/** The signed transfer a payment carries, by how it moves the token (its asset's TransferMethod). */
+export type SignedTransfer = { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload };
+
 /** A decoded X-Payment / PAYMENT-SIGNATURE that matches one requirement of this top-up. */
-export interface MatchedPayment {
+export type MatchedPayment = SignedTransfer & {
   x402Version: 1 | 2;
   requirement: Requirement;
   /** The payment payload as the facilitator expects it for this version. */
   payload: Record<string, unknown>;
   /** The requirement in the same protocol version as the payload. */
   requirements: Record<string, unknown>;
-  kind: "eip3009" | "permit";
-  inner: Eip3009Payload | PermitPayload;
   /** The paying wallet (lower-case): it is credited. */
   payer: string;
   /** Network name as the client's protocol version writes it (for the payment-response header). */
   network: string;
-}
+};
 
 const MAX_HEADER = 16 * 1024;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -58,7 +59,7 @@ const same = (a: unknown, b: string) => typeof a === "string" && a.toLowerCase()
 const obj = (v: unknown): Record<string, unknown> | undefined =>
   typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
-function readInner(p: Record<string, unknown> | undefined): { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload } {
+function readInner(p: Record<string, unknown> | undefined): SignedTransfer {
   if (!p || typeof p.signature !== "string") throw mismatched("no signed authorization in the payload");
   const auth = obj(p.authorization);
   const permit = obj(p.permit);
@@ -78,17 +79,14 @@ function readInner(p: Record<string, unknown> | undefined): { kind: "eip3009"; i
 }
 
 /** The payer of a payload, or 400 when it is not a valid address (spec: undecodable wallet address). */
-function payerOf(m: { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload }): string {
+function payerOf(m: SignedTransfer): string {
   const raw = m.kind === "eip3009" ? m.inner.authorization.from : m.inner.permit.owner;
   if (typeof raw !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(raw) || !isAddress(raw)) throw new PlainError(400, "invalid payer address");
   return raw.toLowerCase();
 }
 
 /** Checks the signed transfer moves exactly this requirement's amount to PAY_TO (or to the relayer, for a permit). */
-function checkTerms(
-  m: { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload },
-  r: Requirement,
-): void {
+function checkTerms(m: SignedTransfer, r: Requirement): void {
   if (m.kind !== r.asset.transfer) throw mismatched(`${r.asset.symbol} is paid by ${r.asset.transfer}`);
   if (m.kind === "eip3009") {
     const a = m.inner.authorization;

@@ -1,10 +1,12 @@
 import { type Address, createPublicClient, getAbiItem, getAddress, type Hex, http } from "viem";
-import type { PaymentsConfig } from "../config.ts";
+import type { PaymentsConfig } from "./config.ts";
 import { log, redactText } from "../log.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
-import type { Eip3009Payload, MatchedPayment } from "./payment.ts";
+import type { TransferMethod } from "./networks.ts";
+import type { MatchedPayment } from "./payment.ts";
 import { tokenAbi, transferred } from "./token.ts";
+import { topupEventId } from "./topupId.ts";
 
 
 const AUTHORIZATION_USED = getAbiItem({ abi: tokenAbi, name: "AuthorizationUsed" });
@@ -24,7 +26,7 @@ interface CheckRow {
   pay_to: string;
   amount_usdc: number;
   atomic: string;
-  method: "eip3009" | "permit";
+  method: TransferMethod;
   nonce: string | null;
   valid_before: number | null;
   tx_hash: string | null;
@@ -64,7 +66,7 @@ export class PaymentRecovery {
   async open(p: MatchedPayment, microUsdc: number, rawReason: string, fromBlock: bigint | undefined, transaction?: string): Promise<void> {
     // The reason quotes errors that can name RPC_URL, whose path carries the node provider's API key.
     const reason = redactText(rawReason).slice(0, 300);
-    const auth = p.kind === "eip3009" ? (p.inner as Eip3009Payload).authorization : undefined;
+    const auth = p.kind === "eip3009" ? p.inner.authorization : undefined;
     const tx = transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null;
     if (!auth && !tx) {
       // A permit whose transferFrom was never sent moved nothing (the allowance alone pays no one).
@@ -149,7 +151,7 @@ export class PaymentRecovery {
 
   private async creditMoved(row: CheckRow, tx: string): Promise<void> {
     const r = await this.credits.addSettled({
-      eventId: `topup:${row.network}:${tx}`,
+      eventId: topupEventId(row.network, tx),
       wallet: row.payer,
       kind: "topup",
       amountUsdc: row.amount_usdc,

@@ -12,6 +12,8 @@
  * Names containing 4-7 take only adaptive thinking and no sampling parameters, names containing 3-5 no thinking,
  * names containing 4-5 only the budget form: what the real models of those versions do.
  */
+import { STANDIN_KEY } from "./catalog.ts";
+
 export const REPLY = ["Hi", " from", " the", " Claude", " stand", "-in"];
 export const THINKING = ["Let", " me", " think", "."];
 export const SIGNATURE = "c2lnbmF0dXJlLW9mLXRoZS1zdGFuZC1pbg==";
@@ -186,7 +188,7 @@ export function startAnthropicStandin(): AnthropicStandin {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/messages") return error(404, "not_found_error", "Not found");
       state.headers.push({ "x-api-key": req.headers.get("x-api-key"), "anthropic-version": req.headers.get("anthropic-version"), authorization: req.headers.get("authorization") });
-      if (req.headers.get("x-api-key") !== "standin-key") return error(401, "authentication_error", "invalid x-api-key");
+      if (req.headers.get("x-api-key") !== STANDIN_KEY) return error(401, "authentication_error", "invalid x-api-key");
       if (req.headers.get("anthropic-version") !== "2023-06-01") return error(400, "invalid_request_error", "anthropic-version: invalid");
       const b = (await req.json()) as Obj;
       state.requests.push(b);

@@ -9,6 +9,7 @@ import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
 import { buildServices, type Connections, type Services } from "../../src/services.ts";
 import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
+import { catalogModel, STANDIN_KEY, standinProvider } from "./catalog.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
 import type { TestCluster } from "./cluster.ts";
@@ -38,32 +39,19 @@ export const CLAUDE_MODELS = [
  * 1 token per image, so an image request settles above its hold.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
-  const model = (name: string, provider = "standin", extra: Record<string, unknown> = {}) => ({
-    id: `${provider}/${name}`,
-    provider,
-    upstreamModel: name,
-    name,
-    contextLength: 128_000,
-    maxOutputTokens: 4096,
-    promptPricePer1MTokens: 2.5,
-    completionPricePer1M: 10,
-    costPromptPer1M: 2,
-    costCompletionPer1M: 8,
-    ...extra,
-  });
   const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless"];
   return {
     providers: {
-      standin: { type: "openai", baseUrl: standinUrl, apiKeyEnv: "STANDIN_KEY" },
-      dead: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "STANDIN_KEY" },
-      claude: { type: "anthropic", baseUrl: anthropicUrl, apiKeyEnv: "STANDIN_KEY" },
+      standin: standinProvider(standinUrl),
+      dead: standinProvider("http://127.0.0.1:9/v1"),
+      claude: standinProvider(anthropicUrl, "anthropic"),
     },
     models: [
-      ...names.map((n) => model(n)),
-      model("vision", "standin", { imageTokens: { low: 85, high: 1_445 } }),
-      model("underpriced", "standin", { imageTokens: { low: 1, high: 1 } }),
-      model("echo", "dead"),
-      ...CLAUDE_MODELS.map((n) => model(n, "claude")),
+      ...names.map((n) => catalogModel("standin", n)),
+      catalogModel("standin", "vision", { imageTokens: { low: 85, high: 1_445 } }),
+      catalogModel("standin", "underpriced", { imageTokens: { low: 1, high: 1 } }),
+      catalogModel("dead", "echo"),
+      ...CLAUDE_MODELS.map((n) => catalogModel("claude", n)),
     ],
   };
 }
@@ -121,7 +109,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
   writeFileSync(join(dir, "models.json"), JSON.stringify(catalog(standin.url, anthropic.url)));
   const configEnv = {
     MODELS_FILE: join(dir, "models.json"),
-    STANDIN_KEY: "standin-key",
+    STANDIN_KEY,
     SIWE_DOMAIN,
     SIWE_CHAIN_IDS: "1,8453",
     LOG_LEVEL: "error",

@@ -8,6 +8,8 @@
  * of the reply. Media parts bill the way OpenAI bills them at most, whatever their bytes: an image_url part the
  * maximum of its detail for a GPT-4o-class model (IMAGE_TOKENS), an input_audio or file part MEDIA_TOKENS.
  */
+import { STANDIN_KEY } from "./catalog.ts";
+
 export const REPLY_WORDS = ["Hello", " from", " the", " stand", "-in"];
 
 /** The no-usage-long answer: a paragraph of some 200 tokens, streamed word by word, then a tool call. */
@@ -79,7 +81,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return errorBody(404, "not_found");
-      if (req.headers.get("authorization") !== "Bearer standin-key") return errorBody(401, "invalid_api_key");
+      if (req.headers.get("authorization") !== `Bearer ${STANDIN_KEY}`) return errorBody(401, "invalid_api_key");
       const body = (await req.json()) as { model: string; messages: unknown[]; stream?: boolean; stream_options?: { include_usage?: boolean } };
       if (opts.record !== false) requests.push(body);
       if (opts.delayMs) await sleep(opts.delayMs);

@@ -6,11 +6,31 @@ import { startEmbeddedPostgres } from "../../src/embedded/postgres.ts";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded/redis.ts";
 import type { Connections } from "../../src/services.ts";
 
-/** A private redis-server for one test file, on its own socket (and `port`, if given), so a test may flush or kill it. */
+/**
+ * A private redis-server for one test file (or a benchmark run), on its own socket (and `port`, if given), so a
+ * test may flush or kill it.
+ */
 export async function privateRedis(opts: { port?: number } = {}): Promise<EmbeddedRedis & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), "gw-redis-"));
   const r = await startEmbeddedRedis(dir, { persist: false, port: opts.port });
   return { ...r, dir, stop: async () => (await r.stop(), rmSync(dir, { recursive: true, force: true })) };
+}
+
+/** A new, empty database `<prefix>_<unique>` on the Postgres server of `adminUrl`; `stop` drops it. */
+export async function newDatabase(adminUrl: string, prefix: string): Promise<{ url: string; name: string; stop(): Promise<void> }> {
+  const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
+  const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await sql.unsafe(`CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    name,
+    async stop() {
+      await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await sql.end();
+    },
+  };
 }
 
 /**
@@ -23,16 +43,6 @@ export async function freshDatabase(): Promise<{ database: Connections["database
     const pg = await startEmbeddedPostgres();
     return { database: { url: pg.url, path: pg.path, max: pg.maxConnections }, stop: pg.stop };
   }
-  const name = `gw_test_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
-  const sql = postgres(admin, { max: 1, onnotice: () => {} });
-  await sql.unsafe(`CREATE DATABASE ${name}`);
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  return {
-    database: { url: url.toString(), max: 10 },
-    async stop() {
-      await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await sql.end();
-    },
-  };
+  const db = await newDatabase(admin, "gw_test");
+  return { database: { url: db.url, max: 10 }, stop: db.stop };
 }

@@ -21,6 +21,7 @@ export const keysRoutes = (s: Services) =>
     .post(
       "/v1/auth/keys",
       async ({ body: input, request, set }) => {
+        // Checked before the sign-in, which spends the signed message: a request that cannot succeed must not use it up.
         if (input.ref_code !== undefined && input.redeem_code !== undefined) {
           throw new ApiError("VALIDATION_ERROR", "ref_code and redeem_code are mutually exclusive");
         }

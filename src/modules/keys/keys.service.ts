@@ -44,12 +44,9 @@ export class KeyService {
    * inserted by one SQL statement; a `ref_code` attributes the wallet to its referrer, if this is the wallet's
    * first key, in the statement that inserts the key. So an unknown or spent code is 400 with nothing written.
    * (Single statements, not transactions: embedded PGlite serves every pooled connection from one session.)
-   * Redis (key state, then the credit) follows.
+   * Redis (key state, then the credit) follows. At most one of the codes: the route refuses both before the sign-in.
    */
   async create(wallet: string, input: CreateKeyInput) {
-    if (input.redeem_code !== undefined && input.ref_code !== undefined) {
-      throw new ApiError("VALIDATION_ERROR", "ref_code and redeem_code are mutually exclusive");
-    }
     const key = generateApiKey();
     const hash = hashApiKey(key);
     const label = input.label ?? "";

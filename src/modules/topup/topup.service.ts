@@ -1,17 +1,34 @@
 import type { Address } from "viem";
-import type { PaymentsConfig } from "../../config.ts";
-import { PlainError } from "../../errors.ts";
+import { ApiError, PlainError } from "../../errors.ts";
 import { log } from "../../log.ts";
+import { parseUsd } from "../../money.ts";
+import type { PaymentsConfig } from "../../payments/config.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
 import { HttpFacilitator } from "../../payments/http.ts";
 import { LocalFacilitator } from "../../payments/local.ts";
 import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
 import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
+import { topupEventId } from "../../payments/topupId.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
 
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+
+/** The smallest top-up, USD (the dashboard says so before asking). */
+export const MIN_TOPUP_USD = 1;
+const MIN_TOPUP_MICRO = MIN_TOPUP_USD * 1_000_000;
+// Far above any real top-up, and far below 2^53 µUSDC.
+const MAX_TOPUP_MICRO = 1_000_000_000 * 1_000_000;
+
+/** TopupRequest.amount (USD) → µUSDC: at least 1 USD, at most 6 decimals; 400 VALIDATION_ERROR otherwise. */
+export function topupAmount(amount: number): number {
+  const micro = Number.isFinite(amount) ? parseUsd(String(amount)) : null;
+  if (micro === null) throw new ApiError("VALIDATION_ERROR", "amount: must be a USD amount with at most 6 decimals");
+  if (micro < MIN_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", `amount: the minimum top-up is ${MIN_TOPUP_USD} USD`);
+  if (micro > MAX_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", "amount: the maximum top-up is 1,000,000,000 USD");
+  return micro;
+}
 
 /** What a top-up request answers: 402 with the terms, or 200 with the credit. */
 export type TopupOutcome =
@@ -102,7 +119,7 @@ export class TopupService {
   /** Money moved on chain: from here on nothing may lose the credit (Credits.addSettled retries and defers). */
   private async credit(payment: MatchedPayment, microUsdc: number, tx: string): Promise<TopupOutcome> {
     const r = await this.credits.addSettled({
-      eventId: `topup:${this.cfg.chain.caip2}:${tx}`,
+      eventId: topupEventId(this.cfg.chain.caip2, tx),
       wallet: payment.payer,
       kind: "topup",
       amountUsdc: microUsdc,

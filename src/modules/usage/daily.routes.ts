@@ -1,47 +1,12 @@
 import { Elysia, t } from "elysia";
 import { requireWallet } from "../../auth/walletAuth.ts";
 import type { Services } from "../../services.ts";
-import type { Sql } from "../../store/db.ts";
 import { doc, errors, EXAMPLE_WALLET, json, queryParam, responses, SECURITY } from "../../openapi/document.ts";
 import { Wallet } from "../schemas.ts";
-
-const DAY_MS = 86_400_000;
-
-type DailyRow = { day: string; api_key_id: number; requests: number; prompt: number; completion: number; charged: number };
-
-/**
- * Charges of a wallet per UTC day and key over the last `days` days, from Postgres (the system of record): the
- * dashboard's spend chart. Dense, so a client draws it without filling gaps.
- */
-export async function dailyUsage(sql: Sql, wallet: string, days: number, now = new Date()) {
-  const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
-  const from = new Date(today - (days - 1) * DAY_MS);
-  const rows = await sql<DailyRow[]>`
-    SELECT to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, api_key_id,
-           count(*)::int AS requests, sum(prompt_tokens)::bigint AS prompt,
-           sum(completion_tokens)::bigint AS completion, sum(amount_usdc)::bigint AS charged
-    FROM ledger_events
-    WHERE wallet = ${wallet} AND type = 'charge' AND occurred_at >= ${from}
-    GROUP BY 1, 2 ORDER BY 1, 2`;
-  const byDay = new Map<string, DailyRow[]>();
-  for (const r of rows) byDay.set(r.day, [...(byDay.get(r.day) ?? []), r]);
-  const out = [];
-  for (let i = 0; i < days; i++) {
-    const date = new Date(from.getTime() + i * DAY_MS).toISOString().slice(0, 10);
-    const keys = (byDay.get(date) ?? []).map((r) => ({
-      api_key_id: r.api_key_id,
-      request_count: r.requests,
-      total_prompt_tokens: r.prompt,
-      total_completion_tokens: r.completion,
-      total_charged_usdc: r.charged,
-    }));
-    out.push({ date, total_charged_usdc: keys.reduce((s, k) => s + k.total_charged_usdc, 0), keys });
-  }
-  return { wallet, from: out[0]!.date, to: out[out.length - 1]!.date, days: out };
-}
+import { UsageService } from "./usage.service.ts";
 
 /** GET /v1/usage/{wallet}/daily: spend per day and key (API key or SIWE of that wallet, like /v1/usage/{wallet}). */
-export const dailyUsageRoutes = (s: Services) =>
+export const dailyUsageRoutes = (s: Services, usage = new UsageService(s.ledger, s.keys, s.sql)) =>
   new Elysia({ tags: ["usage"] }).get(
     "/v1/usage/:wallet/daily",
     async ({ params, query, headers }) => {
@@ -51,7 +16,7 @@ export const dailyUsageRoutes = (s: Services) =>
         message: query.message,
         signature: query.signature,
       });
-      return dailyUsage(s.sql, wallet, query.days ?? 30);
+      return usage.daily(wallet, query.days ?? 30);
     },
     {
       params: t.Object({ wallet: Wallet }),

@@ -3,11 +3,10 @@ import { requireWallet } from "../../auth/walletAuth.ts";
 import type { Services } from "../../services.ts";
 import { doc, errors, EXAMPLE_WALLET, json, responses, SECURITY } from "../../openapi/document.ts";
 import { queryString, Wallet } from "../schemas.ts";
-
-const COUNTERS = ["requests", "prompt_tokens", "completion_tokens", "spent", "revenue"] as const;
+import { UsageService } from "./usage.service.ts";
 
 /** GET /v1/usage/{wallet}: balance and per-key counters, live from the Redis ledger. */
-export const usageRoutes = (s: Services) =>
+export const usageRoutes = (s: Services, usage = new UsageService(s.ledger, s.keys, s.sql)) =>
   new Elysia({ tags: ["usage"] }).get(
     "/v1/usage/:wallet",
     async ({ params, query, headers }: { params: { wallet: string }; query: Record<string, unknown>; headers: Record<string, string | undefined> }) => {
@@ -17,29 +16,7 @@ export const usageRoutes = (s: Services) =>
         message: queryString(query.message),
         signature: queryString(query.signature),
       });
-      const keys = await s.keys.list(wallet);
-      const [{ balance, locked }, counters] = await Promise.all([
-        s.ledger.balance(wallet),
-        s.ledger.keyCounters(keys.map((k) => s.ledger.principal(k.id, wallet).apiKeyKey), COUNTERS),
-      ]);
-      return {
-        wallet,
-        balance_usdc: balance,
-        locked_usdc: locked,
-        available_usdc: balance - locked,
-        keys: keys.map((k, i) => {
-          const [requests = 0, pt = 0, ct = 0, spent = 0, revenue = 0] = counters[i]!;
-          return {
-            api_key_id: k.id,
-            label: k.label,
-            request_count: requests,
-            total_prompt_tokens: pt,
-            total_completion_tokens: ct,
-            total_charged_usdc: spent,
-            total_platform_revenue_usd: revenue / 1_000_000,
-          };
-        }),
-      };
+      return usage.live(wallet);
     },
     {
       params: t.Object({ wallet: Wallet }),

@@ -1,7 +1,7 @@
 import type { Usage } from "../pricing.ts";
+import type { AssistantMessage, ChatCompletion, ThinkingBlock, ToolCall, Usage as OpenAIUsage } from "../openai/wire.ts";
 import type { ParsedCompletion } from "../types.ts";
-
-type Obj = Record<string, unknown>;
+import type { Message, Usage as AnthropicUsage } from "./wire.ts";
 
 // Anthropic's stop reasons → OpenAI's finish reasons. pause_turn (a server tool paused a long turn) is an
 // ordinary stop for a client that cannot resume it; a context-window stop is a length stop.
@@ -29,21 +29,21 @@ function count(v: unknown): number {
  * added back. All are billed at the prompt price: the gateway sends no cache_control, so they are rare, and
  * charging them in full never bills less than the provider's cost.
  */
-export function promptTokensOf(u: Obj): number {
+export function promptTokensOf(u: AnthropicUsage): number {
   return count(u.input_tokens) + count(u.cache_creation_input_tokens) + count(u.cache_read_input_tokens);
 }
 
 /** Usage of a complete answer, or null when the body has none the gateway can bill. */
-export function usageOf(u: unknown): Usage | null {
+export function usageOf(u: AnthropicUsage | null | undefined): Usage | null {
   if (!u || typeof u !== "object") return null;
-  const o = u as Obj;
+  const o = u;
   if (!Number.isSafeInteger(o.input_tokens) || !Number.isSafeInteger(o.output_tokens)) return null;
   return { prompt_tokens: promptTokensOf(o), completion_tokens: count(o.output_tokens) };
 }
 
 /** OpenAI's usage object, as clients read it (cached prompt tokens under prompt_tokens_details). */
-export function openaiUsage(usage: Usage, cachedTokens = 0): Obj {
-  const out: Obj = {
+export function openaiUsage(usage: Usage, cachedTokens = 0): OpenAIUsage {
+  const out: OpenAIUsage = {
     prompt_tokens: usage.prompt_tokens,
     completion_tokens: usage.completion_tokens,
     total_tokens: usage.prompt_tokens + usage.completion_tokens,
@@ -58,14 +58,14 @@ export function openaiUsage(usage: Usage, cachedTokens = 0): Obj {
  * `thinking_blocks`, which a client sends back so a tool-use conversation can continue with thinking on.
  */
 export function parseMessage(text: string, modelId: string): ParsedCompletion {
-  const msg = JSON.parse(text) as Obj;
+  const msg = JSON.parse(text) as Message;
   if (msg?.type !== "message" || !Array.isArray(msg.content)) throw new Error("upstream body is not a message");
   let content = "";
   let reasoning = "";
   let generated = "";
-  const toolCalls: Obj[] = [];
-  const thinkingBlocks: Obj[] = [];
-  for (const b of msg.content as Obj[]) {
+  const toolCalls: ToolCall[] = [];
+  const thinkingBlocks: ThinkingBlock[] = [];
+  for (const b of msg.content) {
     if (b.type === "text" && typeof b.text === "string") {
       content += b.text;
       generated += b.text;
@@ -82,14 +82,14 @@ export function parseMessage(text: string, modelId: string): ParsedCompletion {
     }
     // server tool blocks (web search and the like) have no OpenAI counterpart; their cost is in the usage
   }
-  const message: Obj = { role: "assistant", content: content.length > 0 || toolCalls.length === 0 ? content : null, refusal: null };
+  const message: AssistantMessage = { role: "assistant", content: content.length > 0 || toolCalls.length === 0 ? content : null, refusal: null };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   if (reasoning.length > 0) message.reasoning_content = reasoning;
   if (thinkingBlocks.length > 0) message.thinking_blocks = thinkingBlocks;
 
   const usage = usageOf(msg.usage);
-  const cached = count((msg.usage as Obj | undefined)?.cache_read_input_tokens);
-  const body: Obj = {
+  const cached = count(msg.usage?.cache_read_input_tokens);
+  const body: ChatCompletion = {
     id: msg.id,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),

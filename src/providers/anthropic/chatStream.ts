@@ -1,8 +1,8 @@
+import type { ChatCompletionChunk, ChunkDelta, ToolCallDelta } from "../openai/wire.ts";
 import type { Usage } from "../pricing.ts";
 import type { StreamStep, StreamTranslator } from "../types.ts";
 import { finishReason, openaiUsage, promptTokensOf } from "./chatResponse.ts";
-
-type Obj = Record<string, unknown>;
+import type { Message, StreamEvent, Usage as AnthropicUsage } from "./wire.ts";
 
 /**
  * Anthropic's stream events → OpenAI chunks, for one stream:
@@ -23,65 +23,66 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
   // Anthropic numbers content blocks across text, thinking and tools; OpenAI numbers tool calls alone.
   const toolIndex = new Map<number, number>();
 
-  const chunk = (delta: Obj, finish: string | null = null) =>
-    JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+  const chunk = (delta: ChunkDelta, finish: string | null = null) =>
+    JSON.stringify({
+      id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    } satisfies ChatCompletionChunk);
 
   return (payload): StreamStep => {
-    const ev = JSON.parse(payload) as Obj;
+    const ev = JSON.parse(payload) as StreamEvent;
     switch (ev.type) {
       case "message_start": {
-        const msg = (ev.message ?? {}) as Obj;
+        const msg: Pick<Message, "id" | "usage"> = ev.message ?? {};
         id = String(msg.id ?? "");
-        const u = (msg.usage ?? {}) as Obj;
+        const u: AnthropicUsage = msg.usage ?? {};
         promptTokens = promptTokensOf(u);
         cached = Number.isSafeInteger(u.cache_read_input_tokens) ? (u.cache_read_input_tokens as number) : 0;
         return { chunk: chunk({ role: "assistant", content: "" }), promptTokens };
       }
       case "content_block_start": {
-        const block = (ev.content_block ?? {}) as Obj;
-        if (block.type === "tool_use") {
+        const block = ev.content_block;
+        if (block?.type === "tool_use") {
           const index = toolIndex.size;
           toolIndex.set(Number(ev.index), index);
           const name = String(block.name ?? "");
-          const call = { index, id: block.id, type: "function", function: { name, arguments: "" } };
+          const call: ToolCallDelta = { index, id: block.id, type: "function", function: { name, arguments: "" } };
           return { chunk: chunk({ tool_calls: [call] }), generated: name };
         }
-        if (block.type === "redacted_thinking") {
+        if (block?.type === "redacted_thinking") {
           return { chunk: chunk({ thinking_blocks: [{ type: "redacted_thinking", data: block.data }] }) };
         }
         // a text or thinking block may open with text already in it
-        if (block.type === "text" && typeof block.text === "string" && block.text) {
+        if (block?.type === "text" && typeof block.text === "string" && block.text) {
           return { chunk: chunk({ content: block.text }), generated: block.text };
         }
         return {};
       }
       case "content_block_delta": {
-        const d = (ev.delta ?? {}) as Obj;
-        if (d.type === "text_delta" && typeof d.text === "string") return { chunk: chunk({ content: d.text }), generated: d.text };
-        if (d.type === "input_json_delta" && typeof d.partial_json === "string") {
+        const d = ev.delta;
+        if (d?.type === "text_delta" && typeof d.text === "string") return { chunk: chunk({ content: d.text }), generated: d.text };
+        if (d?.type === "input_json_delta" && typeof d.partial_json === "string") {
           const index = toolIndex.get(Number(ev.index));
           if (index === undefined || d.partial_json === "") return { generated: d.partial_json };
           return { chunk: chunk({ tool_calls: [{ index, function: { arguments: d.partial_json } }] }), generated: d.partial_json };
         }
-        if (d.type === "thinking_delta" && typeof d.thinking === "string") {
+        if (d?.type === "thinking_delta" && typeof d.thinking === "string") {
           return { chunk: chunk({ reasoning_content: d.thinking }), generated: d.thinking };
         }
-        if (d.type === "signature_delta" && typeof d.signature === "string") {
+        if (d?.type === "signature_delta" && typeof d.signature === "string") {
           return { chunk: chunk({ thinking_blocks: [{ type: "thinking", thinking: "", signature: d.signature }] }) };
         }
         return {}; // citations and later delta types: nothing an OpenAI client reads
       }
       case "message_delta": {
-        const u = (ev.usage ?? {}) as Obj;
+        const u: AnthropicUsage = ev.usage ?? {};
         // Newer API versions repeat the input counts here, cumulative like output_tokens.
         if (Number.isSafeInteger(u.input_tokens)) promptTokens = promptTokensOf(u);
         if (Number.isSafeInteger(u.output_tokens)) usage = { prompt_tokens: promptTokens, completion_tokens: u.output_tokens as number };
-        const d = (ev.delta ?? {}) as Obj;
-        return { chunk: chunk({}, finishReason(d.stop_reason)), usage };
+        return { chunk: chunk({}, finishReason(ev.delta?.stop_reason)), usage };
       }
       case "message_stop":
         if (includeUsage && usage) {
-          const last = { id, object: "chat.completion.chunk", created, model, choices: [], usage: openaiUsage(usage, cached) };
+          const last: ChatCompletionChunk = { id, object: "chat.completion.chunk", created, model, choices: [], usage: openaiUsage(usage, cached) };
           return { chunk: JSON.stringify(last), done: true };
         }
         return { done: true };

@@ -1,5 +1,6 @@
 import { ApiError } from "../../errors.ts";
 import { upstreamStatusError } from "../errors.ts";
+import type { ErrorBody } from "./wire.ts";
 
 /**
  * Anthropic's error body (`{type: "error", error: {type, message}}`) to the spec's error. The type decides where
@@ -9,7 +10,7 @@ import { upstreamStatusError } from "../errors.ts";
 export function anthropicError(status: number, body: string): ApiError {
   let type: unknown;
   try {
-    type = (JSON.parse(body) as { error?: { type?: unknown } })?.error?.type;
+    type = (JSON.parse(body) as ErrorBody | null)?.error?.type;
   } catch {
     // not JSON (a proxy's HTML page): the status decides
   }

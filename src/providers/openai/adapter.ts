@@ -2,6 +2,7 @@ import { upstreamStatusError } from "../errors.ts";
 import { OPENAI_FORWARDED_FIELDS, pickFields } from "../fields.ts";
 import type { Usage } from "../pricing.ts";
 import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
+import type { AssistantMessage, ChatCompletion, ChatCompletionChunk, ChunkDelta, ForwardedRequest, StreamError, Usage as WireUsage } from "./wire.ts";
 
 const CHAT_PATH = "/chat/completions";
 // OpenAI renders tool definitions and a response schema into the prompt in its own form (a few tokens per tool
@@ -10,17 +11,15 @@ const CHAT_PATH = "/chat/completions";
 const TOOLS_RENDERING_TOKENS = 100;
 const SCHEMA_RENDERING_TOKENS = 100;
 
-function usageOf(u: unknown): Usage | null {
+function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null {
   if (!u || typeof u !== "object") return null;
-  const { prompt_tokens, completion_tokens } = u as Record<string, unknown>;
+  const { prompt_tokens, completion_tokens } = u;
   if (!Number.isSafeInteger(prompt_tokens) || !Number.isSafeInteger(completion_tokens)) return null;
   if ((prompt_tokens as number) < 0 || (completion_tokens as number) < 0) return null;
   return { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
 }
 
-type Choice = { message?: Record<string, unknown>; delta?: Record<string, unknown> };
-
-function generatedText(part: Record<string, unknown> | undefined): string {
+function generatedText(part: AssistantMessage | ChunkDelta | undefined): string {
   if (!part) return "";
   let s = typeof part.content === "string" ? part.content : "";
   // DeepSeek names the reasoning reasoning_content, OpenRouter reasoning: both are billed output.
@@ -28,7 +27,7 @@ function generatedText(part: Record<string, unknown> | undefined): string {
   else if (typeof part.reasoning === "string") s += part.reasoning;
   const calls = part.tool_calls;
   if (Array.isArray(calls)) {
-    for (const c of calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
+    for (const c of calls) {
       if (typeof c.function?.name === "string") s += c.function.name;
       if (typeof c.function?.arguments === "string") s += c.function.arguments;
     }
@@ -43,7 +42,7 @@ function generatedText(part: Record<string, unknown> | undefined): string {
  */
 export const openaiAdapter: ProviderAdapter = {
   request({ model, body, stream, maxTokens }: UpstreamParams) {
-    const upstream: Record<string, unknown> = { ...pickFields(body, OPENAI_FORWARDED_FIELDS), model: model.upstreamModel };
+    const upstream: ForwardedRequest = { ...pickFields(body, OPENAI_FORWARDED_FIELDS), model: model.upstreamModel };
     // The cap always goes upstream, clamped, under the name the client used: reasoning models refuse max_tokens,
     // and a provider that prefers max_completion_tokens must not see a larger one than the hold covers.
     if (body.max_completion_tokens !== undefined) upstream.max_completion_tokens = maxTokens;
@@ -66,7 +65,7 @@ export const openaiAdapter: ProviderAdapter = {
   },
 
   parse(text, modelId) {
-    const obj = JSON.parse(text) as { choices?: Choice[]; usage?: unknown; model?: unknown };
+    const obj = JSON.parse(text) as Partial<ChatCompletion>;
     if (!obj || !Array.isArray(obj.choices)) throw new Error("upstream body has no choices");
     const usage = usageOf(obj.usage);
     // The answer names the model the client asked for; the body is passed on untouched when it already does.
@@ -83,7 +82,7 @@ export const openaiAdapter: ProviderAdapter = {
   openStream(includeUsage, modelId) {
     return (payload): StreamStep => {
       if (payload === "[DONE]") return { done: true };
-      const obj = JSON.parse(payload) as { choices?: Choice[]; usage?: unknown; error?: unknown; model?: unknown };
+      const obj = JSON.parse(payload) as Partial<ChatCompletionChunk & StreamError>;
       if (obj.error) return { failed: true };
       const usage = usageOf(obj.usage) ?? undefined;
       const choices = Array.isArray(obj.choices) ? obj.choices : [];

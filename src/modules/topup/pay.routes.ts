@@ -1,22 +1,8 @@
 import { Elysia } from "elysia";
-import { ApiError } from "../../errors.ts";
-import { parseUsd } from "../../money.ts";
 import type { Services } from "../../services.ts";
 import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, json, responses, SECURITY } from "../../openapi/document.ts";
-
-const MIN_TOPUP_MICRO = 1_000_000;
-// Far above any real top-up, and far below 2^53 µUSDC.
-const MAX_TOPUP_MICRO = 1_000_000_000 * 1_000_000;
-
-/** TopupRequest.amount (USD) → µUSDC: at least 1 USD, at most 6 decimals; 400 VALIDATION_ERROR otherwise. */
-export function topupAmount(amount: number): number {
-  const micro = Number.isFinite(amount) ? parseUsd(String(amount)) : null;
-  if (micro === null) throw new ApiError("VALIDATION_ERROR", "amount: must be a USD amount with at most 6 decimals");
-  if (micro < MIN_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", "amount: the minimum top-up is 1 USD");
-  if (micro > MAX_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", "amount: the maximum top-up is 1,000,000,000 USD");
-  return micro;
-}
+import { topupAmount } from "./topup.service.ts";
 
 const REF = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const HEADER = (name: string) => ({ $ref: `#/components/headers/${name}` });
@@ -43,7 +29,7 @@ const OFFER_EXAMPLE = {
  * POST /v1/topup, the x402 exchange: without a payment header 402 with the terms (body for x402 v1, the v2
  * PAYMENT-REQUIRED header); with `X-Payment` (v1) or `PAYMENT-SIGNATURE` (v2) verify, settle, credit, 200.
  */
-export const topupRoutes = (s: Services) =>
+export const topupPayRoutes = (s: Services) =>
   new Elysia({ tags: ["topup"] }).use(requestBodies).post(
     "/v1/topup",
     async ({ body, headers, request, set }) => {

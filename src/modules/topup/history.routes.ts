@@ -5,7 +5,7 @@ import { doc, errors, EXAMPLE_WALLET, json, responses, SECURITY } from "../../op
 import { queryString, Wallet } from "../schemas.ts";
 
 /** GET /v1/topups/{wallet}: that wallet's top-ups, newest first (API key in header or `api_key`, or SIWE). */
-export const topupsRoutes = (s: Services) =>
+export const topupHistoryRoutes = (s: Services) =>
   new Elysia({ tags: ["topup"] }).get(
     "/v1/topups/:wallet",
     async ({ params, query, headers }: { params: { wallet: string }; query: Record<string, unknown>; headers: Record<string, string | undefined> }) => {

@@ -1,0 +1,20 @@
+import type { NetworkId, PaymentNetwork } from "./networks.ts";
+
+/** Top-up settings (design §6, §7), validated by config.ts from the environment. */
+export interface PaymentsConfig {
+  network: NetworkId;
+  /** Recipient of every top-up; lower-case hex. */
+  payTo?: `0x${string}`;
+  facilitatorUrl?: string;
+  /** "local": in-process facilitator (relayer key on RPC_URL); "http": FACILITATOR_URL. */
+  facilitator?: "local" | "http";
+  rpcUrl?: string;
+  relayerPrivateKey?: `0x${string}`;
+  assetsFile?: string;
+  /** The settlement network with its accepted assets (built-in table or ASSETS_FILE). */
+  chain: PaymentNetwork;
+  /** Bound on one facilitator call (verify or settle), FACILITATOR_TIMEOUT_MS. */
+  facilitatorTimeoutMs: number;
+  /** Whether POST /v1/topup can take money: PAY_TO, a facilitator and at least one asset. */
+  enabled: boolean;
+}
