@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { keySlot } from "../src/redis/slot.ts";
 import { ClusterRouter } from "../src/redis/router.ts";
+import { checkEvictionPolicy } from "../src/store/redisChecks.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
 import { runMain } from "./helpers/child.ts";
 import { startCluster, type TestCluster } from "./helpers/cluster.ts";
@@ -158,6 +159,32 @@ describe("Redis Cluster mode", () => {
     const [row] = await gw.services.sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
     expect(row!.n).toBe(6);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 5_000_000 - 6 * charge, locked: 0 });
+  });
+
+  test("the sweeper finds an expired hold on its shard's master and releases it: nothing charged, nothing locked", async () => {
+    const { wallet, keyId } = await gw.newWallet(1);
+    const ledger = gw.services.ledger;
+    const p = ledger.principal(keyId, wallet);
+    const holdId = crypto.randomUUID();
+    await ledger.reserve(p, holdId, 300_000);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 300_000 });
+    // A crashed gateway's hold: its expiry has passed.
+    expect(await gw.services.redis.zadd(ledger.keys.holds(p.shard), "XX", "CH", 1, holdId)).toBe(1);
+    expect(await ledger.sweepExpired()).toBe(1);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
+  });
+
+  test("start-up refuses a cluster with an evicting master, naming it", async () => {
+    const [, second] = await cluster.masters();
+    await cluster.cli(second!.port, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru");
+    try {
+      await expect(checkEvictionPolicy(gw.services.redis)).rejects.toThrow(
+        `REDIS_CLUSTER_NODES: the cluster master 127.0.0.1:${second!.port} evicts keys (maxmemory-policy allkeys-lru); the ledger needs maxmemory-policy noeviction`,
+      );
+    } finally {
+      await cluster.cli(second!.port, "CONFIG", "SET", "maxmemory-policy", "noeviction");
+    }
+    await checkEvictionPolicy(gw.services.redis);
   });
 
   test("`admin audit` (a child process on the cluster) finds Redis and Postgres in agreement", async () => {
