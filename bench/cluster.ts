@@ -14,7 +14,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { LedgerKeys } from "../src/ledger/keys.ts";
+import { RedisNames } from "../src/ledger/names.ts";
 import { accountOn, startCluster, type TestCluster } from "../test/helpers/cluster.ts";
 import { autocannon, checkAnswer, cpuSeconds, machineBusy, redisCommandStats, type Target } from "./measure.ts";
 import {
@@ -117,7 +117,7 @@ async function main(): Promise<number> {
     runs: [], answered: 0, inFlight: 0,
   };
   // One wallet per master of the cluster (its shard's slot on that master), the same wallets on one Redis.
-  const keys = new LedgerKeys(48);
+  const keys = new RedisNames(48);
   const wallets = await Promise.all([...masters].map((port) => accountOn(cluster, port, (w) => keys.wallet(keys.shardOf(w), w))));
   for (const m of [single, clustered]) {
     for (const account of wallets) {

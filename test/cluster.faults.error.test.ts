@@ -28,7 +28,7 @@ const messages = [{ role: "user" as const, content: "Say hello." }];
 const usage = usageFor(messages.length);
 const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 const chat = (key: string) => gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 50 }, { authorization: `Bearer ${key}` });
-const shardOf = (w: string) => gw.services.ledger.keys.wallet(gw.services.ledger.keys.shardOf(w), w);
+const shardOf = (w: string) => gw.services.ledger.names.wallet(gw.services.ledger.names.shardOf(w), w);
 
 async function auditClean(): Promise<void> {
   await gw.services.flusher.drain();
@@ -81,7 +81,7 @@ describe("a Redis Cluster losing a node", () => {
     const kept = await gw.newWallet(5, {}, await accountOn(cluster, other.port, shardOf));
     for (const w of [lost, kept]) for (let i = 0; i < 2; i++) expect((await chat(w.key)).status).toBe(200);
     await gw.services.flusher.drain();
-    const epochBefore = gw.services.ledger.fence.epoch(gw.services.ledger.keys.shardOf(kept.wallet));
+    const epochBefore = gw.services.ledger.fence.epoch(gw.services.ledger.names.shardOf(kept.wallet));
 
     // Its replica first, so nothing takes over: the master returns as the owner of its slots, with no data.
     const replica = await cluster.replicaOf(emptied.port);
@@ -99,7 +99,7 @@ describe("a Redis Cluster losing a node", () => {
     expect(await gw.ledgerState(kept.wallet)).toEqual({ balance: 5_000_000 - 3 * charge, locked: 0 });
 
     // Every shard, on every master, is open under the one new epoch.
-    const k = gw.services.ledger.keys;
+    const k = gw.services.ledger.names;
     const fences = new Set(await Promise.all(k.allShards().map((s) => gw.services.redis.get(k.fence(s)))));
     expect(fences.size).toBe(1);
     const [epoch] = [...fences];

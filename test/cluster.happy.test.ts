@@ -52,7 +52,7 @@ const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 
 describe("Redis Cluster mode", () => {
   test("the 48 default shards spread 16/16/16 over the 3 masters; the gateway's slot function agrees with CLUSTER KEYSLOT", async () => {
-    const keys = gw.services.ledger.keys;
+    const keys = gw.services.ledger.names;
     const masters = await cluster.masters();
     const perMaster = new Map<string, number>();
     for (const shard of keys.allShards()) {
@@ -153,7 +153,7 @@ describe("Redis Cluster mode", () => {
     const { wallet, key } = await gw.newWallet(5);
     await Promise.all(Array.from({ length: 6 }, () => gw.openai(key).chat.completions.create({ model: "standin/echo", messages, max_tokens: 50 })));
     await gw.services.flusher.drain();
-    const keys = gw.services.ledger.keys;
+    const keys = gw.services.ledger.names;
     const lengths = await Promise.all(keys.allShards().map((s) => gw.services.redis.xlen(keys.outbox(s))));
     expect(lengths.reduce((a, b) => a + b, 0)).toBe(0);
     const [row] = await gw.services.sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
@@ -169,7 +169,7 @@ describe("Redis Cluster mode", () => {
     await ledger.reserve(p, holdId, 300_000);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 300_000 });
     // A crashed gateway's hold: its expiry has passed.
-    expect(await gw.services.redis.zadd(ledger.keys.holds(p.shard), "XX", "CH", 1, holdId)).toBe(1);
+    expect(await gw.services.redis.zadd(ledger.names.holds(p.shard), "XX", "CH", 1, holdId)).toBe(1);
     expect(await ledger.sweepExpired()).toBe(1);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   });

@@ -97,7 +97,7 @@ describe("three gateway processes on one cluster", () => {
 
   test("processes killed with kill -9 in the middle of a flush lose nothing: another process takes their entries over, once", async () => {
     const { wallet, key } = await gw.newWallet(10);
-    const k = gw.services.ledger.keys;
+    const k = gw.services.ledger.names;
     const stream = k.outbox(k.shardOf(wallet));
     const childConsumers = new Set(children.map((c) => `${hostname()}-${c.proc.pid}`));
     const before = await charges(wallet);

@@ -1,7 +1,6 @@
-import { ApiError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { KeyRouter } from "../redis/router.ts";
-import type { LedgerKeys } from "./keys.ts";
+import type { RedisNames } from "./names.ts";
 
 /** A script reply: `{0, 'FENCED', fence}` is the refusal this module handles; anything else is the caller's. */
 type Reply = [number, ...unknown[]];
@@ -24,7 +23,7 @@ export class LedgerFence {
 
   constructor(
     private readonly client: KeyRouter,
-    private readonly keys: LedgerKeys,
+    private readonly names: RedisNames,
     private readonly waitLimitMs = DEFAULT_WAIT_LIMIT_MS,
   ) {}
 
@@ -35,12 +34,12 @@ export class LedgerFence {
 
   /** Believes `epoch` for every shard (the rebuild that just opened them all calls this). */
   adoptAll(epoch: string): void {
-    for (const s of this.keys.allShards()) this.epochs.set(s, epoch);
+    for (const s of this.names.allShards()) this.epochs.set(s, epoch);
   }
 
   /** Reads every shard's fence and believes the open ones (at start, after the ledger is ensured). */
   async readAll(): Promise<void> {
-    const shards = this.keys.allShards();
+    const shards = this.names.allShards();
     const values = await Promise.all(shards.map((s) => this.readFence(s)));
     shards.forEach((s, i) => {
       if (isOpen(values[i])) this.epochs.set(s, values[i]!);
@@ -90,9 +89,9 @@ export class LedgerFence {
         this.epochs.set(shard, fence!);
         return;
       }
-      if (fence === null || Number(await this.client.send("EXISTS", [this.keys.rebuildLock], this.keys.rebuildLock)) === 0) await this.rebuildOnce();
+      if (fence === null || Number(await this.client.send("EXISTS", [this.names.rebuildLock], this.names.rebuildLock)) === 0) await this.rebuildOnce();
       if (Date.now() > deadline) {
-        throw new ApiError("SERVICE_UNAVAILABLE", "The ledger is being rebuilt; retry shortly", undefined, undefined, { "retry-after": "5" });
+        throw new LedgerRebuilding("The ledger is being rebuilt; retry shortly");
       }
       await Bun.sleep(POLL_MS);
     }
@@ -100,7 +99,7 @@ export class LedgerFence {
 
   /** On the master that owns the shard: a fence is checked where the shard's scripts run. */
   private readFence(shard: string): Promise<string | null> {
-    const key = this.keys.fence(shard);
+    const key = this.names.fence(shard);
     return this.client.send("GET", [key], key) as Promise<string | null>;
   }
 
@@ -114,6 +113,12 @@ export class LedgerFence {
       .finally(() => (this.rebuilding = undefined));
     await this.rebuilding;
   }
+}
+
+/** A shard stayed closed longer than a caller waits (a rebuild of a large ledger): nothing was changed; retry soon. */
+export class LedgerRebuilding extends Error {
+  /** Seconds a client should wait before retrying. */
+  readonly retryAfterS = 5;
 }
 
 /** An open fence is the bare epoch (digits); "R:<epoch>" is closed, null is lost. */

@@ -1,7 +1,7 @@
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
 import { scanKeys } from "../redis/connect.ts";
-import { CREDIT_OUTBOX, Credits, type CreditInput } from "./credits.ts";
+import { Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
 import { restoreRevocations } from "./reconcile.ts";
@@ -66,13 +66,13 @@ export async function rebuildLedger(ledger: Ledger, sql: Sql, opts: RebuildOptio
 
 /** Ready, and every shard's fence open (a bare epoch). */
 async function ledgerOpen(ledger: Ledger): Promise<boolean> {
-  const k = ledger.keys;
+  const k = ledger.names;
   const [ready, ...fences] = await Promise.all([ledger.redis.exists(k.ready), ...k.allShards().map((s) => ledger.redis.get(k.fence(s)))]);
   return ready === 1 && fences.every((f) => typeof f === "string" && /^\d+$/.test(f));
 }
 
 async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: RebuildHooks = {}): Promise<RebuildCounts> {
-  const { redis, keys: k } = ledger;
+  const { redis, names: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
   // Epochs only grow, also when the counter was lost with its node while other shards' fences survived (a cluster
@@ -112,9 +112,9 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
 
 /** Charges still in the outbox go to Postgres first (idempotent by event id; the flusher acks them later). */
 async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
-  for (const s of ledger.keys.allShards()) {
+  for (const s of ledger.names.allShards()) {
     for (let from = "-"; ; ) {
-      const entries = await ledger.redis.xrange(ledger.keys.outbox(s), from, "+", "COUNT", 500);
+      const entries = await ledger.redis.xrange(ledger.names.outbox(s), from, "+", "COUNT", 500);
       if (entries.length === 0) break;
       await insertLedgerEvents(sql, entries.map(([, fields]) => eventJson(fields)).filter((e): e is string => e !== null));
       from = `(${entries[entries.length - 1]![0]}`;
@@ -125,9 +125,9 @@ async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
 /** Credits applied to Redis while Postgres was down (the credit outbox) are recorded before the snapshot. */
 async function recordDeferredCredits(ledger: Ledger, sql: Sql): Promise<void> {
   const credits = new Credits(sql, ledger);
-  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(CREDIT_OUTBOX))) {
+  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(ledger.names.creditOutbox))) {
     await credits.record(sql, JSON.parse(json) as CreditInput);
-    await ledger.redis.hdel(CREDIT_OUTBOX, eventId);
+    await ledger.redis.hdel(ledger.names.creditOutbox, eventId);
   }
 }
 
@@ -158,7 +158,7 @@ function readSnapshot(sql: Sql) {
 
 /** Σ live holds per wallet hash and per key hash (Redis key names): holds survive a rebuild, so their locks do. */
 async function liveHolds(ledger: Ledger) {
-  const k = ledger.keys;
+  const k = ledger.names;
   const wallets = new Map<string, number>();
   const keys = new Map<string, number>();
   let count = 0;
@@ -181,14 +181,12 @@ async function liveHolds(ledger: Ledger) {
   return { wallets, keys, count };
 }
 
-const WALLET_HASH = /^gw:\{s\d+(\.\d+)?\}:w:0x[0-9a-f]{40}$/;
-
 /**
  * Writes the snapshot. Independent commands go out 1000 at a time (each routed to its key's master on a cluster,
  * where one pipeline may not span nodes), with the lock checked before each thousand.
  */
 async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
-  const { redis, keys: k } = ledger;
+  const { redis, names: k } = ledger;
   let queued: (() => Promise<unknown>)[] = [];
   const flush = async (force = false) => {
     if (!force && queued.length < 1000) return;
@@ -212,27 +210,19 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, he
   }
   // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
   const others = new Set(held.wallets.keys());
-  for await (const names of scanKeys(redis, "gw:*:w:*")) for (const n of names) if (WALLET_HASH.test(n)) others.add(n);
+  for await (const names of scanKeys(redis, k.walletPattern)) for (const n of names) if (k.isWallet(n)) others.add(n);
   for (const name of others) {
     if (written.has(name)) continue;
     await write(() => redis.hset(name, "balance", 0, "locked", held.wallets.get(name) ?? 0));
   }
   for (const c of snap.credits) await write(() => redis.hset(k.credited(k.shardOf(c.wallet)), c.event_id, c.amount_usdc));
   for (const key of snap.apiKeys) {
-    const name = k.apiKey(k.shardOf(key.wallet), key.id);
+    const principal = ledger.principal(key.id, key.wallet);
     await write(
-      () =>
-        redis.hset(name, {
-          ...writeKeyState(key.revoked, key.budget_usdc),
-          spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
-        }),
-      () => redis.set(k.keyHash(key.key_hash), `${key.id}|${key.wallet}`),
+      ...ledger.apiKeys.rebuiltWrites(principal, key.key_hash, { revoked: key.revoked, budget: key.budget_usdc }, {
+        spent: key.spent, locked: held.keys.get(principal.apiKeyName) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
+      }),
     );
   }
   await flush(true);
-}
-
-/** Field/value pairs of a key's mutable state, as reserve-7.lua reads them. */
-export function writeKeyState(revoked: boolean, budget: number | null): Record<string, string> {
-  return { revoked: revoked ? "1" : "0", budget: budget === null ? "" : String(budget) };
 }
