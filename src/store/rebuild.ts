@@ -1,6 +1,7 @@
 import { rebuiltKeyFields } from "../ledger/apiKeyState.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { inChunks, scanKeys } from "../redis/connect.ts";
 import { Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
@@ -76,7 +77,13 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const { redis, names: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
-  const epoch = String(await redis.incr(k.epoch));
+  // Epochs only grow, also when the counter was lost with its node while other shards' fences survived (a cluster
+  // master that came back empty): a fence still showing a later epoch moves the counter past it.
+  const survivors = await Promise.all(shards.map((s) => redis.get(k.fence(s))));
+  const highest = Math.max(0, ...survivors.map((f) => Number(/^(?:R:)?(\d+)$/.exec(f ?? "")?.[1] ?? 0)));
+  let next = await redis.incr(k.epoch);
+  if (next <= highest) next = await redis.incrby(k.epoch, highest + 1 - next);
+  const epoch = String(next);
   const closed = `R:${epoch}`;
   lock.assertHeld();
   // Closed before anything is read: a script running after this refuses, one that ran before is in what follows.
@@ -181,13 +188,11 @@ async function liveHolds(ledger: Ledger) {
   return { wallets, keys, count };
 }
 
-const WALLET_HASH = /^gw:(\{s\d+\}):w:0x[0-9a-f]{40}$/;
-
 /**
- * Writes the snapshot shard by shard through fenced batches (rebuild-write-2.lua), each landing only while the
- * shard's fence is still this rebuild's. Per shard the applied credit ids go first, then balances and key state,
- * and ids Postgres does not know are dropped last: a rebuild stopped between two batches never leaves a balance
- * that includes a credit the credited hash lacks (the reconciler would apply it again).
+ * Writes the snapshot shard by shard through fenced batches (rebuild-write-2.lua, on the shard's master), each
+ * landing only while the shard's fence is still this rebuild's. Per shard the applied credit ids go first, then
+ * balances and key state, and ids Postgres does not know are dropped last: a rebuild stopped between two batches
+ * never leaves a balance that includes a credit the credited hash lacks (the reconciler would apply it again).
  */
 async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
   const { redis, names: k } = ledger;
@@ -198,14 +203,9 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, sn
   for (const key of snap.apiKeys) of(key.wallet).keys.push(key);
   // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
   const others = new Set(held.wallets.keys());
-  let cursor = "0";
-  do {
-    const [next, names] = await redis.scan(cursor, "MATCH", k.walletPattern, "COUNT", "1000");
-    for (const n of names) if (k.isWallet(n)) others.add(n);
-    cursor = next;
-  } while (cursor !== "0");
+  for await (const names of scanKeys(redis, k.walletPattern)) for (const n of names) if (k.isWallet(n)) others.add(n);
   for (const name of others) {
-    const shard = shards.get(WALLET_HASH.exec(name)?.[1] ?? "");
+    const shard = shards.get(k.parseRecord(name)?.shard ?? "");
     if (shard && !shard.wallets.has(name)) shard.wallets.set(name, 0);
   }
 
@@ -223,10 +223,7 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, sn
     await w.hdel(k.credited(s), (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)));
     await w.flush();
   }
-  // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed.
-  for (let i = 0; i < snap.apiKeys.length; i += 1000) {
-    const p = redis.pipeline();
-    for (const key of snap.apiKeys.slice(i, i + 1000)) ledger.apiKeys.queueMapping(p, ledger.principal(key.id, key.wallet), key.key_hash);
-    for (const [err] of (await p.exec()) ?? []) if (err) throw err;
-  }
+  // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One
+  // command each (on a cluster a pipeline may not span nodes), a thousand at a time.
+  await inChunks(snap.apiKeys, (key) => ledger.apiKeys.writeMapping(ledger.principal(key.id, key.wallet), key.key_hash));
 }
