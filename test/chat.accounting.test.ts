@@ -167,6 +167,23 @@ describe("a client that disconnects pays for what was produced, and no more", ()
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
     expect(await pgCharges(wallet)).toEqual([{ amount_usdc: charge, prompt_tokens: prompt, completion_tokens: countTokens(text) }]);
   });
+
+  test("a client that stopped reading, then leaves: the provider generated on meanwhile, the completion bound is charged", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const cancelled = gw.standin.cancelled;
+    const res = await gw.handle(chatRequest(key, { model: "standin/endless", messages, stream: true, max_tokens: 300 }));
+    const { locked } = await gw.ledgerState(wallet);
+    const reader = res.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('"role":"assistant"');
+    await gw.standin.generatedAtLeast(gw.standin.generated + 400); // more than max_tokens, none of it read
+    await reader.cancel();
+    await gw.standin.cancelledAtLeast(cancelled + 1);
+
+    const charge = expectedCharge(PROMPT_COUNT, 300);
+    expect(charge).toBeLessThanOrEqual(locked);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
+    expect(await pgCharges(wallet)).toEqual([{ amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 300 }]);
+  });
 });
 
 describe("the reserve: a prompt upper bound plus max_tokens clamped to the model's output", () => {

@@ -1,7 +1,9 @@
 /**
  * A client that keeps a stream open and stops reading holds its credit until the gateway's stream time cap
  * (STREAM_MAX_MS, 2 h by default; 300 ms here). At the cap the stream is charged what it produced (the provider
- * bills that output), not released, and the provider's stream is stopped.
+ * bills that output), not released, and the provider's stream is stopped. What it produced: the words the client
+ * took when it was waiting on the provider; the hold's completion part when output sat unread, since the provider
+ * may have generated (and billed) all of it meanwhile.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { countTokens, encodeChat } from "gpt-tokenizer/model/gpt-4o";
@@ -20,12 +22,12 @@ const messages = [{ role: "user" as const, content: "Tell me a very long story a
 // The tokenizer's own count (gpt-tokenizer's GPT-4o chat encoding), what the gateway bills when no usage came.
 const PROMPT_COUNT = encodeChat(messages, "gpt-4o").length;
 
-function open(key: string, model: string, maxTokens = 500): Promise<Response> {
+function open(key: string, model: string, maxTokens = 500, n = 1): Promise<Response> {
   return gw.handle(
     new Request("https://gateway.test/v1/chat/completions", {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model, messages, stream: true, max_tokens: maxTokens }),
+      body: JSON.stringify({ model, messages, stream: true, max_tokens: maxTokens, n }),
     }),
   );
 }
@@ -83,25 +85,35 @@ describe("a stream stopped at the gateway's time cap is charged what it produced
     expect(tail).toBe("data: [DONE]\n\n");
   });
 
-  test("client stops reading an endless answer: charged at least what it read, at most the hold; nothing released", async () => {
+  // The stand-in's "endless" model generates a word every few ms whether or not anyone reads, as a provider does
+  // (and bills): a client that stopped taking output is charged the hold's completion part, max_tokens × n.
+  test("client stops reading an endless answer: charged the prompt and the completion bound, within the hold; nothing released", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const cancelled = gw.standin.cancelled;
     const res = await open(key, "standin/endless", 4096);
     const { locked } = await gw.ledgerState(wallet);
-    const { text } = await readSome(res, 3); // and then no more reads
+    await readSome(res, 3); // and then no more reads
 
     await gw.standin.cancelledAtLeast(cancelled + 1);
     await gw.services.chat.idle();
-    const rows = await ledgerRows(wallet);
-    expect(rows).toHaveLength(1);
-    const [row] = rows;
-    expect(row!.type).toBe("charge");
-    expect(row!.prompt_tokens).toBe(PROMPT_COUNT);
-    // The gateway read ahead of its client (one queued chunk and what one upstream read carried), never less.
-    expect(row!.completion_tokens!).toBeGreaterThanOrEqual(countTokens(text));
-    expect(row!.amount_usdc).toBe(expectedCharge(PROMPT_COUNT, row!.completion_tokens!));
-    expect(row!.amount_usdc).toBeLessThanOrEqual(locked);
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - row!.amount_usdc, locked: 0 });
+    const charge = expectedCharge(PROMPT_COUNT, 4096);
+    expect(await ledgerRows(wallet)).toEqual([{ type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 4096 }]);
+    expect(charge).toBeLessThanOrEqual(locked);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
+  });
+
+  test("client never reads past the first chunk of a many-token answer: max_tokens × n charged at the cap", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const cancelled = gw.standin.cancelled;
+    const res = await open(key, "standin/endless", 700, 2);
+    const reader = res.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('"role":"assistant"');
+
+    await gw.standin.cancelledAtLeast(cancelled + 1);
+    await gw.services.chat.idle();
+    const charge = expectedCharge(PROMPT_COUNT, 1400);
+    expect(await ledgerRows(wallet)).toEqual([{ type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 1400 }]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
   });
 
   test("a stream that ends before the cap is charged its usage, and the cap does not fire afterwards", async () => {

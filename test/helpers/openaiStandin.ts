@@ -37,6 +37,10 @@ export interface Standin {
   cancelled: number;
   /** Resolves once `n` streams have been stopped: the server learns of a closed connection a little later. */
   cancelledAtLeast(n: number): Promise<void>;
+  /** Words the "endless" streams generated so far, read or not (a provider bills them). */
+  generated: number;
+  /** Resolves once `generated` reaches `n`. */
+  generatedAtLeast(n: number): Promise<void>;
   stop(): void;
 }
 
@@ -74,6 +78,7 @@ export function usageFor(messages: number, mediaTokens = 0) {
 export function startStandin(opts: { delayMs?: number; record?: boolean } = {}): Standin {
   const requests: Record<string, unknown>[] = [];
   const state = { cancelled: 0, waiters: [] as { n: number; resolve: () => void }[] };
+  const generated = { words: 0, waiters: [] as { n: number; resolve: () => void }[] };
   const server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
@@ -130,6 +135,8 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
             await sleep(2);
             if (stopped) return;
             ctrl.enqueue(enc.encode(chunk({ content: " more" })));
+            generated.words++;
+            generated.waiters = generated.waiters.filter((w) => (w.n <= generated.words ? (w.resolve(), false) : true));
           }
           ctrl.enqueue(enc.encode(chunk({}, "stop")));
           if (includeUsage) ctrl.enqueue(enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`));
@@ -154,6 +161,11 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     },
     cancelledAtLeast: (n) =>
       new Promise<void>((resolve) => (state.cancelled >= n ? resolve() : state.waiters.push({ n, resolve }))),
+    get generated() {
+      return generated.words;
+    },
+    generatedAtLeast: (n) =>
+      new Promise<void>((resolve) => (generated.words >= n ? resolve() : generated.waiters.push({ n, resolve }))),
     stop: () => server.stop(true),
   };
 }

@@ -85,6 +85,11 @@ export class MeteredStream {
   private generated = "";
   /** The hold is settled or released (or about to be): nothing else may resolve it. */
   private resolved = false;
+  /**
+   * A pull is under way: the client took all it was sent and the gateway waits on the provider. Otherwise output
+   * sits unread in the client's queue while the provider keeps generating (and billing) into buffers.
+   */
+  private reading = false;
   private end!: () => void;
   private client: ReadableStreamDefaultController<Uint8Array> | undefined;
   private readonly keepHold: ReturnType<typeof setInterval>;
@@ -117,8 +122,27 @@ export class MeteredStream {
     return this.usage ?? (await estimateUsage(this.call, this.generated, this.promptTokens));
   }
 
-  /** Each pull forwards one upstream read; the loop only repeats when a read produced nothing to send. */
+  // What a stream stopped early (time cap, client gone) has cost. A client that stopped taking output let the
+  // provider generate unseen, up to the hold's completion part (max_tokens clamped × n), and bill it: that part is
+  // charged, never less than the provider bills and never above the hold. One that took everything pays what it got.
+  private async stoppedCost(): Promise<Usage> {
+    if (this.usage || this.reading) return this.cost();
+    const counted = await estimateUsage(this.call, "", this.promptTokens);
+    return { ...counted, completion_tokens: this.call.bound.completionTokens };
+  }
+
+  /** Each pull forwards one upstream read, counted as reading while it waits on the provider. */
   private async pull(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    this.reading = true;
+    try {
+      await this.forward(ctrl);
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  /** One upstream read passed on; the loop only repeats when a read produced nothing to send. */
+  private async forward(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const { deadline } = this.o;
     for (;;) {
       let read: Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]>>;
@@ -187,8 +211,8 @@ export class MeteredStream {
   }
 
   /**
-   * The client went away: stop the provider, charge the prompt and what was generated until now; the settle
-   * releases the rest of the hold.
+   * The client went away: stop the provider, charge the prompt and what was generated until now (the completion
+   * bound if the client had stopped reading); the settle releases the rest of the hold.
    */
   private async cancel(): Promise<void> {
     this.o.deadline.disarm();
@@ -197,21 +221,21 @@ export class MeteredStream {
     this.o.deadline.stop();
     if (this.resolved) return;
     this.resolved = true;
-    this.o.settler.settleBehind(this.call, await this.cost());
+    this.o.settler.settleBehind(this.call, await this.stoppedCost());
     this.end();
   }
 
   /**
    * A client that keeps the connection but stops reading would keep it (and the hold) forever: at the time cap the
    * stream ends and is charged what it produced, which the provider bills (releasing it would hand the client that
-   * output for free); the upstream is stopped once the settle is under way.
+   * output for free; see stoppedCost); the upstream is stopped once the settle is under way.
    */
   private async timeUp(): Promise<void> {
     this.o.deadline.disarm();
     clearInterval(this.keepHold);
     if (this.resolved) return;
     this.resolved = true;
-    this.o.settler.settleBehind(this.call, await this.cost());
+    this.o.settler.settleBehind(this.call, await this.stoppedCost());
     this.end();
     this.o.deadline.stop();
     try {
