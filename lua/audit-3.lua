@@ -1,7 +1,9 @@
 --[[
-  Read one shard's books in one atomic step, for `admin audit`: balances, key counters, live holds, applied
-  credits and the outbox all as of the same instant, so "locked = sum of live holds" and "balance = credits -
-  charges (flushed or still in the outbox)" can be checked exactly while the gateway serves. Writes nothing.
+  Read one shard's small, mutable books in one atomic step, for `admin audit`: balances, key counters and live
+  holds as of one instant, with how many credits were applied and where the outbox ended at that instant, so
+  "locked = sum of live holds" and "balance = credits - charges (flushed or still in the outbox)" can be checked
+  exactly while the gateway serves. The outbox and the applied credits, which can be large, are read in pages
+  after it (src/store/auditRedis.ts says why that is still the same instant). Writes nothing.
 
   KEYS[1] holds zset        gw:{sNN}:holds      holdId -> expiry
   KEYS[2] outbox stream     gw:{sNN}:outbox     ledger events not yet (known to be) in Postgres
@@ -11,14 +13,16 @@
 
   ARGV[1] number of wallet hashes   ARGV[2] number of api key hashes
 
-  Returns {now_ms, wallets, keys, markers, holds, credited, outbox}
-    now_ms    Redis clock (settle-5's "at" clock): outbox events at or after it are not in this read
+  Returns {now_ms, wallets, keys, markers, holds, credited, outbox_entries, outbox_last}
+    now_ms    Redis clock (settle-6's "at" clock): outbox events at or after it are not in this read
     wallets   per wallet hash {balance, locked}
     keys      per key hash {revoked, budget, spent, locked, requests, prompt_tokens, completion_tokens, revenue}
     markers   per hold marker its value ("live|amount|wallet|keyId", a resolved state, or nil)
     holds     members of KEYS[1]; one without a marker in KEYS means a hold opened since the caller listed
               them, and the caller reads again
-    credited  HGETALL of KEYS[3]; outbox: XRANGE of KEYS[2]
+    credited        HLEN of KEYS[3]
+    outbox_entries  XLEN of KEYS[2]
+    outbox_last     id of the outbox's last entry ('' when empty): entries after it were added after this read
 ]]
 local nWallets = tonumber(ARGV[1])
 local nKeys = tonumber(ARGV[2])
@@ -41,9 +45,11 @@ for i = 4 + nWallets + nKeys, #KEYS do
   markers[#markers + 1] = redis.call('GET', KEYS[i])
 end
 
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
 return {
   string.format('%d', now), wallets, keys, markers,
   redis.call('ZRANGE', KEYS[1], 0, -1),
-  redis.call('HGETALL', KEYS[3]),
-  redis.call('XRANGE', KEYS[2], '-', '+'),
+  redis.call('HLEN', KEYS[3]),
+  redis.call('XLEN', KEYS[2]),
+  last and last[1] or '',
 }

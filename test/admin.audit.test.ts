@@ -177,6 +177,52 @@ describe("admin audit", () => {
     expect(await gw.services.redis.hget(keyHash, "revoked")).toBe("1");
   }, 60_000);
 
+  test("an outbox and an applied-credit set larger than a page are read a page per command, and still exactly", async () => {
+    const redis = (...args: string[]) => gw.services.scripts.client.send(args[0]!, args.slice(1));
+    await gw.services.flusher.drain();
+    const e = await gw.newWallet(1);
+    // HSCAN returns a hash in Redis's compact encoding whole; a hash past this many fields is scanned in pages.
+    const compactMax = Object.values((await redis("CONFIG", "GET", "hash-max-listpack-entries")) as Record<string, string>)[0]!;
+    await redis("CONFIG", "SET", "hash-max-listpack-entries", "16");
+    try {
+      for (let i = 0; i < 40; i++) await gw.grant(e.wallet, 1_000);
+    } finally {
+      await redis("CONFIG", "SET", "hash-max-listpack-entries", compactMax);
+    }
+    for (let i = 0; i < 7; i++) await chat(e.key); // stays in the outbox: the test gateway runs no background flusher
+    const names = gw.services.ledger.names;
+    const outbox = names.outbox(names.shardOf(e.wallet));
+    const credited = names.credited(names.shardOf(e.wallet));
+    expect(await gw.services.redis.hlen(credited)).toBeGreaterThanOrEqual(41);
+    expect(await redis("OBJECT", "ENCODING", credited)).toBe("hashtable");
+
+    // Redis logs every command it runs, with its arguments (commands inside a script are not logged on their own).
+    await redis("CONFIG", "SET", "slowlog-log-slower-than", "0");
+    await redis("CONFIG", "SET", "slowlog-max-len", "100000");
+    await redis("SLOWLOG", "RESET");
+    let r: Awaited<ReturnType<typeof auditOnce>>;
+    let commands: string[][];
+    try {
+      r = await auditOnce({ ...deps(), pageSize: 3 });
+      commands = ((await redis("SLOWLOG", "GET", "-1")) as [number, number, number, string[]][]).map((entry) => entry[3]);
+    } finally {
+      await redis("CONFIG", "SET", "slowlog-log-slower-than", "10000");
+    }
+    expect(only({ ...r, clean: false })).toEqual([]);
+    const flight = Object.fromEntries(r.inFlight.map((f) => [f.label, [f.count, f.usdc]]));
+    expect(flight["charges in the outbox"]).toEqual([7, 7 * charge]);
+    const [applied] = await gw.services.sql<{ count: number; usdc: number }[]>`
+      SELECT COUNT(*)::int AS count, SUM(amount_usdc)::bigint AS usdc FROM credits WHERE applied_at IS NOT NULL`;
+    expect(flight["credits applied"]).toEqual([applied!.count, Number(applied!.usdc)]);
+
+    // The shard's outbox (7 charges) and credited hash (41 credits or more) were read in pages of 3, outside the script.
+    const xranges = commands.filter((c) => c[0]?.toUpperCase() === "XRANGE" && c[1] === outbox);
+    const hscans = commands.filter((c) => c[0]?.toUpperCase() === "HSCAN" && c[1] === credited);
+    expect(xranges.map((c) => c.slice(4))).toEqual([["COUNT", "3"], ["COUNT", "3"], ["COUNT", "3"]]);
+    expect(hscans.length).toBeGreaterThan(5);
+    for (const c of hscans) expect(c.slice(3)).toEqual(["COUNT", "3"]);
+  }, 60_000);
+
   test("under load (chat JSON and streams in flight, grants, the flusher running) every single pass is exact", async () => {
     const wallets = await Promise.all([1, 2, 3, 4].map(() => gw.newWallet(2)));
     let stop = false;

@@ -6,8 +6,13 @@
  * 1. It lists every wallet and key name (Redis SCAN, then Postgres: money and keys reach Postgres first, so
  *    nothing Redis shows is missing from the list).
  * 2. Per shard, one Lua script (audit-3.lua; one slot, so it runs on a Redis Cluster too) reads the shard's
- *    wallets, keys, live holds, applied credits and the whole outbox at one instant, with Redis's clock. Holds in
- *    flight are part of that instant (locked = Σ live holds is exact), and so are charges not yet flushed.
+ *    wallets, keys and live holds at one instant, with Redis's clock, and notes how many credits were applied and
+ *    the outbox's last id. Holds in flight are part of that instant (locked = Σ live holds is exact). The outbox
+ *    and the applied credits, which grow large (millions of entries after a long Postgres outage; credits are never
+ *    removed), are read after it in pages, so no single call holds Redis up for the gateways: the outbox up to
+ *    that last id (append-only; what the flusher deletes meanwhile, Postgres already has), the credits by HSCAN,
+ *    kept only when the scan found exactly as many as the instant had (credits are only added), else the small
+ *    part is read again after the scan (`readShard`). Charges not yet flushed are part of the instant that way.
  * 3. Then Redis's credit outbox (credits applied while Postgres was down), then Postgres in one REPEATABLE READ
  *    snapshot. Postgres can only be ahead of the Redis read: a charge flushed meanwhile is de-duplicated by its
  *    event id against the outbox read, a charge settled after a shard's read is told apart by its Redis-clock
@@ -35,6 +40,8 @@ export interface AuditDeps {
   scripts: LedgerScripts;
   sql: Sql;
   names: RedisNames;
+  /** Entries per page when reading a shard's outbox and credited hash (AUDIT_PAGE; tests set it small). */
+  pageSize?: number;
 }
 
 /** What `--fix` works through besides: the ledger (its fenced rebuild), and what moves money into Postgres first. */
@@ -55,7 +62,7 @@ export interface AuditResult extends AuditPass {
 export async function auditOnce(d: AuditDeps): Promise<AuditPass> {
   const names = await listLedgerNames(d.redis, d.sql, d.names);
   const shards = [];
-  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.names, shard, [...n.wallets], [...n.keyIds]));
+  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.names, shard, [...n.wallets], [...n.keyIds], d.pageSize));
   const creditOutbox = await readCreditOutbox(d.redis, d.names);
   const outboxIds = shards.flatMap((s) => s.outboxCharges.map((e) => e.eventId));
   const pg = await readPostgresBooks(d.sql, Math.min(...shards.map((s) => s.nowMs)), outboxIds);
