@@ -24,6 +24,7 @@ const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
   ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
   ["config", (f) => f === "config.ts"],
   ["ledger, providers, payments, store", (f) => /^(ledger|providers|payments|store|embedded)\//.test(f)],
+  ["redis clients", (f) => f.startsWith("redis/")],
   ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "money.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
 ];
 

@@ -1,9 +1,9 @@
-import type { Redis } from "ioredis";
 import type { ApiKeyAuth } from "../auth/apiKeys.ts";
 import type { SiweVerifier } from "../auth/siwe.ts";
 import type { Config } from "../config.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
+import type { RedisCommands } from "../redis/connect.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import type { Flusher } from "../store/flusher.ts";
@@ -21,9 +21,9 @@ import type { UsageService } from "./usage/usage.service.ts";
  */
 export interface Services {
   config: Config;
-  /** ioredis: everything off the hot path (keys, SIWE replay guard, rebuild). */
-  redis: Redis;
-  /** Bun's native client: the Lua ledger scripts and the outbox reads. */
+  /** ioredis (one Redis or a Cluster): everything off the hot path (keys, SIWE replay guard, rebuild). */
+  redis: RedisCommands;
+  /** Bun's native client (per master on a cluster): the Lua ledger scripts and the outbox reads. */
   scripts: LedgerScripts;
   /** Postgres, refusing queries at once (503) while `pgHealth` knows it is down. */
   sql: Sql;

@@ -1,5 +1,6 @@
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { scanKeys } from "../redis/connect.ts";
 import { Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
@@ -74,7 +75,13 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const { redis, names: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
-  const epoch = String(await redis.incr(k.epoch));
+  // Epochs only grow, also when the counter was lost with its node while other shards' fences survived (a cluster
+  // master that came back empty): a fence still showing a later epoch moves the counter past it.
+  const survivors = await Promise.all(shards.map((s) => redis.get(k.fence(s))));
+  const highest = Math.max(0, ...survivors.map((f) => Number(/^(?:R:)?(\d+)$/.exec(f ?? "")?.[1] ?? 0)));
+  let next = await redis.incr(k.epoch);
+  if (next <= highest) next = await redis.incrby(k.epoch, highest + 1 - next);
+  const epoch = String(next);
   const closed = `R:${epoch}`;
   lock.assertHeld();
   // Closed before anything is read: a script running after this refuses, one that ran before is in what follows.
@@ -174,49 +181,48 @@ async function liveHolds(ledger: Ledger) {
   return { wallets, keys, count };
 }
 
+/**
+ * Writes the snapshot. Independent commands go out 1000 at a time (each routed to its key's master on a cluster,
+ * where one pipeline may not span nodes), with the lock checked before each thousand.
+ */
 async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
   const { redis, names: k } = ledger;
-  let p = redis.pipeline();
-  let queued = 0;
+  let queued: (() => Promise<unknown>)[] = [];
   const flush = async (force = false) => {
-    if (!force && ++queued % 1000 !== 0) return;
+    if (!force && queued.length < 1000) return;
     lock.assertHeld();
-    const replies = (await p.exec()) ?? [];
-    for (const [err] of replies) if (err) throw err;
-    p = redis.pipeline();
+    const batch = queued;
+    queued = [];
+    await Promise.all(batch.map((send) => send()));
+  };
+  const write = async (...commands: (() => Promise<unknown>)[]) => {
+    queued.push(...commands);
+    await flush();
   };
   // The credited hashes are exactly the snapshot's credits (a credit applied before the fence closed is in it).
-  for (const s of k.allShards()) p.del(k.credited(s));
+  lock.assertHeld();
+  for (const s of k.allShards()) await write(() => redis.del(k.credited(s)));
   const written = new Set<string>();
   for (const w of snap.wallets) {
     const name = k.wallet(k.shardOf(w.wallet), w.wallet);
     written.add(name);
-    p.hset(name, "balance", w.balance, "locked", held.wallets.get(name) ?? 0);
-    await flush();
+    await write(() => redis.hset(name, "balance", w.balance, "locked", held.wallets.get(name) ?? 0));
   }
   // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
   const others = new Set(held.wallets.keys());
-  let cursor = "0";
-  do {
-    const [next, names] = await redis.scan(cursor, "MATCH", k.walletPattern, "COUNT", "1000");
-    for (const n of names) if (k.isWallet(n)) others.add(n);
-    cursor = next;
-  } while (cursor !== "0");
+  for await (const names of scanKeys(redis, k.walletPattern)) for (const n of names) if (k.isWallet(n)) others.add(n);
   for (const name of others) {
     if (written.has(name)) continue;
-    p.hset(name, "balance", 0, "locked", held.wallets.get(name) ?? 0);
-    await flush();
+    await write(() => redis.hset(name, "balance", 0, "locked", held.wallets.get(name) ?? 0));
   }
-  for (const c of snap.credits) {
-    p.hset(k.credited(k.shardOf(c.wallet)), c.event_id, c.amount_usdc);
-    await flush();
-  }
+  for (const c of snap.credits) await write(() => redis.hset(k.credited(k.shardOf(c.wallet)), c.event_id, c.amount_usdc));
   for (const key of snap.apiKeys) {
     const principal = ledger.principal(key.id, key.wallet);
-    ledger.apiKeys.queueRebuilt(p, principal, key.key_hash, { revoked: key.revoked, budget: key.budget_usdc }, {
-      spent: key.spent, locked: held.keys.get(principal.apiKeyName) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
-    });
-    await flush();
+    await write(
+      ...ledger.apiKeys.rebuiltWrites(principal, key.key_hash, { revoked: key.revoked, budget: key.budget_usdc }, {
+        spent: key.spent, locked: held.keys.get(principal.apiKeyName) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
+      }),
+    );
   }
   await flush(true);
 }
