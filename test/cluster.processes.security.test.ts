@@ -50,6 +50,19 @@ function spread(n: number, key: string, model = "standin/echo") {
   );
 }
 
+/**
+ * The wallet's ledger once no hold is open. A child answers as soon as its settle is queued on its own Redis
+ * connection, so a read from this process can arrive first: wait for the condition (bounded), not a fixed time.
+ */
+async function settledState(wallet: string) {
+  for (let i = 0; i < 500; i++) {
+    const state = await gw.ledgerState(wallet);
+    if (state.locked === 0) return state;
+    await Bun.sleep(10);
+  }
+  return gw.ledgerState(wallet);
+}
+
 async function charges(wallet: string) {
   const [row] = await gw.services.sql<{ n: number; total: number }[]>`
     SELECT COUNT(*)::int AS n, COALESCE(SUM(amount_usdc), 0)::int AS total FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
@@ -70,7 +83,7 @@ describe("three gateway processes on one cluster", () => {
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([200, 200, 200, 402, 402, 402, 402, 402]);
     for (const r of results) if (r.status === 402) expect(r.body).toMatchObject({ error: "KEY_BUDGET_EXCEEDED", required_usdc: reserve });
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - 3 * charge, locked: 0 });
+    expect(await settledState(wallet)).toEqual({ balance: 10_000_000 - 3 * charge, locked: 0 });
   }, 30_000);
 
   test("one per-wallet rate limit: 15 requests over three processes, exactly 10 served and 5 answered 429 uncharged", async () => {
@@ -84,7 +97,7 @@ describe("three gateway processes on one cluster", () => {
       expect(r.body.error).toBe("RATE_LIMITED");
       expect(r.headers.get("x-ratelimit-limit")).toBe(String(RATE_LIMIT));
     }
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - RATE_LIMIT * charge, locked: 0 });
+    expect(await settledState(wallet)).toEqual({ balance: 10_000_000 - RATE_LIMIT * charge, locked: 0 });
   });
 
   test("each charge reaches Postgres exactly once, whichever process flushed it", async () => {
@@ -126,7 +139,7 @@ describe("three gateway processes on one cluster", () => {
     await gw.services.flusher.drain();
     expect(await gw.services.redis.xlen(stream)).toBe(0);
     expect(await charges(wallet)).toEqual({ n: before.n + 3, total: before.total + 3 * charge });
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - 3 * charge, locked: 0 });
+    expect(await settledState(wallet)).toEqual({ balance: 10_000_000 - 3 * charge, locked: 0 });
   }, 30_000);
 
   test("afterwards `admin audit` finds Redis and Postgres in agreement", async () => {

@@ -77,13 +77,15 @@ export class ApiKeyState {
     return lost;
   }
 
-  /**
-   * The writes of a rebuilt key, for a rebuild to send in its batches: its whole hash (state and counters) and its
-   * hash mapping (two slots: two commands).
-   */
-  rebuiltWrites(p: KeyPrincipal, hash: string, state: KeyState, counters: Record<string, number>): (() => Promise<unknown>)[] {
-    return [() => this.redis.hset(p.apiKeyName, { ...keyStateFields(state), ...counters }), () => this.redis.set(this.names.keyHash(hash), mapping(p))];
+  /** Writes a rebuilt key's hash mapping (immutable, so a stale rebuild rewrites it harmlessly; its hash is fenced). */
+  writeMapping(p: KeyPrincipal, hash: string): Promise<unknown> {
+    return this.redis.set(this.names.keyHash(hash), mapping(p));
   }
+}
+
+/** A rebuilt key's whole hash, state and counters: the rebuild writes it through its fenced batches (rebuildBatch.ts). */
+export function rebuiltKeyFields(state: KeyState, counters: Record<string, number>): Record<string, string | number> {
+  return { ...keyStateFields(state), ...counters };
 }
 
 /** The value of a key's hash mapping. */

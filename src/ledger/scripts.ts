@@ -2,6 +2,7 @@ import { type KeyRouter, SingleRouter } from "../redis/router.ts";
 import audit from "../../lua/audit-3.lua" with { type: "text" };
 import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" };
 import credit from "../../lua/credit-3.lua" with { type: "text" };
+import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
 import release from "../../lua/release-6.lua" with { type: "text" };
 import reserve from "../../lua/reserve-7.lua" with { type: "text" };
 import settle from "../../lua/settle-6.lua" with { type: "text" };
@@ -14,6 +15,7 @@ const SOURCES = {
   "credit-3.lua": credit,
   "compare-and-set-1.lua": compareAndSet,
   "audit-3.lua": audit,
+  "rebuild-write-2.lua": rebuildWrite,
 } as const;
 
 /** The ledger's Lua scripts by file name. */
@@ -54,6 +56,7 @@ export class LedgerScripts {
     credit: script("credit-3.lua"),
     compareAndSet: script("compare-and-set-1.lua"),
     audit: script("audit-3.lua"),
+    rebuildWrite: script("rebuild-write-2.lua"),
   };
 
   constructor(readonly client: KeyRouter) {}
@@ -102,6 +105,11 @@ export class LedgerScripts {
   /** audit-3.lua (read only): one shard's books as of one instant, for `admin audit`; its key count varies. */
   audit(keys: string[], argv: Arg[]): Promise<unknown[]> {
     return this.run({ ...this.scripts.audit, numKeys: keys.length }, [...keys, ...argv]) as Promise<unknown[]>;
+  }
+
+  /** rebuild-write-2.lua: one fenced batch of a rebuild into one shard; its key count varies. */
+  rebuildWrite(keys: string[], argv: Arg[]): Promise<[1, number] | [0, "FENCED", string]> {
+    return this.run({ ...this.scripts.rebuildWrite, numKeys: keys.length }, [...keys, ...argv]) as Promise<[1, number] | [0, "FENCED", string]>;
   }
 
   close(): void {

@@ -8,7 +8,7 @@ import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
 import { buildServices, type Connections, type Services } from "../../src/services.ts";
-import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
+import { IMAGE_TOKENS as CLAUDE_IMAGE_TOKENS, startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { catalogModel, STANDIN_KEY, standinProvider } from "./catalog.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
@@ -36,7 +36,8 @@ export const CLAUDE_MODELS = [
 /**
  * Test catalog: stand-in models (behaviour by upstream name) at round prices, and one unreachable provider.
  * "vision" answers like echo and names the stand-in's image maxima (85 / 1,445) as its own; "underpriced" names
- * 1 token per image, so an image request settles above its hold.
+ * 1 token per image, so an image request settles above its hold; "echo" names none, so an image holds its whole
+ * context window.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
   const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless"];
@@ -51,7 +52,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       catalogModel("standin", "vision", { imageTokens: { low: 85, high: 1_445 } }),
       catalogModel("standin", "underpriced", { imageTokens: { low: 1, high: 1 } }),
       catalogModel("dead", "echo"),
-      ...CLAUDE_MODELS.map((n) => catalogModel("claude", n)),
+      // The Anthropic stand-in's own image maximum: a model without imageTokens holds the context window per image.
+      ...CLAUDE_MODELS.map((n) => catalogModel("claude", n, { imageTokens: { low: CLAUDE_IMAGE_TOKENS, high: CLAUDE_IMAGE_TOKENS } })),
     ],
   };
 }
