@@ -15,6 +15,7 @@ import { log } from "./log.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
+import { UsageService } from "./modules/usage/usage.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
@@ -75,6 +76,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
+  const keys = new KeyService(sql, ledger, credits, apiKeyAuth);
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
   // skip the others.
@@ -109,7 +111,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     apiKeyAuth,
     siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
-    keys: new KeyService(sql, ledger, credits, apiKeyAuth),
+    keys,
+    usage: new UsageService(ledger, keys, sql),
     topup,
     chat,
     pendingSettles,

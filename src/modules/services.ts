@@ -12,6 +12,7 @@ import type { PgHealth } from "../store/pgHealth.ts";
 import type { ChatService } from "./chat/chat.service.ts";
 import type { KeyService } from "./keys/keys.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
+import type { UsageService } from "./usage/usage.service.ts";
 
 /**
  * What the routes are given: every service, built once by the composition root (src/services.ts, which main,
@@ -33,6 +34,7 @@ export interface Services {
   credits: Credits;
   keys: KeyService;
   topup: TopupService;
+  usage: UsageService;
   chat: ChatService;
   /** Charges whose settle could not reach Redis, posted by the repair job. */
   pendingSettles: PendingSettles;
