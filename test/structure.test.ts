@@ -82,7 +82,7 @@ describe("the source's layout", () => {
   test("each id format and each shared check is written once", () => {
     // A second place that builds one of these ids could drift from the first, and an idempotent credit would
     // then be applied twice under two spellings.
-    const once = ["`topup:${", "`grant:${", "`redeem:${", "mutually exclusive"];
+    const once = ["`topup:${", "`grant:${", "`redeem:${", "`${type}:${hold}`", "e.type || ':' || e.hold", "mutually exclusive"];
     for (const s of once) {
       const places = files.flatMap((f) => text.get(f)!.split("\n").flatMap((line, i) => (line.includes(s) ? [`src/${f}:${i + 1}`] : [])));
       expect({ [s]: places }).toEqual({ [s]: [places[0]!] });

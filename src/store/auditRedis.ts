@@ -3,6 +3,7 @@ import type { LedgerScripts } from "../ledger/scripts.ts";
 import { inChunks, type RedisCommands, scanKeys } from "../redis/connect.ts";
 import type { CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
+import { eventJson, ledgerEventId } from "./flusher.ts";
 
 /** An API key hash as Redis holds it; counters missing in Redis read as 0. */
 export interface RedisKeyState {
@@ -189,11 +190,10 @@ async function readOutbox(scripts: LedgerScripts, key: string, last: string, pag
   for (let from = "-"; last !== ""; ) {
     const page = (await scripts.client.send("XRANGE", [key, from, last, "COUNT", String(pageSize)], key)) as [string, string[] | null][];
     for (const [, fields] of page) {
-      const at = fields ? fields.indexOf("e") : -1;
-      const json = at >= 0 ? fields![at + 1] : undefined;
+      const json = eventJson(fields);
       const e = json ? (JSON.parse(json) as { type: string; hold: string; wallet: string; key: number; amount: number; cost?: number; pt?: number; ct?: number; at: number }) : null;
       if (e?.type !== "charge") continue;
-      charges.push({ eventId: `charge:${e.hold}`, wallet: e.wallet, keyId: e.key, amount: e.amount, cost: e.cost ?? 0, pt: e.pt ?? 0, ct: e.ct ?? 0, at: e.at });
+      charges.push({ eventId: ledgerEventId(e.type, e.hold), wallet: e.wallet, keyId: e.key, amount: e.amount, cost: e.cost ?? 0, pt: e.pt ?? 0, ct: e.ct ?? 0, at: e.at });
     }
     if (page.length < pageSize) break;
     from = `(${page[page.length - 1]![0]}`;

@@ -28,10 +28,17 @@ function entriesOf(reply: unknown): Entry[] {
  * One statement per batch: the outbox entries are already JSON objects (settle-6 / release-6 write them), so the
  * batch goes to Postgres as a single json parameter, never parsed or re-serialised here.
  */
+/**
+ * A ledger event's id in Postgres: `<type>:<hold id>` (one charge, release or expiry per hold). The insert
+ * builds it in SQL from the raw outbox JSON (no parse on the flush path); EVENT_ID_SQL is that same format.
+ */
+export const ledgerEventId = (type: string, hold: string) => `${type}:${hold}`;
+const EVENT_ID_SQL = "e.type || ':' || e.hold";
+
 const INSERT_EVENTS = `
   INSERT INTO ledger_events (event_id, type, hold_id, wallet, api_key_id, model, amount_usdc, cost_usd_micro,
                              prompt_tokens, completion_tokens, occurred_at)
-  SELECT e.type || ':' || e.hold, e.type, e.hold, e.wallet, e.key, e.model, e.amount, COALESCE(e.cost, 0),
+  SELECT ${EVENT_ID_SQL}, e.type, e.hold, e.wallet, e.key, e.model, e.amount, COALESCE(e.cost, 0),
          COALESCE(e.pt, 0), COALESCE(e.ct, 0), to_timestamp(e.at / 1000.0)
   FROM json_to_recordset($1::text::json) AS e(type text, hold text, wallet text, key bigint, model text, amount bigint,
                                         cost bigint, pt integer, ct integer, at bigint)
