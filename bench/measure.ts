@@ -89,6 +89,8 @@ export interface LoadResult {
   machineUsPerRequest: number;
   /** CPU time of the process under test per answered request, µs. */
   cpuUsPerRequest: number;
+  /** CPU time of redis-server per answered request, µs (the gateway's ledger calls and its flusher). */
+  redisUsPerRequest: number;
   rps: number;
   total: number;
   ok2xx: number;
@@ -191,6 +193,7 @@ export async function autocannon(loadgen: string[], t: Target, connections: numb
     cores,
     machineUsPerRequest: ((cpu1.machine - cpu0.machine) / Math.max(1, r["2xx"])) * 1e6,
     cpuUsPerRequest: ((cores.target * wallS) / Math.max(1, r["2xx"])) * 1e6,
+    redisUsPerRequest: ((cpu1.redis - cpu0.redis) / Math.max(1, r["2xx"])) * 1e6,
     rps: r.requests.average,
     total: r.requests.total,
     ok2xx: r["2xx"],

@@ -192,6 +192,8 @@ export interface Gateway {
   env: Record<string, string>;
   /** Where Bun writes the CPU profile under BENCH_PROFILE. */
   profileDir: string;
+  /** Where the gateway's event-loop monitor writes its histogram on SIGUSR2 (bench/loopStall.preload.ts). */
+  loopFile: string;
 }
 
 /** `bun src/main.ts serve` on a free port, on the given Redis and database, answering /health. */
@@ -209,7 +211,7 @@ export async function startGateway(upstreams: Record<number, Upstream>, redisUrl
     DATA_DIR: join(workDir, "data"),
     MODELS_FILE: modelsFile,
     STANDIN_KEY,
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: S.gatewayLogLevel,
     RATE_LIMIT_REQUESTS: "10000000", // the configured maximum; the limiter must not reject the load
     SIWE_DOMAIN: domain,
     SIWE_CHAIN_IDS: "31337",
@@ -218,10 +220,14 @@ export async function startGateway(upstreams: Record<number, Upstream>, redisUrl
   };
   const profileDir = join(workDir, "profile");
   const profFlags = PROFILE ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${profileDir}`] : [];
-  const child = spawnChild("gateway", [process.execPath, ...profFlags, "src/main.ts", "serve"], { env });
+  // The loop monitor is preloaded, so the gateway's own code carries no bench hooks.
+  const loopFile = join(workDir, "loop-stall.json");
+  const loopEnv = { BENCH_LOOP_FILE: loopFile, BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs) };
+  const preload = ["--preload", "./bench/loopStall.preload.ts"];
+  const child = spawnChild("gateway", [process.execPath, ...profFlags, ...preload, "src/main.ts", "serve"], { env: { ...env, ...loopEnv } });
   const base = `http://${domain}`;
   await waitHealthy(child, base);
-  return { child, base, domain, env, profileDir };
+  return { child, base, domain, env, profileDir, loopFile };
 }
 
 async function waitHealthy(gw: Child, base: string, timeoutMs = 60_000): Promise<void> {
