@@ -19,6 +19,8 @@ export interface Setup {
   gw: Gateway;
   key: string;
   loop: LoopMonitor;
+  /** The 0 ms baseline proxy's loop monitor: the loop delay a plain Bun server sees on this machine meanwhile. */
+  baselineLoop: LoopMonitor;
 }
 
 /** Requests answered 2xx by the gateway as the clients counted them, to compare with the charges it recorded. */
@@ -36,7 +38,8 @@ export async function setUp(): Promise<Setup> {
   const gw = await startGateway(upstreams, redis.url, db);
   log(`gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded PGlite"}, LOG_LEVEL=${S.gatewayLogLevel})`);
   const { key } = await apiKeyWithCredit(gw);
-  return { upstreams, redis, db, gw, key, loop: new LoopMonitor(gw.child.proc.pid, gw.loopFile) };
+  const u0 = upstreams[0]!;
+  return { upstreams, redis, db, gw, key, loop: new LoopMonitor(gw.child.proc.pid, gw.loopFile), baselineLoop: new LoopMonitor(u0.baseline.proc.pid!, u0.loopFile) };
 }
 
 /** The three targets of one stand-in delay; `stream` asks each for a streamed answer (with the usage chunk). */
@@ -100,8 +103,10 @@ export async function wrkPhase(s: Setup, dir: string, count: GatewayCount): Prom
   const t = targetsFor(s, 0);
   log(`wrk concurrency 1, stand-in 0 ms: ${S.wrkRounds} round(s) × ${S.wrkS} s per target`);
   await s.loop.reset();
+  await s.baselineLoop.reset();
   const runs = await wrkRotating(dir, [t.direct, t.baseline, t.gateway], S.wrkS, S.wrkRounds);
   const stall = await s.loop.read("wrk c1, 0 ms");
+  const baselineStall = await s.baselineLoop.read("wrk c1, 0 ms — **baseline proxy**");
   for (const r of runs.gateway!) (count.ok += r.requests), (count.extraInFlight += 1);
   const m = (name: string, pick: (r: WrkResult) => number) => mean(runs[name]!.map(pick));
   return {
@@ -114,6 +119,7 @@ export async function wrkPhase(s: Setup, dir: string, count: GatewayCount): Prom
     baselineAddedP999Ms: m("baseline", (r) => r.p999Ms) - m("direct", (r) => r.p999Ms),
     failures: Object.values(runs).flat().reduce((a, r) => a + r.failures, 0),
     stall,
+    baselineStall,
   };
 }
 
@@ -195,12 +201,11 @@ export async function throughputPhase(s: Setup, results: DelayResult[], loadgen:
     for (let round = 0; round < S.rounds; round++) {
       const order = round % 2 === 0 ? [t.baseline, t.gateway] : [t.gateway, t.baseline];
       for (const x of order) {
-        if (x.name === "gateway") await s.loop.reset();
+        const monitor = x.name === "gateway" ? s.loop : r.delayMs === 0 ? s.baselineLoop : undefined;
+        await monitor?.reset();
         const res = await load(x, S.durationS, watch(x));
-        if (x.name === "gateway") {
-          const st = await s.loop.read(`JSON c${S.connections}, ${r.delayMs} ms, round ${round + 1}`);
-          if (st) r.stalls.push(st);
-        }
+        const st = await monitor?.read(`JSON c${S.connections}, ${r.delayMs} ms, round ${round + 1}${x.name === "baseline" ? " — **baseline proxy**" : ""}`);
+        if (st) r.stalls.push(st);
         r.throughput[x.name].push(res);
         if (x.name === "gateway") (count.ok += res.ok2xx), (count.extraInFlight += S.connections);
         log(

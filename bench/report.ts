@@ -35,6 +35,8 @@ export interface WrkFigures {
   baselineAddedP999Ms: number;
   failures: number;
   stall: LoopStall | undefined;
+  /** The 0 ms baseline proxy's loop delay over the same phase. */
+  baselineStall: LoopStall | undefined;
 }
 
 /** Streamed answers (0 ms stand-in): first byte at concurrency 1, streams per second at concurrency N. */
@@ -210,7 +212,7 @@ export function report(meta: Record<string, unknown>, results: DelayResult[], rs
       `baseline proxy (0 ms) after the run ${f0(rss.baselineAfter.rssKb / 1024)} MiB.`,
   );
   L.push("");
-  stallTable(L, [...results.flatMap((r) => r.stalls.filter((x) => x.phase.startsWith("fetch"))), ...(w?.stall ? [w.stall] : []), ...st.stalls, ...results.flatMap((r) => r.stalls.filter((x) => !x.phase.startsWith("fetch")))]);
+  stallTable(L, [...results.flatMap((r) => r.stalls.filter((x) => x.phase.startsWith("fetch"))), ...(w?.stall ? [w.stall] : []), ...(w?.baselineStall ? [w.baselineStall] : []), ...st.stalls, ...results.flatMap((r) => r.stalls.filter((x) => !x.phase.startsWith("fetch")))]);
   if (meta.ledgerCheck) L.push(`Ledger: ${meta.ledgerCheck}`);
   if (meta.redisPerCharge) L.push("", String(meta.redisPerCharge));
   L.push("");
