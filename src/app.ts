@@ -1,7 +1,8 @@
 import { Elysia, ValidationError } from "elysia";
 import { cors } from "./cors.ts";
 import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
-import { ApiError, errorResponse, PlainError } from "./errors.ts";
+import { ApiError, BareError, errorResponse } from "./errors.ts";
+import { LedgerRebuilding } from "./ledger/fence.ts";
 import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -33,23 +34,24 @@ function validationMessage(error: ValidationError): string {
 /** The spec's error answer for anything thrown while serving; detail goes to the log only. */
 function renderError(code: string | number, error: unknown, s: Services): Response {
   if (error instanceof ApiError) return errorResponse(error);
-  if (error instanceof PlainError) return Response.json({ error: error.message }, { status: error.status });
+  if (error instanceof BareError) return Response.json({ error: error.message }, { status: error.status });
+  if (error instanceof LedgerRebuilding) return errorResponse(ApiError.unavailable(error.retryAfterS, error.message));
   if (code === "VALIDATION") {
     // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
     if ((error as ValidationError).type === "response") {
       log.error("response failed its schema", { error: validationMessage(error as ValidationError) });
       return errorResponse(new ApiError("INTERNAL_ERROR"));
     }
-    return errorResponse(new ApiError("VALIDATION_ERROR", validationMessage(error as ValidationError)));
+    return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: validationMessage(error as ValidationError) }));
   }
-  if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_ERROR", "Body is not valid JSON"));
-  if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", "No such route"));
+  if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }));
+  if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }));
   // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
   const down = outageOf(error);
   if (down) {
     // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.
     if (down === "postgres") s.pgHealth.markDown(error);
-    return errorResponse(new ApiError("SERVICE_UNAVAILABLE", undefined, undefined, undefined, { "retry-after": "1" }));
+    return errorResponse(ApiError.unavailable(1));
   }
   log.error("unhandled error", { code, error });
   return errorResponse(new ApiError("INTERNAL_ERROR"));
@@ -73,7 +75,7 @@ export function createApp(s: Services) {
       const length = request.headers.get("content-length");
       if (length !== null && Number(length) > MAX_BODY_BYTES) {
         // Answered before routing: no after-response hook runs, so the request is counted and logged here.
-        const res = errorResponse(new ApiError("VALIDATION_ERROR", `Request body too large (at most ${MAX_BODY_BYTES} bytes)`));
+        const res = errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: `Request body too large (at most ${MAX_BODY_BYTES} bytes)` }));
         finishTrace(trace, undefined, res.status);
         return res;
       }

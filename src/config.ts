@@ -2,19 +2,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
+import { ConfigError } from "./errors.ts";
 import type { LogLevel } from "./log.ts";
 import type { PaymentsConfig } from "./payments/config.ts";
 import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "./payments/networks.ts";
 
-/** A bad setting: start-up stops with one line that names the variable. */
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    problem: string,
-  ) {
-    super(`${variable}: ${problem}`);
-  }
-}
+// Declared in errors.ts (lower floors raise it too); start-up code imports it from here with the rest of the config.
+export { ConfigError };
 
 export type Deployment = "production" | "staging" | "local";
 

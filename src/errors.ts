@@ -27,18 +27,40 @@ export const FIXED_MESSAGE: Partial<Record<ErrorCode, string>> = {
   SERVICE_UNAVAILABLE: "The service is temporarily unavailable; try again shortly",
 };
 
-/** An error that leaves the API as `{error, message, ...extra}`; thrown anywhere, rendered in one place. */
+/** What an ApiError is made of: its code, and only what differs from the code's defaults. */
+export interface ApiErrorFields {
+  code: ErrorCode;
+  /** Defaults to the code's fixed message (FIXED_MESSAGE), else the code itself. */
+  message?: string;
+  /** Defaults to the code's status in ERROR_STATUS (UPSTREAM_CLIENT_ERROR passes on the provider's 4xx). */
+  status?: number;
+  /** Fields added to the body beside error and message (a 402's available_usdc, …). */
+  extra?: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+/**
+ * An error that leaves the API as `{error, message, ...extra}`; thrown anywhere, rendered in one place. Built from
+ * its code alone (`new ApiError("UNAUTHORIZED")`) or from named fields (`new ApiError({ code, message })`).
+ */
 export class ApiError extends Error {
+  readonly code: ErrorCode;
   readonly status: number;
-  constructor(
-    readonly code: ErrorCode,
-    message?: string,
-    readonly extra?: Record<string, unknown>,
-    status?: number,
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message ?? FIXED_MESSAGE[code] ?? code);
-    this.status = status ?? ERROR_STATUS[code];
+  readonly extra?: Record<string, unknown>;
+  readonly headers?: Record<string, string>;
+
+  constructor(fields: ErrorCode | ApiErrorFields) {
+    const f = typeof fields === "string" ? { code: fields } : fields;
+    super(f.message ?? FIXED_MESSAGE[f.code] ?? f.code);
+    this.code = f.code;
+    this.status = f.status ?? ERROR_STATUS[f.code];
+    this.extra = f.extra;
+    this.headers = f.headers;
+  }
+
+  /** 503 SERVICE_UNAVAILABLE with Retry-After: a dependency cannot serve now; nothing was done. */
+  static unavailable(retryAfterS: number, message?: string): ApiError {
+    return new ApiError({ code: "SERVICE_UNAVAILABLE", message, headers: { "retry-after": String(retryAfterS) } });
   }
 }
 
@@ -53,12 +75,28 @@ export function errorResponse(err: ApiError): Response {
   });
 }
 
-/** Top-up exception of the spec (rule 5): `{error: text}` with no code, clients match on the status. */
-export class PlainError extends Error {
+/**
+ * The x402 top-up's bare answer (spec error rule 5): `{error: text}` with no code, which x402 clients expect;
+ * they match on the status. Every other error is an ApiError.
+ */
+export class BareError extends Error {
   constructor(
     readonly status: number,
     message: string,
   ) {
     super(message);
+  }
+}
+
+/**
+ * A bad setting: start-up stops with one line that names the variable. Here, below everything, because checks on
+ * every floor raise it (the environment in config.ts, a Redis the ledger cannot trust in store/redisChecks.ts).
+ */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
   }
 }

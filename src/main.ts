@@ -2,6 +2,7 @@ import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin
 import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
+import { LedgerRebuilding } from "./ledger/fence.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
 import { buildServices, type Services } from "./services.ts";
 import { openStack, type Stack } from "./stack.ts";
@@ -44,7 +45,7 @@ async function serve(config: Config): Promise<void> {
   // Until the services are up, requests get 503.
   let server: ReturnType<typeof Bun.serve>;
   try {
-    server = Bun.serve({ ...options, fetch: () => errorResponse(new ApiError("SERVICE_UNAVAILABLE", "The gateway is starting")) });
+    server = Bun.serve({ ...options, fetch: () => errorResponse(new ApiError({ code: "SERVICE_UNAVAILABLE", message: "The gateway is starting" })) });
   } catch (e) {
     throw listenError(e, config);
   }
@@ -92,7 +93,7 @@ async function serve(config: Config): Promise<void> {
 function oneLine(e: unknown): string {
   // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
   if (e instanceof ConfigError) return `configuration error: ${e.message}`;
-  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
+  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError || e instanceof LedgerRebuilding) return e.message;
   const message = e instanceof Error ? e.message : String(e);
   return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;
 }

@@ -1,8 +1,13 @@
+/**
+ * The composition root: the one place that builds everything (connections, ledger, store, services) and the
+ * background work. It sits above the routes' floors; what it builds is typed by modules/services.ts, which the
+ * routes import, so no module imports from here.
+ */
 import { Redis } from "ioredis";
 import { ApiKeyAuth } from "./auth/apiKeys.ts";
 import { SiweVerifier } from "./auth/siwe.ts";
 import type { Config } from "./config.ts";
-import { LedgerKeys } from "./ledger/keys.ts";
+import { RedisNames } from "./ledger/names.ts";
 import { Ledger } from "./ledger/ledger.ts";
 import { LedgerScripts } from "./ledger/scripts.ts";
 import { log } from "./log.ts";
@@ -10,7 +15,7 @@ import { ChatService } from "./modules/chat/chat.service.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
 import { Credits } from "./store/credits.ts";
-import { openDatabase, type Sql } from "./store/db.ts";
+import { openDatabase } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
 import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
@@ -20,38 +25,14 @@ import { reconcileFromPostgres } from "./store/reconcile.ts";
 import { ensureLedger } from "./store/rebuild.ts";
 import { checkRedisForLedger } from "./store/redisChecks.ts";
 
+import type { Services } from "./modules/services.ts";
+
+export type { Services };
+
 /** Where the services connect: a Redis URL or unix socket, and a Postgres URL (with socket path for PGlite). */
 export interface Connections {
   redis: string;
   database: { url: string; path?: string; max?: number; debug?: (connection: number, query: string) => void };
-}
-
-/** Every service, built once and injected into the routes (main and tests build the same thing). */
-export interface Services {
-  config: Config;
-  /** ioredis: everything off the hot path (keys, SIWE replay guard, rebuild). */
-  redis: Redis;
-  /** Bun's native client: the Lua ledger scripts and the outbox reads. */
-  scripts: LedgerScripts;
-  /** Postgres, refusing queries at once (503) while `pgHealth` knows it is down. */
-  sql: Sql;
-  pgHealth: PgHealth;
-  ledger: Ledger;
-  apiKeyAuth: ApiKeyAuth;
-  siwe: SiweVerifier;
-  credits: Credits;
-  keys: KeyService;
-  topup: TopupService;
-  chat: ChatService;
-  /** Charges whose settle could not reach Redis, posted by the repair job. */
-  pendingSettles: PendingSettles;
-  flusher: Flusher;
-  /** Starts the flusher and the hold sweeper. */
-  startBackground(): void;
-  /** Runs every repair job once, now (tests call it instead of waiting for the 30 s timer). */
-  repairNow(): Promise<void>;
-  /** Stops background work, drains the outbox, closes connections. */
-  close(): Promise<void>;
 }
 
 const SWEEP_INTERVAL_MS = 5_000;
@@ -70,7 +51,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   // Reconnect attempts at most 500 ms apart, so a command fails (maxRetriesPerRequest) within ~2 s of an outage
   // instead of ioredis' 2 s steps, and the first command after Redis returns is not held back long.
   const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3, retryStrategy: (times) => Math.min(times * 50, 500) });
-  const ledgerKeys = new LedgerKeys(config.ledgerShards);
+  const redisNames = new RedisNames(config.ledgerShards);
   // ioredis reconnects by itself; without a listener it prints a stack trace per attempt. One line per outage.
   let redisDown = false;
   redis.on("error", (e: Error) => {
@@ -83,19 +64,19 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   });
   const closeClients = async () => (redis.disconnect(), await rawSql.end({ timeout: 1 }));
   // Refusals (an evicting Redis, another LEDGER_SHARDS) come before anything is written anywhere.
-  await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, ledgerKeys));
+  await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, redisNames));
   await startupStep("Postgres", closeClients, () => migrate(rawSql));
   const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(conn.redis));
-  const ledger = new Ledger(redis, scripts, ledgerKeys, config);
+  const ledger = new Ledger(redis, scripts, redisNames, config);
   // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
   ledger.fence.onLost(() => ensureLedger(ledger, sql));
   await ensureLedger(ledger, sql);
   await ledger.fence.readAll();
 
-  const apiKeyAuth = new ApiKeyAuth(redis, sql, ledger);
+  const apiKeyAuth = new ApiKeyAuth(sql, ledger);
   const credits = new Credits(sql, ledger);
   await credits.reapplyPending();
-  const flusher = new Flusher(scripts.client, sql, ledgerKeys, {
+  const flusher = new Flusher(scripts.client, sql, redisNames, {
     onRedisLost: () => ensureLedger(ledger, sql),
   });
   await flusher.init();
@@ -137,9 +118,9 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     pgHealth,
     ledger,
     apiKeyAuth,
-    siwe: new SiweVerifier(redis, ledgerKeys, { domains: config.siweDomains, chainIds: config.siweChainIds }),
+    siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
-    keys: new KeyService(sql, redis, ledger, credits, apiKeyAuth),
+    keys: new KeyService(sql, ledger, credits, apiKeyAuth),
     topup,
     chat,
     pendingSettles,

@@ -29,7 +29,7 @@ const messages = [{ role: "user" as const, content: "Say hello." }];
 const usage = usageFor(messages.length);
 const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 
-const deps = () => ({ redis: gw.services.redis, scripts: gw.services.scripts, sql: gw.services.sql, keys: gw.services.ledger.keys });
+const deps = () => ({ redis: gw.services.redis, scripts: gw.services.scripts, sql: gw.services.sql, names: gw.services.ledger.names });
 const audit = () => auditLedger(deps());
 
 /** `bun src/main.ts admin …` as an operator runs it, against this test's Redis and Postgres. */
@@ -104,8 +104,8 @@ describe("admin audit", () => {
 
   test("Redis tampered with (HINCRBY balance): named, exit 1; `--fix` rebuilds from Postgres: exit 0", async () => {
     const before = await gw.ledgerState(a.wallet);
-    const walletKey = gw.services.ledger.principal(a.keyId, a.wallet).walletKey;
-    await gw.services.redis.hincrby(walletKey, "balance", 1_234_567);
+    const walletName = gw.services.ledger.principal(a.keyId, a.wallet).walletName;
+    await gw.services.redis.hincrby(walletName, "balance", 1_234_567);
 
     expect(only(await audit())).toEqual([{ subject: `wallet ${a.wallet}`, field: "balance", redis: before.balance + 1_234_567, expected: before.balance }]);
     const run = await cli("audit");
@@ -163,13 +163,13 @@ describe("admin audit", () => {
 
     expect((await runAudit(gw.services, { fix: true })).clean).toBe(true);
     expect(await gw.ledgerState(c.wallet)).toEqual({ balance: 2_000_000 - charge, locked: 0 });
-    expect(await gw.services.redis.hexists(gw.services.ledger.keys.credited(gw.services.ledger.keys.shardOf(c.wallet)), credit!.event_id)).toBe(0);
+    expect(await gw.services.redis.hexists(gw.services.ledger.names.credited(gw.services.ledger.names.shardOf(c.wallet)), credit!.event_id)).toBe(0);
   }, 60_000);
 
   test("a revoked key brought back in Redis is named; `--fix` revokes it again", async () => {
     const d = await gw.newWallet(1);
     expect((await gw.call("DELETE", `/v1/auth/keys/${d.keyId}`, await gw.signIn(d.account))).status).toBe(200);
-    const keyHash = gw.services.ledger.principal(d.keyId, d.wallet).apiKeyKey;
+    const keyHash = gw.services.ledger.principal(d.keyId, d.wallet).apiKeyName;
     await gw.services.redis.hset(keyHash, "revoked", "0");
 
     expect(only(await audit())).toEqual([{ subject: `key ${d.keyId}`, field: "revoked", redis: "0", expected: "1" }]);

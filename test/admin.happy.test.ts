@@ -96,7 +96,7 @@ describe("against the running gateway's services", () => {
     expect(revoked).toMatchObject({ code: 0, stdout: `revoked key #${a.id} of ${wallet}\n` });
     const [row] = await gateway.sql<{ revoked_at: Date | null }[]>`SELECT revoked_at FROM api_keys WHERE id = ${a.id}`;
     expect(row!.revoked_at).toBeInstanceOf(Date);
-    expect(await gateway.redis.hget(gateway.ledger.principal(a.id, wallet).apiKeyKey, "revoked")).toBe("1");
+    expect(await gateway.redis.hget(gateway.ledger.principal(a.id, wallet).apiKeyName, "revoked")).toBe("1");
     await expect(gateway.apiKeyAuth.assertActive(await gateway.apiKeyAuth.resolve(a.key))).rejects.toThrow();
 
     const again = await admin("keys", "revoke", String(a.id));

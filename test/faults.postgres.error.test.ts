@@ -77,7 +77,7 @@ describe("Postgres down", () => {
     const { Redis } = await import("ioredis");
     const side = new Redis(gw.redisSocket);
     let left = 0;
-    for (const shard of ledger.keys.allShards()) left += await side.xlen(ledger.keys.outbox(shard));
+    for (const shard of ledger.names.allShards()) left += await side.xlen(ledger.names.outbox(shard));
     side.disconnect();
     expect(left).toBeGreaterThan(0);
   });

@@ -31,7 +31,7 @@ async function reconnected() {
 /** Outbox events of a wallet, as the flusher would read them. */
 async function outboxEvents(wallet: string) {
   const ledger = gw.services.ledger;
-  const entries = await side.xrange(ledger.keys.outbox(ledger.keys.shardOf(wallet)), "-", "+");
+  const entries = await side.xrange(ledger.names.outbox(ledger.names.shardOf(wallet)), "-", "+");
   return entries.map(([, f]) => JSON.parse(f[1]!)).filter((e) => e.wallet === wallet);
 }
 
@@ -40,7 +40,7 @@ async function expectNothingHeld(wallet: string, keyId: number, balance: number)
   await gw.services.chat.idle();
   await gw.services.ledger.sweepExpired();
   expect(await gw.ledgerState(wallet)).toEqual({ balance, locked: 0 });
-  const [keyLocked] = (await gw.services.ledger.keyCounters([gw.services.ledger.principal(keyId, wallet).apiKeyKey], ["locked"]))[0]!;
+  const [keyLocked] = (await gw.services.ledger.keyCounters([gw.services.ledger.principal(keyId, wallet)], ["locked"]))[0]!;
   expect(keyLocked).toBe(0);
 }
 

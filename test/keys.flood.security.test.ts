@@ -55,13 +55,13 @@ describe("unknown API key flood", () => {
     const [row] = await gw.services.sql<{ id: number }[]>`
       INSERT INTO api_keys (wallet, key_hash, label) VALUES (${wallet}, ${hash}, 'elsewhere') RETURNING id`;
     const p = gw.services.ledger.principal(row!.id, wallet);
-    await gw.services.redis.multi().hset(p.apiKeyKey, { revoked: "0", budget: "" }).set(gw.services.ledger.keys.keyHash(hash), `${row!.id}|${wallet}`).exec();
+    await gw.services.redis.multi().hset(p.apiKeyName, { revoked: "0", budget: "" }).set(gw.services.ledger.names.keyHash(hash), `${row!.id}|${wallet}`).exec();
     expect((await usage(wallet, key)).status).toBe(200);
   });
 
   test("a key Redis lost is still repaired from Postgres through the batched lookup", async () => {
     const { wallet, key } = await gw.newWallet(1);
-    await gw.services.redis.del(gw.services.ledger.keys.keyHash(hashApiKey(key)));
+    await gw.services.redis.del(gw.services.ledger.names.keyHash(hashApiKey(key)));
     const before = lookups;
     expect((await usage(wallet, key)).status).toBe(200);
     expect(lookups - before).toBe(1);

@@ -121,7 +121,7 @@ describe("SIWE on key creation", () => {
   test("after a rebuild of a lost Redis (whose replay guard went with it) a message signed before it cannot mint a key", async () => {
     const account = newAccount();
     const before = await gw.signIn(account, { issuedAt: new Date(Date.now() - 60_000) });
-    await gw.services.redis.set(gw.services.ledger.keys.ready, new Date(Date.now() - 30_000).toISOString()); // rebuilt 30 s ago
+    await gw.services.redis.set(gw.services.ledger.names.ready, new Date(Date.now() - 30_000).toISOString()); // rebuilt 30 s ago
     const res = await gw.call("POST", "/v1/auth/keys", before);
     expect(res).toMatchObject({ status: 401, body: { error: "UNAUTHORIZED" } });
     expect(res.body.message).toMatch(/^SIWE rejected: replayed: signed before the ledger was rebuilt/);

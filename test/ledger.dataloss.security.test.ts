@@ -22,12 +22,12 @@ describe("Redis lost its recent writes", () => {
     const { account, key, keyId, wallet } = await gw.newWallet(1);
     const del = await gw.call("DELETE", `/v1/auth/keys/${keyId}`, await gw.signIn(account));
     expect(del.status).toBe(200);
-    const apiKeyKey = gw.services.ledger.principal(keyId, wallet).apiKeyKey;
+    const apiKeyName = gw.services.ledger.principal(keyId, wallet).apiKeyName;
     // The revocation's Redis write is lost; Postgres has it.
-    await gw.services.redis.hset(apiKeyKey, "revoked", "0");
+    await gw.services.redis.hset(apiKeyName, "revoked", "0");
 
     await gw.services.repairNow();
-    expect(await gw.services.redis.hget(apiKeyKey, "revoked")).toBe("1");
+    expect(await gw.services.redis.hget(apiKeyName, "revoked")).toBe("1");
     const res = await chat(key);
     expect(res.status).toBe(401);
     expect(res.body.error).toBe("UNAUTHORIZED");
@@ -46,7 +46,7 @@ describe("Redis lost its recent writes", () => {
     const [row] = await gw.services.sql<{ applied: boolean }[]>`SELECT applied_at IS NOT NULL AS applied FROM credits WHERE event_id = ${eventId}`;
     expect(row!.applied).toBe(true);
     // credit-3's effects are lost together (one script): the id in `credited` and the balance increment.
-    const k = gw.services.ledger.keys;
+    const k = gw.services.ledger.names;
     const shard = k.shardOf(wallet);
     await gw.services.redis.hdel(k.credited(shard), eventId);
     await gw.services.redis.hincrby(k.wallet(shard, wallet), "balance", -2_000_000);

@@ -21,7 +21,7 @@ afterAll(async () => {
   await gw?.close();
 });
 
-const fences = async () => Promise.all(gw.services.ledger.keys.allShards().map((s) => gw.services.redis.get(gw.services.ledger.keys.fence(s))));
+const fences = async () => Promise.all(gw.services.ledger.names.allShards().map((s) => gw.services.redis.get(gw.services.ledger.names.fence(s))));
 
 /** Waits until Postgres has committed the credit (another process's write racing the rebuild). */
 async function committed(eventId: string): Promise<void> {
@@ -43,7 +43,7 @@ describe("the fence", () => {
   test("a writer with a stale epoch is refused before any write; with the current one it applies", async () => {
     const { wallet } = await gw.newWallet(0);
     const { ledger, scripts } = gw.services;
-    const k = ledger.keys;
+    const k = ledger.names;
     const s = k.shardOf(wallet);
     const epoch = (await gw.services.redis.get(k.fence(s)))!;
     expect(epoch).toMatch(/^\d+$/);
@@ -65,7 +65,7 @@ describe("the fence", () => {
     await ledger.reserve(p, hold, 40_000);
     // A stray wallet hash Postgres knows nothing of (a tampered write) holds no money after the rebuild.
     const stray = `0x${"ab".repeat(18)}0001`;
-    await gw.services.redis.hset(ledger.keys.wallet(ledger.keys.shardOf(stray), stray), "balance", 999, "locked", 0);
+    await gw.services.redis.hset(ledger.names.wallet(ledger.names.shardOf(stray), stray), "balance", 999, "locked", 0);
     const lateId = `grant:late-${crypto.randomUUID()}`;
     const before = await fences();
     const counts = await rebuildLedger(ledger, sql, {
@@ -82,7 +82,7 @@ describe("the fence", () => {
     expect(Number(counts.epoch)).toBeGreaterThan(Number(before[0]));
     expect(counts.holds).toBeGreaterThanOrEqual(1);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 40_000 });
-    expect(await gw.services.redis.hget(p.apiKeyKey, "locked")).toBe("40000");
+    expect(await gw.services.redis.hget(p.apiKeyName, "locked")).toBe("40000");
     expect(await gw.ledgerState(stray)).toEqual({ balance: 0, locked: 0 });
     const [late] = await sql<{ applied: boolean }[]>`SELECT applied_at IS NOT NULL AS applied FROM credits WHERE event_id = ${lateId}`;
     expect(late!.applied).toBe(false);
@@ -102,15 +102,15 @@ describe("the rebuild lock", () => {
       lockTtlMs: 300,
       hooks: {
         async fenced() {
-          const token = await gw.services.redis.get(ledger.keys.rebuildLock);
+          const token = await gw.services.redis.get(ledger.names.rebuildLock);
           expect(token).toBeString();
           await Bun.sleep(1_000); // three lifetimes: only renewal keeps it
-          expect(await gw.services.redis.get(ledger.keys.rebuildLock)).toBe(token);
+          expect(await gw.services.redis.get(ledger.names.rebuildLock)).toBe(token);
           expect(await RebuildLock.tryAcquire(ledger)).toBeNull();
         },
       },
     });
-    expect(await gw.services.redis.exists(ledger.keys.rebuildLock)).toBe(0);
+    expect(await gw.services.redis.exists(ledger.names.rebuildLock)).toBe(0);
   });
 
   test("a rebuilder that lost its lock stops before opening the fences and cannot release the new owner's lock", async () => {
@@ -121,18 +121,18 @@ describe("the rebuild lock", () => {
       hooks: {
         async fenced() {
           // Its lifetime ran out (a long pause) and another process took the lock.
-          await gw.services.redis.set(ledger.keys.rebuildLock, "intruder");
+          await gw.services.redis.set(ledger.names.rebuildLock, "intruder");
           await Bun.sleep(250); // the next renewal finds it
         },
       },
     });
     await expect(rebuild).rejects.toBeInstanceOf(RebuildLockLost);
-    expect(await gw.services.redis.get(ledger.keys.rebuildLock)).toBe("intruder");
+    expect(await gw.services.redis.get(ledger.names.rebuildLock)).toBe("intruder");
     expect(await fences()).toEqual((await fences()).map(() => expect.stringMatching(/^R:\d+$/)));
 
     // A credit meanwhile waits; once the intruder's lock is gone, the rebuild is redone and the credit applies.
     const grant = gw.grant(wallet, 1_234);
-    await gw.services.redis.del(ledger.keys.rebuildLock);
+    await gw.services.redis.del(ledger.names.rebuildLock);
     await grant;
     expect(await ensureLedger(ledger, sql)).toBe("ready");
     expect(await fences()).toEqual((await fences()).map(() => expect.stringMatching(/^\d+$/)));
@@ -210,7 +210,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two gateway processes and an ad
       SELECT event_id, amount_usdc, applied_at IS NOT NULL AS applied FROM credits WHERE wallet = ${wallet} ORDER BY id`;
     expect(rows).toHaveLength(6);
     expect(rows.every((r) => r.applied)).toBe(true);
-    const k = gw.services.ledger.keys;
+    const k = gw.services.ledger.names;
     const credited = await gw.services.redis.hgetall(k.credited(k.shardOf(wallet)));
     for (const r of rows) expect(credited[r.event_id]).toBe(String(r.amount_usdc));
 

@@ -25,7 +25,7 @@ async function holdFor(usd: number, amount: number): Promise<{ p: KeyPrincipal; 
   return { p, wallet, holdId };
 }
 
-const expiry = (p: KeyPrincipal, holdId: string) => gw.services.redis.zscore(gw.services.ledger.keys.holds(p.shard), holdId);
+const expiry = (p: KeyPrincipal, holdId: string) => gw.services.redis.zscore(gw.services.ledger.names.holds(p.shard), holdId);
 
 async function charges(holdId: string) {
   await gw.services.flusher.drain();
@@ -37,7 +37,7 @@ describe("a long stream keeps its hold", () => {
     const { p, holdId } = await holdFor(1, 10_000);
     const ledger = gw.services.ledger;
     // Pretend the hold is about to expire, then refresh it as a running stream does.
-    await gw.services.redis.zadd(ledger.keys.holds(p.shard), "XX", Date.now() + 1_000, holdId);
+    await gw.services.redis.zadd(ledger.names.holds(p.shard), "XX", Date.now() + 1_000, holdId);
     expect(await ledger.extendHold(p, holdId)).toBe(true);
     expect(Number(await expiry(p, holdId))).toBeGreaterThan(Date.now() + ledger.holdRefreshMs);
     expect(await ledger.sweepExpired()).toBe(0);
@@ -78,7 +78,7 @@ describe("a settle that could not reach Redis is posted later from Postgres", ()
 
   test("a hold the sweeper expired meanwhile is still charged (a late charge), and only once", async () => {
     const { p, wallet, holdId } = await holdFor(1, 10_000);
-    await gw.services.redis.zadd(gw.services.ledger.keys.holds(p.shard), "XX", 1, holdId);
+    await gw.services.redis.zadd(gw.services.ledger.names.holds(p.shard), "XX", 1, holdId);
     expect(await gw.services.ledger.sweepExpired()).toBe(1);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
 

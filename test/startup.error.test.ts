@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { LedgerKeys } from "../src/ledger/keys.ts";
+import { RedisNames } from "../src/ledger/names.ts";
 import { checkRedisForLedger } from "../src/store/redisChecks.ts";
 import { freePort, runMain } from "./helpers/child.ts";
 import { freshDatabase, privateRedis } from "./helpers/services.ts";
@@ -68,9 +68,9 @@ describe("a Redis the ledger cannot trust refuses the start", () => {
   }, 30_000);
 
   test("the shard count is recorded at first start; another LEDGER_SHARDS exits 1 naming both values", async () => {
-    await checkRedisForLedger(redis, new LedgerKeys(16)); // what the first start does
+    await checkRedisForLedger(redis, new RedisNames(16)); // what the first start does
     expect(await redis.get("gw:ledger:shards")).toBe("16");
-    await checkRedisForLedger(redis, new LedgerKeys(16)); // the same value starts again
+    await checkRedisForLedger(redis, new RedisNames(16)); // the same value starts again
 
     const r = await runMain(["serve"], { ...env, LEDGER_SHARDS: "8" });
     expect(r.code).toBe(1);

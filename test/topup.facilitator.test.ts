@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { CREDIT_OUTBOX } from "../src/store/credits.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
 import { startFacilitator, startHangingFacilitator, type FacilitatorServer } from "./helpers/facilitator.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
@@ -104,7 +103,7 @@ describe("a failure between settlement and the Postgres write loses nothing", ()
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ balance_usdc: 2_000_000, credited_usdc: 2_000_000 });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000, locked: 0 });
-    expect(Object.keys(await gw.services.redis.hgetall(CREDIT_OUTBOX))).toHaveLength(1);
+    expect(Object.keys(await gw.services.redis.hgetall(gw.services.ledger.names.creditOutbox))).toHaveLength(1);
     expect(await sql`SELECT 1 FROM credits WHERE wallet = ${wallet}`).toHaveLength(0);
 
     // The flusher's idle hook; called directly instead of waiting for it.
@@ -114,7 +113,7 @@ describe("a failure between settlement and the Postgres write loses nothing", ()
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ amount_usdc: 2_000_000, kind: "topup", applied: true });
     expect(rows[0]!.tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
-    expect(await gw.services.redis.hgetall(CREDIT_OUTBOX)).toEqual({});
+    expect(await gw.services.redis.hgetall(gw.services.ledger.names.creditOutbox)).toEqual({});
     // Recorded once, credited once.
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000, locked: 0 });
     expect(await gw.services.credits.reapplyPending()).toBe(0);

@@ -1,8 +1,6 @@
-import type { Redis } from "ioredis";
 import { ApiError } from "../errors.ts";
 import type { KeyPrincipal, Ledger } from "../ledger/ledger.ts";
 import type { Sql } from "../store/db.ts";
-import { writeKeyState } from "../store/rebuild.ts";
 
 const KEY_FORMAT = /^sk-[0-9a-f]{64}$/;
 const CACHE_LIMIT = 100_000;
@@ -50,7 +48,6 @@ export class ApiKeyAuth {
   private lastLookupAt = 0;
 
   constructor(
-    private readonly redis: Redis,
     private readonly sql: Sql,
     private readonly ledger: Ledger,
   ) {}
@@ -67,12 +64,8 @@ export class ApiKeyAuth {
     const hash = hashApiKey(key);
     const hit = this.cache.get(hash);
     if (hit) return hit;
-    const mapped = await this.redis.get(this.ledger.keys.keyHash(hash));
-    let principal: KeyPrincipal;
-    if (mapped) {
-      const bar = mapped.indexOf("|");
-      principal = this.ledger.principal(Number(mapped.slice(0, bar)), mapped.slice(bar + 1));
-    } else {
+    let principal = await this.ledger.apiKeys.lookup(hash);
+    if (!principal) {
       const missUntil = this.misses.get(hash);
       if (missUntil !== undefined && missUntil > Date.now()) throw new ApiError("UNAUTHORIZED");
       principal = await this.repairFromDatabase(hash);
@@ -89,7 +82,7 @@ export class ApiKeyAuth {
 
   /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-7). */
   async assertActive(p: KeyPrincipal): Promise<void> {
-    if ((await this.redis.hget(p.apiKeyKey, "revoked")) !== "0") throw new ApiError("UNAUTHORIZED");
+    if (!(await this.ledger.apiKeys.isActive(p))) throw new ApiError("UNAUTHORIZED");
   }
 
   // A key created in Postgres whose Redis write was lost (crash in between): restore the Redis side.
@@ -102,14 +95,7 @@ export class ApiKeyAuth {
       throw new ApiError("UNAUTHORIZED");
     }
     const p = this.ledger.principal(row.id, row.wallet);
-    const state = writeKeyState(row.revoked, row.budget_usdc);
-    await this.redis
-      .multi()
-      // A revoke recorded in Postgres always wins; an active key only fills a missing field.
-      [row.revoked ? "hset" : "hsetnx"](p.apiKeyKey, "revoked", state.revoked!)
-      .hsetnx(p.apiKeyKey, "budget", state.budget!)
-      .set(this.ledger.keys.keyHash(hash), `${row.id}|${row.wallet}`)
-      .exec();
+    await this.ledger.apiKeys.restore(p, hash, { revoked: row.revoked, budget: row.budget_usdc });
     return p;
   }
 

@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import { type Hex, isHex, recoverMessageAddress } from "viem";
 import { createSiweMessage, parseSiweMessage } from "viem/siwe";
 import { ApiError } from "../errors.ts";
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { RedisNames } from "../ledger/names.ts";
 import { log } from "../log.ts";
 
 const MAX_MESSAGE_BYTES = 4096;
@@ -41,7 +41,7 @@ class SiweRejected extends Error {}
 export class SiweVerifier {
   constructor(
     private readonly redis: Redis,
-    private readonly keys: LedgerKeys,
+    private readonly names: RedisNames,
     private readonly rules: SiweRules,
   ) {}
 
@@ -57,7 +57,7 @@ export class SiweVerifier {
     } catch (e) {
       if (e instanceof SiweRejected) {
         log.info("SIWE rejected", { reason: e.message });
-        throw new ApiError("UNAUTHORIZED", `SIWE rejected: ${e.message}`);
+        throw new ApiError({ code: "UNAUTHORIZED", message: `SIWE rejected: ${e.message}` });
       }
       throw e;
     }
@@ -113,13 +113,13 @@ export class SiweVerifier {
     // The replay guard lives in Redis: after Redis lost its data and the ledger was rebuilt, a message signed
     // before that moment may have been used already, so it can no longer mint or revoke keys.
     if (use === "once") {
-      const rebuiltAt = Date.parse((await this.redis.get(this.keys.ready)) ?? "");
+      const rebuiltAt = Date.parse((await this.redis.get(this.names.ready)) ?? "");
       if (issued < rebuiltAt) throw new SiweRejected("replayed: signed before the ledger was rebuilt; sign a new message");
     }
 
     // Remember the message for as long as it could pass the checks above, plus the skew allowance.
     const until = Math.min(issued + MAX_AGE_MS, m.expirationTime?.getTime() ?? Number.POSITIVE_INFINITY) + CLOCK_SKEW_MS;
-    const fresh = await this.redis.set(this.keys.siweSeen(sha256(message)), "1", "PX", Math.max(1000, until - now), "NX");
+    const fresh = await this.redis.set(this.names.siweSeen(sha256(message)), "1", "PX", Math.max(1000, until - now), "NX");
     if (use === "once" && fresh === null) throw new SiweRejected("replayed: this message was used before; sign a new one for each key creation or revocation");
     return wallet;
   }

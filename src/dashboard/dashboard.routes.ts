@@ -4,7 +4,7 @@ import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../auth/siwe.ts";
 import type { Config } from "../config.ts";
 import type { NetworkId } from "../payments/networks.ts";
 import { MIN_TOPUP_USD } from "../modules/topup/topup.service.ts";
-import type { Services } from "../services.ts";
+import type { Services } from "../modules/services.ts";
 import type { PageConfig } from "./pageConfig.ts";
 import { doc, text } from "../openapi/document.ts";
 

@@ -1,7 +1,6 @@
 import type { RedisClient } from "bun";
-import { ApiError } from "../errors.ts";
 import { log } from "../log.ts";
-import type { LedgerKeys } from "./keys.ts";
+import type { RedisNames } from "./names.ts";
 
 /** A script reply: `{0, 'FENCED', fence}` is the refusal this module handles; anything else is the caller's. */
 type Reply = [number, ...unknown[]];
@@ -24,7 +23,7 @@ export class LedgerFence {
 
   constructor(
     private readonly client: RedisClient,
-    private readonly keys: LedgerKeys,
+    private readonly names: RedisNames,
     private readonly waitLimitMs = DEFAULT_WAIT_LIMIT_MS,
   ) {}
 
@@ -35,13 +34,13 @@ export class LedgerFence {
 
   /** Believes `epoch` for every shard (the rebuild that just opened them all calls this). */
   adoptAll(epoch: string): void {
-    for (const s of this.keys.allShards()) this.epochs.set(s, epoch);
+    for (const s of this.names.allShards()) this.epochs.set(s, epoch);
   }
 
   /** Reads every shard's fence and believes the open ones (at start, after the ledger is ensured). */
   async readAll(): Promise<void> {
-    const shards = this.keys.allShards();
-    const values = await Promise.all(shards.map((s) => this.client.get(this.keys.fence(s))));
+    const shards = this.names.allShards();
+    const values = await Promise.all(shards.map((s) => this.client.get(this.names.fence(s))));
     shards.forEach((s, i) => {
       if (isOpen(values[i])) this.epochs.set(s, values[i]!);
     });
@@ -85,14 +84,14 @@ export class LedgerFence {
 
   private async poll(shard: string, deadline: number): Promise<void> {
     for (;;) {
-      const fence = await this.client.get(this.keys.fence(shard));
+      const fence = await this.client.get(this.names.fence(shard));
       if (isOpen(fence)) {
         this.epochs.set(shard, fence!);
         return;
       }
-      if (fence === null || !(await this.client.exists(this.keys.rebuildLock))) await this.rebuildOnce();
+      if (fence === null || !(await this.client.exists(this.names.rebuildLock))) await this.rebuildOnce();
       if (Date.now() > deadline) {
-        throw new ApiError("SERVICE_UNAVAILABLE", "The ledger is being rebuilt; retry shortly", undefined, undefined, { "retry-after": "5" });
+        throw new LedgerRebuilding("The ledger is being rebuilt; retry shortly");
       }
       await Bun.sleep(POLL_MS);
     }
@@ -108,6 +107,12 @@ export class LedgerFence {
       .finally(() => (this.rebuilding = undefined));
     await this.rebuilding;
   }
+}
+
+/** A shard stayed closed longer than a caller waits (a rebuild of a large ledger): nothing was changed; retry soon. */
+export class LedgerRebuilding extends Error {
+  /** Seconds a client should wait before retrying. */
+  readonly retryAfterS = 5;
 }
 
 /** An open fence is the bare epoch (digits); "R:<epoch>" is closed, null is lost. */

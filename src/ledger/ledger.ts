@@ -1,8 +1,8 @@
 import type { Redis } from "ioredis";
-import { ApiError } from "../errors.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
+import { ApiKeyState } from "./apiKeyState.ts";
 import { LedgerFence } from "./fence.ts";
-import type { LedgerKeys } from "./keys.ts";
+import type { RedisNames } from "./names.ts";
 import type { LedgerScripts } from "./scripts.ts";
 
 /** An authenticated API key with its Redis key names computed once (the key → wallet mapping never changes). */
@@ -10,8 +10,8 @@ export interface KeyPrincipal {
   keyId: number;
   wallet: string;
   shard: string;
-  walletKey: string;
-  apiKeyKey: string;
+  walletName: string;
+  apiKeyName: string;
 }
 
 export interface LedgerLimits {
@@ -28,6 +28,16 @@ export interface ChargeDetails {
   model: string;
 }
 
+/** Why a reserve held nothing: the key (unknown or revoked), the wallet's rate, the key's budget, the balance. */
+export type ReserveRefusal =
+  | { ok: false; refusal: "UNAUTHORIZED" }
+  | { ok: false; refusal: "RATE_LIMITED"; limit: number; windowMs: number; retryAfterMs: number }
+  | { ok: false; refusal: "KEY_BUDGET_EXCEEDED"; budgetLeft: number; required: number }
+  | { ok: false; refusal: "INSUFFICIENT_BALANCE"; available: number; required: number };
+
+/** A reserve's answer: the hold is open (balance left after it, rate-limit requests left), or a refusal. */
+export type ReserveOutcome = { ok: true; available: number; rateRemaining: number } | ReserveRefusal;
+
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
 
@@ -35,31 +45,42 @@ const RESOLUTION_TTL_S = 7 * 24 * 3600;
 export class Ledger {
   /** The epoch this process believes in, per shard; every script call goes through it. */
   readonly fence: LedgerFence;
+  /** API keys in Redis: hash → key mapping and each key's state. */
+  readonly apiKeys: ApiKeyState;
 
   constructor(
     readonly redis: Redis,
     readonly scripts: LedgerScripts,
-    readonly keys: LedgerKeys,
+    readonly names: RedisNames,
     private readonly limits: LedgerLimits,
   ) {
-    this.fence = new LedgerFence(scripts.client, keys);
+    this.fence = new LedgerFence(scripts.client, names);
+    this.apiKeys = new ApiKeyState(redis, names, (keyId, wallet) => this.principal(keyId, wallet));
+  }
+
+  /** Whether the scripts' connection is up now: the chat path answers 503 at once rather than queue a reserve. */
+  get connected(): boolean {
+    return this.scripts.client.connected;
   }
 
   /** Builds the principal for a key id and wallet (lower-case hex). */
   principal(keyId: number, wallet: string): KeyPrincipal {
-    const shard = this.keys.shardOf(wallet);
-    return { keyId, wallet, shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
+    const shard = this.names.shardOf(wallet);
+    return { keyId, wallet, shard, walletName: this.names.wallet(shard, wallet), apiKeyName: this.names.apiKey(shard, keyId) };
   }
 
-  /** Holds `amount` for one request, or throws the spec's 401/402/429 with nothing held. */
-  async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<{ available: number; rateRemaining: number }> {
+  /**
+   * Holds `amount` for one request, or says why not (a typed refusal, nothing held). Throws only for a hold id
+   * that was already resolved (a caller bug) and when Redis cannot answer.
+   */
+  async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     const { rateLimitRequests: limit, rateLimitWindowMs: windowMs, holdTtlMs } = this.limits;
-    const k = this.keys;
+    const k = this.names;
     const r = await this.fence.run(p.shard, (epoch) => {
       const now = Date.now();
       const window = Math.floor(now / windowMs);
       return this.scripts.reserve(
-        p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId),
+        p.walletName, p.apiKeyName, k.holds(p.shard), k.holdMarker(p.shard, holdId),
         k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1), k.fence(p.shard),
         holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${p.wallet}|${p.keyId}`, epoch,
       );
@@ -67,42 +88,28 @@ export class Ledger {
     if (r[0] === 1) {
       metrics.reserves.inc({ outcome: "ok" });
       holdOpened(holdId, amount);
-      return { available: r[1] as number, rateRemaining: Number(r[2] ?? 0) };
+      return { ok: true, available: r[1] as number, rateRemaining: Number(r[2] ?? 0) };
     }
     metrics.reserves.inc({ outcome: String(r[1]) });
     const detail = Number(r[2] ?? 0);
     switch (r[1]) {
-      case "RATE_LIMITED": {
-        const retryS = Math.max(1, Math.ceil(detail / 1000));
-        throw new ApiError("RATE_LIMITED", `Rate limit of ${limit} requests per ${windowMs / 1000} s exceeded`, undefined, undefined, {
-          "retry-after": String(retryS),
-          "x-ratelimit-limit": String(limit),
-          "x-ratelimit-remaining": "0",
-          "x-ratelimit-reset": String(retryS),
-        });
-      }
+      case "RATE_LIMITED":
+        return { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: detail };
       case "KEY_BUDGET_EXCEEDED":
-        throw new ApiError("KEY_BUDGET_EXCEEDED", "This API key's budget cannot cover the request", {
-          key_budget_left_usdc: detail,
-          required_usdc: amount,
-        });
+        return { ok: false, refusal: "KEY_BUDGET_EXCEEDED", budgetLeft: detail, required: amount };
       case "INSUFFICIENT_BALANCE":
-        throw new ApiError("INSUFFICIENT_BALANCE", "Balance cannot cover the estimated cost of this request", {
-          available_usdc: detail,
-          required_usdc: amount,
-          topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
-        });
+        return { ok: false, refusal: "INSUFFICIENT_BALANCE", available: detail, required: amount };
       case "HOLD_RESOLVED":
         // Hold ids are fresh per request; only a caller bug reuses one, and it must not reopen the hold.
         throw new Error(`hold ${holdId} was already resolved`);
       default:
-        throw new ApiError("UNAUTHORIZED");
+        return { ok: false, refusal: "UNAUTHORIZED" };
     }
   }
 
-  private holdKeys(p: { shard: string; walletKey: string; apiKeyKey: string }, holdId: string) {
-    const k = this.keys;
-    return [p.walletKey, p.apiKeyKey, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard), k.fence(p.shard)];
+  private holdKeys(p: { shard: string; walletName: string; apiKeyName: string }, holdId: string) {
+    const k = this.names;
+    return [p.walletName, p.apiKeyName, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard), k.fence(p.shard)];
   }
 
   /** Redis's clock in ms: hold expiries (reserve-7, the sweeper, extendHold) all use it, never a gateway's. */
@@ -148,7 +155,7 @@ export class Ledger {
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
     // Redis's clock, like reserve-7 and the sweeper: a gateway clock running behind must not make this a no-op.
     const now = await this.redisNowMs();
-    const changed = await this.scripts.client.send("ZADD", [this.keys.holds(p.shard), "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId]);
+    const changed = await this.scripts.client.send("ZADD", [this.names.holds(p.shard), "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId]);
     return Number(changed) === 1;
   }
 
@@ -162,15 +169,15 @@ export class Ledger {
 
   /** Credits money that Postgres already recorded; idempotent by credit id. */
   async credit(wallet: string, creditId: string, amount: number): Promise<{ applied: boolean; balance: number }> {
-    const shard = this.keys.shardOf(wallet);
-    const k = this.keys;
+    const shard = this.names.shardOf(wallet);
+    const k = this.names;
     const r = await this.fence.run(shard, (epoch) => this.scripts.credit(k.wallet(shard, wallet), k.credited(shard), k.fence(shard), creditId, amount, epoch));
     return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
   /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
   async balance(wallet: string): Promise<{ balance: number; locked: number }> {
-    const [b, l] = (await this.scripts.client.send("HMGET", [this.keys.wallet(this.keys.shardOf(wallet), wallet), "balance", "locked"])) as (string | null)[];
+    const [b, l] = (await this.scripts.client.send("HMGET", [this.names.wallet(this.names.shardOf(wallet), wallet), "balance", "locked"])) as (string | null)[];
     return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
   }
 
@@ -178,8 +185,8 @@ export class Ledger {
    * Counter fields of API keys (missing ones are 0). Read on the connection the settles go through, so a usage
    * report asked for after an answer already counts that answer's settle (it was queued before the answer left).
    */
-  async keyCounters(apiKeyKeys: string[], fields: readonly string[]): Promise<number[][]> {
-    const replies = await Promise.all(apiKeyKeys.map((k) => this.scripts.client.send("HMGET", [k, ...fields]) as Promise<(string | null)[]>));
+  async keyCounters(keys: KeyPrincipal[], fields: readonly string[]): Promise<number[][]> {
+    const replies = await Promise.all(keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields]) as Promise<(string | null)[]>));
     return replies.map((r) => r.map((x) => Number(x ?? 0)));
   }
 
@@ -187,13 +194,13 @@ export class Ledger {
   async sweepExpired(batch = 200): Promise<number> {
     const now = await this.redisNowMs();
     let released = 0;
-    for (const shard of this.keys.allShards()) {
-      const ids = await this.redis.zrangebyscore(this.keys.holds(shard), 0, now, "LIMIT", 0, batch);
+    for (const shard of this.names.allShards()) {
+      const ids = await this.redis.zrangebyscore(this.names.holds(shard), 0, now, "LIMIT", 0, batch);
       for (const holdId of ids) {
-        const marker = await this.redis.get(this.keys.holdMarker(shard, holdId));
+        const marker = await this.redis.get(this.names.holdMarker(shard, holdId));
         if (!marker?.startsWith("live|")) continue;
         const [, , wallet = "", keyId = ""] = marker.split("|");
-        const p = { shard, walletKey: this.keys.wallet(shard, wallet), apiKeyKey: this.keys.apiKey(shard, keyId) };
+        const p = { shard, walletName: this.names.wallet(shard, wallet), apiKeyName: this.names.apiKey(shard, keyId) };
         const r = await this.fence.run(shard, (epoch) => this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S, epoch));
         holdClosed(holdId);
         if (r[0] === 1) {

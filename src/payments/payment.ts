@@ -1,5 +1,5 @@
 import { getAddress, isAddress, verifyTypedData, type Address, type Hex } from "viem";
-import { PlainError } from "../errors.ts";
+import { BareError } from "../errors.ts";
 import type { PaymentNetwork } from "./networks.ts";
 import type { Requirement } from "./requirements.ts";
 
@@ -38,8 +38,8 @@ const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
 const UINT = /^\d{1,78}$/;
 const HEX32 = /^0x[0-9a-fA-F]{64}$/;
 
-export const invalidEncoding = () => new PlainError(400, "invalid payment encoding");
-export const mismatched = (why: string) => new PlainError(400, `mismatched payment: ${why}`);
+export const invalidEncoding = () => new BareError(400, "invalid payment encoding");
+export const mismatched = (why: string) => new BareError(400, `mismatched payment: ${why}`);
 
 /** Base64 JSON object, else 400 `{error}` (spec error rule 5). */
 export function decodePaymentHeader(header: string): Record<string, unknown> {
@@ -81,7 +81,7 @@ function readInner(p: Record<string, unknown> | undefined): SignedTransfer {
 /** The payer of a payload, or 400 when it is not a valid address (spec: undecodable wallet address). */
 function payerOf(m: SignedTransfer): string {
   const raw = m.kind === "eip3009" ? m.inner.authorization.from : m.inner.permit.owner;
-  if (typeof raw !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(raw) || !isAddress(raw)) throw new PlainError(400, "invalid payer address");
+  if (typeof raw !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(raw) || !isAddress(raw)) throw new BareError(400, "invalid payer address");
   return raw.toLowerCase();
 }
 

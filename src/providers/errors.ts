@@ -6,6 +6,6 @@ import { ApiError } from "../errors.ts";
  * detail never reaches the client.
  */
 export function upstreamStatusError(status: number): ApiError {
-  if (status >= 400 && status < 500) return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, status);
+  if (status >= 400 && status < 500) return new ApiError({ code: "UPSTREAM_CLIENT_ERROR", status });
   return new ApiError("UPSTREAM_ERROR");
 }

@@ -28,12 +28,12 @@ export function refuseRepricingFields(body: Record<string, unknown>): void {
     if (why === undefined || body[field] === null || body[field] === undefined) continue;
     // Text output is what every model gives anyway: modalities ["text"] changes nothing.
     if (field === "modalities" && Array.isArray(body.modalities) && body.modalities.every((m) => m === "text")) continue;
-    throw new ApiError("VALIDATION_ERROR", `${field} is not accepted: ${why}`);
+    throw new ApiError({ code: "VALIDATION_ERROR", message: `${field} is not accepted: ${why}` });
   }
   if (Array.isArray(body.tools)) {
     body.tools.forEach((tool: { type?: unknown }, i) => {
       if (!CLIENT_TOOL_TYPES.has(tool?.type as string)) {
-        throw new ApiError("VALIDATION_ERROR", `tools[${i}].type "${String(tool?.type).slice(0, 64)}" is not accepted: only function and custom tools, since tools a provider runs itself are billed per call`);
+        throw new ApiError({ code: "VALIDATION_ERROR", message: `tools[${i}].type "${String(tool?.type).slice(0, 64)}" is not accepted: only function and custom tools, since tools a provider runs itself are billed per call` });
       }
     });
   }

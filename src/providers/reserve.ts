@@ -81,8 +81,15 @@ function imagePayloadLength(part: Record<string, unknown>): number {
  *   duration, a PDF's pages): they make the context window the prompt bound.
  * - The prompt bound never exceeds the context window: a provider refuses a longer prompt, unbilled.
  * - Completion: the cap (max_tokens clamped to the model's maximum output, always sent upstream) per choice.
+ * `maxTokens` is the cap the upstream call was shaped with (decided once by the caller, with `completionCap`).
  */
-export function reserveFor(model: Model, body: ChatRequest, upstreamBody: string, hiddenPromptTokens = 0): ReserveBound {
+export function reserveFor(
+  model: Model,
+  body: ChatRequest,
+  upstreamBody: string,
+  hiddenPromptTokens = 0,
+  maxTokens = completionCap(model, body),
+): ReserveBound {
   const images = model.imageTokens ?? DEFAULT_IMAGE_TOKENS[model.provider.type];
   const shape: RequestShape = { messages: body.messages.length, images: 0, audio: 0, files: 0, otherParts: 0, tools: 0, choices: body.n ?? 1 };
   let imageTokens = 0;
@@ -113,6 +120,6 @@ export function reserveFor(model: Model, body: ChatRequest, upstreamBody: string
   const unbounded = unknownDetail || shape.audio + shape.files + shape.otherParts > 0;
   const bytes = Buffer.byteLength(upstreamBody) - imageBytes;
   const promptTokens = unbounded ? model.contextLength : Math.min(bytes + 8 + imageTokens + hiddenPromptTokens, model.contextLength);
-  const completionTokens = completionCap(model, body) * shape.choices;
+  const completionTokens = maxTokens * shape.choices;
   return { promptTokens, completionTokens, micro: billedMicro(model, { prompt_tokens: promptTokens, completion_tokens: completionTokens }), unbounded, shape };
 }

@@ -17,14 +17,16 @@
  *    audit, or a clock step back, so a difference counts only when a second, fresh audit finds it again.
  */
 import type { Redis } from "ioredis";
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { RedisNames } from "../ledger/names.ts";
+import type { Ledger } from "../ledger/ledger.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
-import type { Services } from "../services.ts";
 import { compareBooks, lateCandidates, type AuditPass, type Difference } from "./auditCompare.ts";
 import { readPostgresBooks } from "./auditPostgres.ts";
 import { listLedgerNames, readCreditOutbox, readShard, writtenSinceRead } from "./auditRedis.ts";
 import { formatAudit } from "./auditReport.ts";
+import type { Credits } from "./credits.ts";
 import type { Sql } from "./db.ts";
+import type { Flusher } from "./flusher.ts";
 import { rebuildLedger } from "./rebuild.ts";
 
 /** What the audit reads through: the gateway's own connections. */
@@ -32,7 +34,16 @@ export interface AuditDeps {
   redis: Redis;
   scripts: LedgerScripts;
   sql: Sql;
-  keys: LedgerKeys;
+  names: RedisNames;
+}
+
+/** What `--fix` works through besides: the ledger (its fenced rebuild), and what moves money into Postgres first. */
+export interface RepairDeps {
+  redis: Redis;
+  sql: Sql;
+  ledger: Ledger;
+  credits: Pick<Credits, "reapplyPending">;
+  flusher: Pick<Flusher, "drain">;
 }
 
 /** The outcome of an audit: clean when there is no difference. */
@@ -42,14 +53,14 @@ export interface AuditResult extends AuditPass {
 
 /** One pass, unconfirmed: under chat traffic alone it is already exact (a test holds it to that). */
 export async function auditOnce(d: AuditDeps): Promise<AuditPass> {
-  const names = await listLedgerNames(d.redis, d.sql, d.keys);
+  const names = await listLedgerNames(d.redis, d.sql, d.names);
   const shards = [];
-  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.keys, shard, [...n.wallets], [...n.keyIds]));
-  const creditOutbox = await readCreditOutbox(d.redis);
+  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.names, shard, [...n.wallets], [...n.keyIds]));
+  const creditOutbox = await readCreditOutbox(d.redis, d.names);
   const outboxIds = shards.flatMap((s) => s.outboxCharges.map((e) => e.eventId));
   const pg = await readPostgresBooks(d.sql, Math.min(...shards.map((s) => s.nowMs)), outboxIds);
-  const late = await writtenSinceRead(d.redis, d.keys, lateCandidates(d.keys, names, shards, pg));
-  return compareBooks(d.keys, names, shards, creditOutbox, pg, late);
+  const late = await writtenSinceRead(d.redis, d.names, lateCandidates(d.names, names, shards, pg));
+  return compareBooks(d.names, names, shards, creditOutbox, pg, late);
 }
 
 const identity = (x: Difference) => `${x.subject}\u0000${x.field}`;
@@ -68,7 +79,7 @@ export async function auditLedger(d: AuditDeps): Promise<AuditResult> {
  * Rebuilds the Redis ledger from Postgres through the fenced rebuild: every process sharing the Redis holds its
  * balance changes meanwhile, live holds are kept (locked is recomputed from them), and the outboxes are drained.
  */
-export async function rebuildLedgerNow(s: Services): Promise<void> {
+export async function rebuildLedgerNow(s: Pick<RepairDeps, "ledger" | "sql">): Promise<void> {
   await rebuildLedger(s.ledger, s.sql);
 }
 
@@ -77,7 +88,7 @@ export async function rebuildLedgerNow(s: Services): Promise<void> {
  * Redis's credit outbox, charges from the outbox), or the rebuild, which reads only Postgres, would drop it.
  * Redis records Postgres does not know are removed (a rebuild writes only what Postgres has), then the rebuild.
  */
-export async function repairFromPostgres(s: Services, found: AuditResult): Promise<void> {
+export async function repairFromPostgres(s: RepairDeps, found: AuditResult): Promise<void> {
   await s.credits.reapplyPending();
   await s.flusher.drain();
   const strays = found.differences.flatMap((x) => (x.stray ? [x.stray] : []));
@@ -90,8 +101,8 @@ export async function repairFromPostgres(s: Services, found: AuditResult): Promi
 }
 
 /** The command: audit, print, and with `fix` repair when needed and audit again. Output and whether it is clean. */
-export async function runAudit(s: Services, opts: { fix: boolean }): Promise<{ output: string; clean: boolean }> {
-  const deps = { redis: s.redis, scripts: s.scripts, sql: s.sql, keys: s.ledger.keys };
+export async function runAudit(s: RepairDeps & { scripts: LedgerScripts }, opts: { fix: boolean }): Promise<{ output: string; clean: boolean }> {
+  const deps = { redis: s.redis, scripts: s.scripts, sql: s.sql, names: s.ledger.names };
   const found = await auditLedger(deps);
   if (!opts.fix || found.clean) return { output: formatAudit(found), clean: found.clean };
   await repairFromPostgres(s, found);

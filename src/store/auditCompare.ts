@@ -1,4 +1,4 @@
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { RedisNames } from "../ledger/names.ts";
 import type { CreditInput } from "./credits.ts";
 import type { ChargeEvent, LateWrites, LedgerNames, ShardBooks } from "./auditRedis.ts";
 import type { PostgresBooks } from "./auditPostgres.ts";
@@ -42,10 +42,10 @@ const zero = (): Sums => ({ amount: 0, count: 0, pt: 0, ct: 0, revenue: 0 });
 const fromEvent = (e: Omit<ChargeEvent, "eventId">): Sums => ({ amount: e.amount, count: 1, pt: e.pt, ct: e.ct, revenue: e.amount - e.cost });
 
 /** Writes Postgres shows and the shard read did not: maybe their Redis half only came later (`writtenSinceRead`). */
-export function lateCandidates(keys: LedgerKeys, names: LedgerNames, shards: ShardBooks[], pg: PostgresBooks) {
+export function lateCandidates(redisNames: RedisNames, names: LedgerNames, shards: ShardBooks[], pg: PostgresBooks) {
   const shard = new Map(shards.map((s) => [s.shard, s]));
-  const audited = (wallet: string) => names.byShard.get(keys.shardOf(wallet))?.wallets.has(wallet) ?? false;
-  const credits = pg.credits.filter((c) => c.applied && audited(c.wallet) && !shard.get(keys.shardOf(c.wallet))!.credited.has(c.eventId));
+  const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
+  const credits = pg.credits.filter((c) => c.applied && audited(c.wallet) && !shard.get(redisNames.shardOf(c.wallet))!.credited.has(c.eventId));
   const changedKeys: { id: number; wallet: string; revoked: boolean }[] = [];
   for (const s of shards) {
     for (const [id, r] of s.keys) {
@@ -62,11 +62,11 @@ export function lateCandidates(keys: LedgerKeys, names: LedgerNames, shards: Sha
  * the outbox: the same event counted once); locked = Σ its live holds. Per key the same for spent and counters,
  * and revoked and budget as Postgres has them.
  */
-export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: ShardBooks[], creditOutbox: Map<string, CreditInput>, pg: PostgresBooks, late: LateWrites): AuditPass {
+export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards: ShardBooks[], creditOutbox: Map<string, CreditInput>, pg: PostgresBooks, late: LateWrites): AuditPass {
   const diffs: Difference[] = [];
   const shardOf = new Map(shards.map((s) => [s.shard, s]));
-  const books = (wallet: string) => shardOf.get(keys.shardOf(wallet))!;
-  const audited = (wallet: string) => names.byShard.get(keys.shardOf(wallet))?.wallets.has(wallet) ?? false;
+  const books = (wallet: string) => shardOf.get(redisNames.shardOf(wallet))!;
+  const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
   const misplacedShard = (name: string) => /^gw:(\{s\d+\})/.exec(name)?.[1] ?? "?";
   for (const m of names.misplaced) diffs.push({ subject: `redis ${m.redisKey}`, field: "shard", redis: misplacedShard(m.redisKey), expected: m.belongsIn, unit: "text" });
 
@@ -130,11 +130,11 @@ export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: Shard
     for (const [eventId, amount] of s.credited) {
       if (pgCredits.has(eventId)) continue;
       const d = creditOutbox.get(eventId);
-      if (d && keys.shardOf(d.wallet) === s.shard) {
+      if (d && redisNames.shardOf(d.wallet) === s.shard) {
         if (audited(d.wallet)) counts(d.wallet, amount);
         deferred.count++, (deferred.usdc += amount);
       } else {
-        diffs.push({ subject: `credit ${eventId}`, field: "amount", redis: amount, expected: null, unit: "usd", stray: { key: keys.credited(s.shard), field: eventId } });
+        diffs.push({ subject: `credit ${eventId}`, field: "amount", redis: amount, expected: null, unit: "usd", stray: { key: redisNames.credited(s.shard), field: eventId } });
       }
     }
   }
@@ -166,7 +166,7 @@ export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: Shard
       const expected = (creditsOf.get(wallet) ?? 0) - (byWallet.get(wallet) ?? 0);
       const subject = `wallet ${wallet}`;
       if (balance !== expected) {
-        diffs.push({ subject, field: "balance", redis: balance, expected, unit: "usd", stray: pgWallets.has(wallet) ? undefined : { key: keys.wallet(s.shard, wallet) } });
+        diffs.push({ subject, field: "balance", redis: balance, expected, unit: "usd", stray: pgWallets.has(wallet) ? undefined : { key: redisNames.wallet(s.shard, wallet) } });
       }
       check(subject, "locked", "usd", r?.locked ?? 0, lockedOf.get(wallet) ?? 0);
       total("balance (USD)", "usd", balance, expected);
@@ -177,7 +177,7 @@ export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: Shard
       const p = pg.apiKeys.get(id);
       const subject = `key ${id}`;
       if (!p) {
-        if (r) diffs.push({ subject, field: "record", redis: "present", expected: "not in Postgres", unit: "text", stray: { key: keys.apiKey(s.shard, id) } });
+        if (r) diffs.push({ subject, field: "record", redis: "present", expected: "not in Postgres", unit: "text", stray: { key: redisNames.apiKey(s.shard, id) } });
         continue;
       }
       if (!r) {
@@ -202,7 +202,7 @@ export function compareBooks(keys: LedgerKeys, names: LedgerNames, shards: Shard
     }
   }
 
-  const notAudited = [...pgWallets].filter((w) => !audited(w)).length + [...pg.apiKeys.keys()].filter((id) => !names.byShard.get(keys.shardOf(pg.apiKeys.get(id)!.wallet))?.keyIds.has(id)).length;
+  const notAudited = [...pgWallets].filter((w) => !audited(w)).length + [...pg.apiKeys.keys()].filter((id) => !names.byShard.get(redisNames.shardOf(pg.apiKeys.get(id)!.wallet))?.keyIds.has(id)).length;
   const x = pg.chargesInOutbox.filter((c) => audited(c.wallet)).length;
   return {
     differences: diffs,

@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { RedisNames } from "../ledger/names.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
-import { CREDIT_OUTBOX, type CreditInput } from "./credits.ts";
+import type { CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 
 /** An API key hash as Redis holds it; counters missing in Redis read as 0. */
@@ -49,7 +49,6 @@ export interface LedgerNames {
   misplaced: { redisKey: string; belongsIn: string }[];
 }
 
-const NAME = /^gw:(\{s\d+\}):([wk]):(.+)$/;
 // A shard whose holds keep opening faster than two reads apart is read again, at most this often.
 const MAX_READS = 20;
 
@@ -58,29 +57,29 @@ const MAX_READS = 20;
  * Money reaches Postgres before Redis (credits, keys), so a wallet or key that Redis gains during the SCAN is
  * already in the Postgres list. One created after both is left to the next audit.
  */
-export async function listLedgerNames(redis: Redis, sql: Sql, keys: LedgerKeys): Promise<LedgerNames> {
+export async function listLedgerNames(redis: Redis, sql: Sql, redisNames: RedisNames): Promise<LedgerNames> {
   const found: { shard: string; kind: string; id: string; name: string }[] = [];
   let cursor = "0";
   do {
-    const [next, names] = await redis.scan(cursor, "MATCH", "gw:{s*}:[wk]:*", "COUNT", 2000);
+    const [next, names] = await redis.scan(cursor, "MATCH", redisNames.recordPattern, "COUNT", 2000);
     cursor = next;
     for (const name of names) {
-      const m = NAME.exec(name);
-      if (m) found.push({ shard: m[1]!, kind: m[2]!, id: m[3]!, name });
+      const record = redisNames.parseRecord(name);
+      if (record) found.push({ ...record, name });
     }
   } while (cursor !== "0");
   const wallets = await sql<{ wallet: string }[]>`
     SELECT wallet FROM credits UNION SELECT wallet FROM api_keys UNION SELECT wallet FROM ledger_events WHERE type = 'charge'`;
   const apiKeys = await sql<{ id: number; wallet: string }[]>`SELECT id, wallet FROM api_keys`;
 
-  const byShard = new Map(keys.allShards().map((s) => [s, { wallets: new Set<string>(), keyIds: new Set<number>() }]));
+  const byShard = new Map(redisNames.allShards().map((s) => [s, { wallets: new Set<string>(), keyIds: new Set<number>() }]));
   const misplaced: LedgerNames["misplaced"] = [];
   const keyWallet = new Map(apiKeys.map((k) => [k.id, k.wallet]));
-  for (const w of wallets) byShard.get(keys.shardOf(w.wallet))!.wallets.add(w.wallet);
-  for (const k of apiKeys) byShard.get(keys.shardOf(k.wallet))!.keyIds.add(k.id);
+  for (const w of wallets) byShard.get(redisNames.shardOf(w.wallet))!.wallets.add(w.wallet);
+  for (const k of apiKeys) byShard.get(redisNames.shardOf(k.wallet))!.keyIds.add(k.id);
   for (const f of found) {
     const owner = f.kind === "w" ? f.id : keyWallet.get(Number(f.id));
-    const home = owner === undefined ? f.shard : keys.shardOf(owner);
+    const home = owner === undefined ? f.shard : redisNames.shardOf(owner);
     if (home !== f.shard || !byShard.has(f.shard)) {
       misplaced.push({ redisKey: f.name, belongsIn: byShard.has(home) ? home : "no shard" });
       continue;
@@ -99,12 +98,12 @@ const str = (v: unknown) => (v === null || v === undefined ? null : String(v));
  * be named in KEYS, so the holds are listed first; a hold opened between that list and the script is seen in the
  * script's own list of holds, and the shard is read again with it.
  */
-export async function readShard(scripts: LedgerScripts, keys: LedgerKeys, shard: string, wallets: string[], keyIds: number[]): Promise<ShardBooks> {
-  let holdIds = (await scripts.client.send("ZRANGE", [keys.holds(shard), "0", "-1"])) as string[];
+export async function readShard(scripts: LedgerScripts, redisNames: RedisNames, shard: string, wallets: string[], keyIds: number[]): Promise<ShardBooks> {
+  let holdIds = (await scripts.client.send("ZRANGE", [redisNames.holds(shard), "0", "-1"])) as string[];
   for (let read = 0; read < MAX_READS; read++) {
     const names = [
-      keys.holds(shard), keys.outbox(shard), keys.credited(shard),
-      ...wallets.map((w) => keys.wallet(shard, w)), ...keyIds.map((k) => keys.apiKey(shard, k)), ...holdIds.map((h) => keys.holdMarker(shard, h)),
+      redisNames.holds(shard), redisNames.outbox(shard), redisNames.credited(shard),
+      ...wallets.map((w) => redisNames.wallet(shard, w)), ...keyIds.map((k) => redisNames.apiKey(shard, k)), ...holdIds.map((h) => redisNames.holdMarker(shard, h)),
     ];
     const [now, w, k, m, holds, credited, outbox] = (await scripts.audit(names, [wallets.length, keyIds.length])) as [
       string, (unknown[] | null)[], unknown[][], (string | null)[], string[], string[], [string, string[] | null][],
@@ -150,8 +149,8 @@ export async function readShard(scripts: LedgerScripts, keys: LedgerKeys, shard:
  * before the Postgres snapshot: such a credit leaves this hash only once Postgres has it, so every credit the
  * shards showed is in one or the other.
  */
-export async function readCreditOutbox(redis: Redis): Promise<Map<string, CreditInput>> {
-  const all = await redis.hgetall(CREDIT_OUTBOX);
+export async function readCreditOutbox(redis: Redis, redisNames: RedisNames): Promise<Map<string, CreditInput>> {
+  const all = await redis.hgetall(redisNames.creditOutbox);
   return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as CreditInput]));
 }
 
@@ -168,14 +167,14 @@ export interface LateWrites {
  */
 export async function writtenSinceRead(
   redis: Redis,
-  keys: LedgerKeys,
+  redisNames: RedisNames,
   candidates: { credits: { eventId: string; wallet: string }[]; keys: { id: number; wallet: string; revoked: boolean }[] },
 ): Promise<LateWrites> {
   const late: LateWrites = { credits: new Set(), keys: new Set() };
   if (candidates.credits.length + candidates.keys.length === 0) return late;
   const p = redis.pipeline();
-  for (const c of candidates.credits) p.hexists(keys.credited(keys.shardOf(c.wallet)), c.eventId);
-  for (const k of candidates.keys) p.hget(keys.apiKey(keys.shardOf(k.wallet), k.id), "revoked");
+  for (const c of candidates.credits) p.hexists(redisNames.credited(redisNames.shardOf(c.wallet)), c.eventId);
+  for (const k of candidates.keys) p.hget(redisNames.apiKey(redisNames.shardOf(k.wallet), k.id), "revoked");
   const replies = (await p.exec()) ?? [];
   candidates.credits.forEach((c, i) => replies[i]?.[1] === 1 && late.credits.add(c.eventId));
   candidates.keys.forEach((k, i) => {

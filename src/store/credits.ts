@@ -15,13 +15,6 @@ export interface CreditInput {
   network?: string;
 }
 
-/**
- * Settled payments whose Postgres write failed even after retries: event id → CreditInput JSON. The Redis
- * ledger is credited at once (idempotent by event id); `reapplyPending` (the repair job) inserts
- * them into Postgres and removes them here. A hash on one key, so it works on a Redis Cluster too.
- */
-export const CREDIT_OUTBOX = "gw:credits:outbox";
-
 const RETRY_DELAYS_MS = [50, 250, 1000];
 
 /** A Postgres error from before the query was sent: no connection was made, or the client refused (Postgres down). */
@@ -102,7 +95,7 @@ export class Credits {
     const outboxSent = this.ledger.redis.status === "ready";
     try {
       if (!outboxSent) throw new DependencyDown("redis", "Redis is not connected");
-      await this.ledger.redis.hsetnx(CREDIT_OUTBOX, c.eventId, JSON.stringify(c));
+      await this.ledger.redis.hsetnx(this.ledger.names.creditOutbox, c.eventId, JSON.stringify(c));
     } catch (e) {
       if (recorded) {
         log.error("settled payment recorded in Postgres but not applied to the balance yet; the repair job applies it (do not grant it)", { event_id: c.eventId, wallet: c.wallet, error: e });
@@ -139,10 +132,10 @@ export class Credits {
    */
   async reapplyPending(): Promise<number> {
     let done = 0;
-    const deferred = await this.ledger.redis.hgetall(CREDIT_OUTBOX);
+    const deferred = await this.ledger.redis.hgetall(this.ledger.names.creditOutbox);
     for (const [eventId, json] of Object.entries(deferred)) {
       await this.add(JSON.parse(json) as CreditInput);
-      await this.ledger.redis.hdel(CREDIT_OUTBOX, eventId);
+      await this.ledger.redis.hdel(this.ledger.names.creditOutbox, eventId);
       log.warn("deferred credit recorded in Postgres", { event_id: eventId });
       done++;
     }

@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import type { RedisClient } from "bun";
-import type { LedgerKeys } from "../ledger/keys.ts";
+import type { RedisNames } from "../ledger/names.ts";
 import { log } from "../log.ts";
 import { metrics } from "../observe/metrics.ts";
 import type { Sql } from "./db.ts";
@@ -64,11 +64,11 @@ export class Flusher {
   constructor(
     private readonly redis: RedisClient,
     private readonly sql: Sql,
-    keys: LedgerKeys,
+    redisNames: RedisNames,
     private readonly hooks: FlusherHooks = {},
     private readonly consumer = `${hostname()}-${process.pid}`,
   ) {
-    this.streams = keys.allShards().map((s) => keys.outbox(s));
+    this.streams = redisNames.allShards().map((s) => redisNames.outbox(s));
   }
 
   /** Creates the consumer groups (from the start of each stream, so nothing written earlier is skipped). */

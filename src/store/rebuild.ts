@@ -1,6 +1,6 @@
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
-import { CREDIT_OUTBOX, Credits, type CreditInput } from "./credits.ts";
+import { Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
 import { restoreRevocations } from "./reconcile.ts";
@@ -65,13 +65,13 @@ export async function rebuildLedger(ledger: Ledger, sql: Sql, opts: RebuildOptio
 
 /** Ready, and every shard's fence open (a bare epoch). */
 async function ledgerOpen(ledger: Ledger): Promise<boolean> {
-  const k = ledger.keys;
+  const k = ledger.names;
   const [ready, ...fences] = await Promise.all([ledger.redis.exists(k.ready), ...k.allShards().map((s) => ledger.redis.get(k.fence(s)))]);
   return ready === 1 && fences.every((f) => typeof f === "string" && /^\d+$/.test(f));
 }
 
 async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: RebuildHooks = {}): Promise<RebuildCounts> {
-  const { redis, keys: k } = ledger;
+  const { redis, names: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
   const epoch = String(await redis.incr(k.epoch));
@@ -105,9 +105,9 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
 
 /** Charges still in the outbox go to Postgres first (idempotent by event id; the flusher acks them later). */
 async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
-  for (const s of ledger.keys.allShards()) {
+  for (const s of ledger.names.allShards()) {
     for (let from = "-"; ; ) {
-      const entries = await ledger.redis.xrange(ledger.keys.outbox(s), from, "+", "COUNT", 500);
+      const entries = await ledger.redis.xrange(ledger.names.outbox(s), from, "+", "COUNT", 500);
       if (entries.length === 0) break;
       await insertLedgerEvents(sql, entries.map(([, fields]) => eventJson(fields)).filter((e): e is string => e !== null));
       from = `(${entries[entries.length - 1]![0]}`;
@@ -118,9 +118,9 @@ async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
 /** Credits applied to Redis while Postgres was down (the credit outbox) are recorded before the snapshot. */
 async function recordDeferredCredits(ledger: Ledger, sql: Sql): Promise<void> {
   const credits = new Credits(sql, ledger);
-  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(CREDIT_OUTBOX))) {
+  for (const [eventId, json] of Object.entries(await ledger.redis.hgetall(ledger.names.creditOutbox))) {
     await credits.record(sql, JSON.parse(json) as CreditInput);
-    await ledger.redis.hdel(CREDIT_OUTBOX, eventId);
+    await ledger.redis.hdel(ledger.names.creditOutbox, eventId);
   }
 }
 
@@ -151,7 +151,7 @@ function readSnapshot(sql: Sql) {
 
 /** Σ live holds per wallet hash and per key hash (Redis key names): holds survive a rebuild, so their locks do. */
 async function liveHolds(ledger: Ledger) {
-  const k = ledger.keys;
+  const k = ledger.names;
   const wallets = new Map<string, number>();
   const keys = new Map<string, number>();
   let count = 0;
@@ -174,10 +174,8 @@ async function liveHolds(ledger: Ledger) {
   return { wallets, keys, count };
 }
 
-const WALLET_HASH = /^gw:\{s\d+\}:w:0x[0-9a-f]{40}$/;
-
 async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
-  const { redis, keys: k } = ledger;
+  const { redis, names: k } = ledger;
   let p = redis.pipeline();
   let queued = 0;
   const flush = async (force = false) => {
@@ -200,8 +198,8 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, he
   const others = new Set(held.wallets.keys());
   let cursor = "0";
   do {
-    const [next, names] = await redis.scan(cursor, "MATCH", "gw:*:w:*", "COUNT", "1000");
-    for (const n of names) if (WALLET_HASH.test(n)) others.add(n);
+    const [next, names] = await redis.scan(cursor, "MATCH", k.walletPattern, "COUNT", "1000");
+    for (const n of names) if (k.isWallet(n)) others.add(n);
     cursor = next;
   } while (cursor !== "0");
   for (const name of others) {
@@ -214,18 +212,11 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, he
     await flush();
   }
   for (const key of snap.apiKeys) {
-    const name = k.apiKey(k.shardOf(key.wallet), key.id);
-    p.hset(name, {
-      ...writeKeyState(key.revoked, key.budget_usdc),
-      spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
+    const principal = ledger.principal(key.id, key.wallet);
+    ledger.apiKeys.queueRebuilt(p, principal, key.key_hash, { revoked: key.revoked, budget: key.budget_usdc }, {
+      spent: key.spent, locked: held.keys.get(principal.apiKeyName) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
     });
-    p.set(k.keyHash(key.key_hash), `${key.id}|${key.wallet}`);
     await flush();
   }
   await flush(true);
-}
-
-/** Field/value pairs of a key's mutable state, as reserve-7.lua reads them. */
-export function writeKeyState(revoked: boolean, budget: number | null): Record<string, string> {
-  return { revoked: revoked ? "1" : "0", budget: budget === null ? "" : String(budget) };
 }

@@ -27,7 +27,7 @@ export class RebuildLock {
   /** Takes the lock if nobody holds it; null otherwise. */
   static async tryAcquire(ledger: Ledger, ttlMs = REBUILD_LOCK_TTL_MS): Promise<RebuildLock | null> {
     const token = `${process.pid}:${crypto.randomUUID()}`;
-    const ok = await ledger.redis.set(ledger.keys.rebuildLock, token, "PX", ttlMs, "NX");
+    const ok = await ledger.redis.set(ledger.names.rebuildLock, token, "PX", ttlMs, "NX");
     return ok ? new RebuildLock(ledger, token, ttlMs) : null;
   }
 
@@ -50,7 +50,7 @@ export class RebuildLock {
   async renew(): Promise<boolean> {
     if (this.lost) return false;
     try {
-      if (await this.ledger.scripts.compareAndSet(this.ledger.keys.rebuildLock, this.token, this.token, this.ttlMs)) return true;
+      if (await this.ledger.scripts.compareAndSet(this.ledger.names.rebuildLock, this.token, this.token, this.ttlMs)) return true;
       this.lost = true;
       log.error("the ledger rebuild lock was taken over; stopping this rebuild");
     } catch (e) {
@@ -62,6 +62,6 @@ export class RebuildLock {
   /** Stops renewing and deletes the lock if it is still this owner's. */
   async release(): Promise<void> {
     clearInterval(this.timer);
-    await this.ledger.scripts.compareAndSet(this.ledger.keys.rebuildLock, this.token, "");
+    await this.ledger.scripts.compareAndSet(this.ledger.names.rebuildLock, this.token, "");
   }
 }

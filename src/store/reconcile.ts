@@ -21,14 +21,9 @@ export async function reconcileFromPostgres(ledger: Ledger, sql: Sql, opts: { al
 
 /** Every key revoked in Postgres is revoked in Redis; returns how many Redis had lost. */
 export async function restoreRevocations(ledger: Ledger, sql: Sql): Promise<number> {
-  const k = ledger.keys;
   const rows = await sql<{ id: number; wallet: string }[]>`SELECT id, wallet FROM api_keys WHERE revoked_at IS NOT NULL`;
-  const names = rows.map((r) => k.apiKey(k.shardOf(r.wallet), r.id));
-  const lost = await pipelined(ledger, names, (p, name) => p.hget(name, "revoked"), (v) => v !== "1");
+  const lost = await ledger.apiKeys.restoreRevocations(rows.map((r) => ledger.principal(r.id, r.wallet)));
   if (lost.length === 0) return 0;
-  const p = ledger.redis.pipeline();
-  for (const i of lost) p.hset(names[i]!, "revoked", "1");
-  await p.exec();
   log.warn("revocations restored from Postgres (Redis had lost them)", { keys: lost.map((i) => rows[i]!.id) });
   return lost.length;
 }
@@ -38,7 +33,7 @@ export async function restoreRevocations(ledger: Ledger, sql: Sql): Promise<numb
  * one that is not is applied again through credit-3 (fenced, idempotent by its id). Returns how many were.
  */
 export async function restoreAppliedCredits(ledger: Ledger, sql: Sql, hours: number | null): Promise<number> {
-  const k = ledger.keys;
+  const k = ledger.names;
   const rows = await sql<{ id: number; event_id: string; wallet: string; amount_usdc: number }[]>`
     SELECT id, event_id, wallet, amount_usdc FROM credits
     WHERE applied_at IS NOT NULL AND (${hours}::int IS NULL OR applied_at > now() - ${hours}::int * interval '1 hour')

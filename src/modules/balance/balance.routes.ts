@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import { doc, errors, EXAMPLE_WALLET, json, responses } from "../../openapi/document.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import { Wallet } from "../schemas.ts";
 
 /** GET /v1/balance/{wallet}: public available credit; an unknown wallet has 0. */

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { traceOf } from "../../observe/trace.ts";
 import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, responses, SECURITY } from "../../openapi/document.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import type { ChatRequest } from "../../providers/types.ts";
 
 const RATE_HEADERS = { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" }, "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" } };

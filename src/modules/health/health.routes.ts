@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
-import { dependencyStates } from "../../observe/dependencies.ts";
+import { dependencyStates } from "./dependencies.ts";
 import { doc, json } from "../../openapi/document.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 
 /** GET /health: "ok" when Redis and Postgres answer, "degraded" (503) when one does not; each one's state beside. */
 export const healthRoutes = (s: Services) =>

@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { Elysia, t } from "elysia";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import { ApiError } from "../../errors.ts";
 import { traceOf } from "../../observe/trace.ts";
 import { COMPONENTS } from "../../openapi/components.ts";
@@ -23,7 +23,7 @@ export const keysRoutes = (s: Services) =>
       async ({ body: input, request, set }) => {
         // Checked before the sign-in, which spends the signed message: a request that cannot succeed must not use it up.
         if (input.ref_code !== undefined && input.redeem_code !== undefined) {
-          throw new ApiError("VALIDATION_ERROR", "ref_code and redeem_code are mutually exclusive");
+          throw new ApiError({ code: "VALIDATION_ERROR", message: "ref_code and redeem_code are mutually exclusive" });
         }
         const wallet = await s.siwe.verify(input, "once");
         traceOf(request).wallet = wallet;

@@ -1,10 +1,8 @@
-import type { Redis } from "ioredis";
 import { type ApiKeyAuth, generateApiKey, hashApiKey } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
-import { writeKeyState } from "../../store/rebuild.ts";
 
 /** SHA-256 hex of a redeem code (normalised: trimmed, lower-case): the only form it is stored in. */
 export function hashRedeemCode(code: string): string {
@@ -32,7 +30,6 @@ interface KeyRow {
 export class KeyService {
   constructor(
     private readonly sql: Sql,
-    private readonly redis: Redis,
     private readonly ledger: Ledger,
     private readonly credits: Credits,
     /** Told of each new key, so its hash is never answered from the unknown-key cache. */
@@ -68,7 +65,7 @@ export class KeyService {
           SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM code RETURNING id, label, created_at, revoked_at
         )
         SELECT k.id, k.label, k.created_at, k.revoked_at, credit.id AS credit_id, credit.amount_usdc FROM k, credit`;
-      if (!r) throw new ApiError("VALIDATION_ERROR", "Unknown or already used redeem_code");
+      if (!r) throw new ApiError({ code: "VALIDATION_ERROR", message: "Unknown or already used redeem_code" });
       row = r;
       redeemed = { id: r.credit_id, eventId, wallet, amountUsdc: r.amount_usdc };
     } else if (input.ref_code !== undefined) {
@@ -87,7 +84,7 @@ export class KeyService {
         SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM ref RETURNING id, label, created_at, revoked_at`;
       if (!row) {
         const [known] = await this.sql`SELECT 1 FROM ref_codes WHERE code = ${code}`;
-        throw new ApiError("VALIDATION_ERROR", known ? "A wallet cannot refer itself" : "Unknown ref_code");
+        throw new ApiError({ code: "VALIDATION_ERROR", message: known ? "A wallet cannot refer itself" : "Unknown ref_code" });
       }
     } else {
       [row] = await this.sql<KeyRow[]>`
@@ -97,12 +94,7 @@ export class KeyService {
     }
     const created = row!;
     this.auth?.created(hash);
-    const p = this.ledger.principal(created.id, wallet);
-    await this.redis
-      .multi()
-      .hset(p.apiKeyKey, writeKeyState(false, budget))
-      .set(this.ledger.keys.keyHash(hash), `${created.id}|${wallet}`)
-      .exec();
+    await this.ledger.apiKeys.put(this.ledger.principal(created.id, wallet), hash, { revoked: false, budget });
     const out: { id: number; key: string; label: string; created_at: string; redeemed_credit_usdc?: number } = {
       id: created.id,
       key,
@@ -133,7 +125,7 @@ export class KeyService {
     const [row] = await this.sql<{ id: number }[]>`
       UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
       WHERE id = ${keyId} AND wallet = ${wallet} RETURNING id`;
-    if (!row) throw new ApiError("NOT_FOUND", "No such API key for this wallet");
-    await this.redis.hset(this.ledger.principal(keyId, wallet).apiKeyKey, "revoked", "1");
+    if (!row) throw new ApiError({ code: "NOT_FOUND", message: "No such API key for this wallet" });
+    await this.ledger.apiKeys.revoke(this.ledger.principal(keyId, wallet));
   }
 }

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { generateSiweNonce } from "viem/siwe";
 import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../../auth/siwe.ts";
 import { doc, json } from "../../openapi/document.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 
 /**
  * GET /v1/auth/siwe: everything a client needs to build an acceptable Sign-In with Ethereum message, so that no

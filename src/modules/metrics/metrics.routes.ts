@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { registry } from "../../observe/metrics.ts";
-import { scrapeLive } from "../../observe/scrape.ts";
-import type { Services } from "../../services.ts";
+import { scrapeLive } from "./scrape.ts";
+import type { Services } from "../services.ts";
 import { doc, text } from "../../openapi/document.ts";
 
 /** GET /metrics: Prometheus text format; in-process counters plus a bounded read of Redis and Postgres. */

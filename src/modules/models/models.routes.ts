@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../../errors.ts";
 import { doc, errors, json, pathParam, responses } from "../../openapi/document.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
 
@@ -32,7 +32,7 @@ export const modelsRoutes = (s: Services) =>
         const json = s.config.catalog.modelJson.get(id);
         if (json) return new Response(json, { headers: JSON_TYPE });
         const off = s.config.catalog.disabled.get(id);
-        throw new ApiError("NOT_FOUND", off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model");
+        throw new ApiError({ code: "NOT_FOUND", message: off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model" });
       },
       {
         detail: doc({

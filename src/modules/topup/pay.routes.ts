@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, json, responses, SECURITY } from "../../openapi/document.ts";
 import { topupAmount } from "./topup.service.ts";

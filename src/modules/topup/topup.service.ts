@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import { ApiError, PlainError } from "../../errors.ts";
+import { ApiError, BareError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { parseUsd } from "../../money.ts";
 import type { PaymentsConfig } from "../../payments/config.ts";
@@ -24,9 +24,9 @@ const MAX_TOPUP_MICRO = 1_000_000_000 * 1_000_000;
 /** TopupRequest.amount (USD) → µUSDC: at least 1 USD, at most 6 decimals; 400 VALIDATION_ERROR otherwise. */
 export function topupAmount(amount: number): number {
   const micro = Number.isFinite(amount) ? parseUsd(String(amount)) : null;
-  if (micro === null) throw new ApiError("VALIDATION_ERROR", "amount: must be a USD amount with at most 6 decimals");
-  if (micro < MIN_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", `amount: the minimum top-up is ${MIN_TOPUP_USD} USD`);
-  if (micro > MAX_TOPUP_MICRO) throw new ApiError("VALIDATION_ERROR", "amount: the maximum top-up is 1,000,000,000 USD");
+  if (micro === null) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: must be a USD amount with at most 6 decimals" });
+  if (micro < MIN_TOPUP_MICRO) throw new ApiError({ code: "VALIDATION_ERROR", message: `amount: the minimum top-up is ${MIN_TOPUP_USD} USD` });
+  if (micro > MAX_TOPUP_MICRO) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: the maximum top-up is 1,000,000,000 USD" });
   return micro;
 }
 
@@ -87,9 +87,9 @@ export class TopupService {
 
   /** Step 1 (no payment header) or step 2. `microUsdc` is already validated (≥ 1 USD, ≤ 6 decimals). */
   async topup(microUsdc: number, paymentHeader: string | undefined, resource: string): Promise<TopupOutcome> {
-    if (!this.enabled) throw new PlainError(503, "top-ups are not configured on this deployment");
+    if (!this.enabled) throw new BareError(503, "top-ups are not configured on this deployment");
     const offer = this.offer(microUsdc, resource);
-    if (offer.requirements.length === 0) throw new PlainError(503, "no accepted asset can carry this amount exactly");
+    if (offer.requirements.length === 0) throw new BareError(503, "no accepted asset can carry this amount exactly");
     if (paymentHeader === undefined) return this.paymentRequired(offer);
 
     const payment = await matchPayment(decodePaymentHeader(paymentHeader), offer.requirements, this.cfg.chain);
@@ -97,7 +97,7 @@ export class TopupService {
     // at once when PgHealth already knows. (A Postgres failure after settling still credits, through the outbox.)
     await this.sql`SELECT 1`;
     const facilitator = payment.kind === "permit" ? this.permit : this.eip3009;
-    if (!facilitator) throw new PlainError(503, "no facilitator for this asset");
+    if (!facilitator) throw new BareError(503, "no facilitator for this asset");
 
     const verdict = await this.unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));
     if (!verdict.isValid) {
@@ -149,7 +149,7 @@ export class TopupService {
       await this.recovery.open(payment, microUsdc, `settle: ${e instanceof Error ? e.message : String(e)}`, fromBlock, unavailable ? e.transaction : undefined);
       if (!unavailable) throw e;
       log.error("payment facilitator unavailable", { error: e });
-      throw new PlainError(503, "payment facilitator unavailable");
+      throw new BareError(503, "payment facilitator unavailable");
     }
   }
 
@@ -159,7 +159,7 @@ export class TopupService {
     } catch (e) {
       if (e instanceof FacilitatorUnavailable) {
         log.error("payment facilitator unavailable", { error: e });
-        throw new PlainError(503, "payment facilitator unavailable");
+        throw new BareError(503, "payment facilitator unavailable");
       }
       throw e;
     }

@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import { requireWallet } from "../../auth/walletAuth.ts";
-import type { Services } from "../../services.ts";
+import type { Services } from "../services.ts";
 import { doc, errors, EXAMPLE_WALLET, json, responses, SECURITY } from "../../openapi/document.ts";
 import { queryString, Wallet } from "../schemas.ts";
 import { UsageService } from "./usage.service.ts";

@@ -12,7 +12,7 @@ interface Turn {
 }
 
 function invalid(message: string): ApiError {
-  return new ApiError("VALIDATION_ERROR", message);
+  return new ApiError({ code: "VALIDATION_ERROR", message });
 }
 
 // Anthropic refuses empty text blocks, so empty strings are dropped rather than sent.

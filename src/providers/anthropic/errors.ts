@@ -21,9 +21,9 @@ export function anthropicError(status: number, body: string): ApiError {
     case "timeout_error":
       return new ApiError("UPSTREAM_DEADLINE");
     case "rate_limit_error":
-      return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, 429);
+      return new ApiError({ code: "UPSTREAM_CLIENT_ERROR", status: 429 });
     case "invalid_request_error":
-      return new ApiError("UPSTREAM_CLIENT_ERROR", undefined, undefined, status >= 400 && status < 500 ? status : 400);
+      return new ApiError({ code: "UPSTREAM_CLIENT_ERROR", status: status >= 400 && status < 500 ? status : 400 });
     default:
       return upstreamStatusError(status);
   }

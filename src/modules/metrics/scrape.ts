@@ -1,8 +1,8 @@
 import type { Services } from "../services.ts";
-import { log } from "../log.ts";
-import { holdOverruns } from "../modules/chat/holdOverruns.ts";
-import { dependencyStates } from "./dependencies.ts";
-import { metrics } from "./metrics.ts";
+import { log } from "../../log.ts";
+import { holdOverruns } from "../chat/holdOverruns.ts";
+import { dependencyStates } from "../health/dependencies.ts";
+import { metrics } from "../../observe/metrics.ts";
 
 /**
  * Reads the gauges that live outside this process, once per scrape and at bounded cost: per ledger shard one
@@ -22,14 +22,14 @@ export async function scrapeLive(s: Services): Promise<void> {
 }
 
 async function scrapeRedis(s: Services): Promise<void> {
-  const keys = s.ledger.keys;
-  const shards = keys.allShards();
+  const redisNames = s.ledger.names;
+  const shards = redisNames.allShards();
   const client = s.scripts.client;
   const [time, holds, lengths, oldest] = await Promise.all([
     client.send("TIME", []) as Promise<[string, string]>,
-    Promise.all(shards.map((sh) => client.send("ZCARD", [keys.holds(sh)]) as Promise<number>)),
-    Promise.all(shards.map((sh) => client.send("XLEN", [keys.outbox(sh)]) as Promise<number>)),
-    Promise.all(shards.map((sh) => client.send("XRANGE", [keys.outbox(sh), "-", "+", "COUNT", "1"]) as Promise<[string, unknown][]>)),
+    Promise.all(shards.map((sh) => client.send("ZCARD", [redisNames.holds(sh)]) as Promise<number>)),
+    Promise.all(shards.map((sh) => client.send("XLEN", [redisNames.outbox(sh)]) as Promise<number>)),
+    Promise.all(shards.map((sh) => client.send("XRANGE", [redisNames.outbox(sh), "-", "+", "COUNT", "1"]) as Promise<[string, unknown][]>)),
   ]);
   const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
   metrics.ledgerHolds.set(holds.reduce((a, n) => a + Number(n), 0));

@@ -1,8 +1,9 @@
 /**
- * Every Redis key name of the ledger, in one place. A wallet's keys all carry its shard's hash tag, so each
- * Lua script touches one slot: the same code runs on one Redis or a Redis Cluster (design §3).
+ * Every Redis key name the gateway uses, in one place (named "names" so they are never read as API keys). A
+ * wallet's names all carry its shard's hash tag, so each Lua script touches one slot: the same code runs on one
+ * Redis or a Redis Cluster (design §3).
  */
-export class LedgerKeys {
+export class RedisNames {
   constructor(readonly shards: number) {}
 
   /** Shard of a (lower-case hex) wallet: its last 4 hex digits modulo the shard count — cheap and even. */
@@ -15,9 +16,11 @@ export class LedgerKeys {
     return Array.from({ length: this.shards }, (_, n) => `{s${n < 10 ? "0" : ""}${n}}`);
   }
 
+  /** A wallet's hash: balance, locked. */
   wallet(shard: string, wallet: string) {
     return `gw:${shard}:w:${wallet}`;
   }
+  /** An API key's hash: its state (revoked, budget) and counters (spent, locked, requests, tokens, revenue). */
   apiKey(shard: string, keyId: number | string) {
     return `gw:${shard}:k:${keyId}`;
   }
@@ -59,4 +62,29 @@ export class LedgerKeys {
   readonly shardCount = "gw:ledger:shards";
   /** The rebuild lock: its owner's token, with a lifetime the owner renews while it works. */
   readonly rebuildLock = "gw:ledger:rebuilding";
+  /**
+   * Settled payments whose Postgres write failed even after retries: event id → CreditInput JSON. The ledger is
+   * credited at once (idempotent by event id); the repair job inserts them into Postgres and removes them here
+   * (store/credits.ts). A hash on one key, so it works on a Redis Cluster too.
+   */
+  readonly creditOutbox = "gw:credits:outbox";
+
+  /** SCAN pattern of every wallet hash (then filtered with `isWallet`). */
+  readonly walletPattern = "gw:*:w:*";
+  /** SCAN pattern of every wallet and API key hash (then read with `parseRecord`). */
+  readonly recordPattern = "gw:{s*}:[wk]:*";
+
+  /** A well-formed wallet hash name: the shard tag and a lower-case address. */
+  isWallet(name: string): boolean {
+    return WALLET.test(name);
+  }
+
+  /** Shard, kind (w: wallet, k: API key) and id of a wallet or API key hash name; null for any other name. */
+  parseRecord(name: string): { shard: string; kind: "w" | "k"; id: string } | null {
+    const m = RECORD.exec(name);
+    return m ? { shard: m[1]!, kind: m[2] as "w" | "k", id: m[3]! } : null;
+  }
 }
+
+const WALLET = /^gw:\{s\d+\}:w:0x[0-9a-f]{40}$/;
+const RECORD = /^gw:(\{s\d+\}):([wk]):(.+)$/;

@@ -1,0 +1,224 @@
+import type { Ledger } from "../../ledger/ledger.ts";
+import type { Usage } from "../../providers/pricing.ts";
+import { SseDecoder } from "../../providers/sse.ts";
+import type { StreamStep, StreamTranslator } from "../../providers/types.ts";
+import { type Call, estimateUsage, upstreamFailed, usageBody } from "./call.ts";
+import type { Settler } from "./settler.ts";
+
+const encoder = new TextEncoder();
+const DONE = encoder.encode("data: [DONE]\n\n");
+const STREAM_ERROR = encoder.encode(
+  `data: ${JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } })}\n\n`,
+);
+
+/** The stream's final usage chunk (choices empty), as OpenAI sends it when asked with include_usage. */
+function usageChunk(call: Call, u: Usage): string {
+  const created = Math.floor(Date.now() / 1000);
+  return JSON.stringify({ id: `chatcmpl-${call.holdId}`, object: "chat.completion.chunk", created, model: call.model.id, choices: [], usage: usageBody(u) });
+}
+
+/**
+ * The provider deadline of a stream. It runs only while the gateway waits on the provider (first byte, then each
+ * read): a client that reads slowly must not make a working upstream look idle, which would release the hold of a
+ * served answer. Its signal also stops the upstream when the stream ends early.
+ */
+export class IdleDeadline {
+  private readonly abort = new AbortController();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly ms: number) {}
+
+  /** Passed to fetch: aborted at the deadline or by `stop`. */
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  /** The deadline passed (or the upstream was stopped). */
+  get passed(): boolean {
+    return this.abort.signal.aborted;
+  }
+
+  /** Starts waiting on the provider. */
+  arm(): void {
+    this.timer = setTimeout(() => this.abort.abort(), this.ms);
+  }
+
+  /** The provider answered (or nobody waits any more). */
+  disarm(): void {
+    clearTimeout(this.timer);
+  }
+
+  /** Stops the upstream. */
+  stop(): void {
+    this.abort.abort();
+  }
+}
+
+/** What a metered stream needs besides its call. */
+export interface MeterOptions {
+  settler: Settler;
+  ledger: Pick<Ledger, "extendHold" | "holdRefreshMs">;
+  deadline: IdleDeadline;
+  /** The client asked for the usage chunk (stream_options.include_usage). */
+  includeUsage: boolean;
+  /** A stream still running after this long is stopped and charged for what it produced (STREAM_MAX_MS). */
+  maxStreamMs: number;
+}
+
+/**
+ * One upstream SSE stream passed on to the client, translated to OpenAI chunks, metered as it goes and resolved
+ * exactly once: settled at its end (the provider's usage, else the counted one), released when the provider fails,
+ * settled for what it produced when the client leaves or the time cap passes. Its hold is kept alive meanwhile.
+ */
+export class MeteredStream {
+  /** The client's body: `data:` chunks, a StreamErrorEvent on a provider failure, `data: [DONE]` last. */
+  readonly body: ReadableStream<Uint8Array>;
+  /** Resolves when the stream's charge is decided (the access-log line waits for it). */
+  readonly ended: Promise<void>;
+
+  private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
+  private readonly decoder = new SseDecoder();
+  private readonly translate: StreamTranslator;
+  private readonly started = Date.now();
+  private usage: Usage | undefined;
+  private promptTokens: number | undefined;
+  private generated = "";
+  /** The hold is settled or released (or about to be): nothing else may resolve it. */
+  private resolved = false;
+  private end!: () => void;
+  private client: ReadableStreamDefaultController<Uint8Array> | undefined;
+  private readonly keepHold: ReturnType<typeof setInterval>;
+  private readonly cap: ReturnType<typeof setTimeout>;
+
+  constructor(
+    private readonly call: Call,
+    upstream: ReadableStream<Uint8Array>,
+    private readonly o: MeterOptions,
+  ) {
+    this.reader = upstream.getReader();
+    this.translate = call.adapter.openStream(o.includeUsage, call.model.id);
+    this.ended = new Promise<void>((resolve) => (this.end = resolve));
+    // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
+    // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
+    this.keepHold = setInterval(() => void o.ledger.extendHold(call.principal, call.holdId).catch(() => {}), o.ledger.holdRefreshMs);
+    this.cap = setTimeout(() => void this.timeUp(), o.maxStreamMs);
+    this.body = new ReadableStream<Uint8Array>({
+      start: (ctrl) => {
+        this.client = ctrl;
+      },
+      pull: (ctrl) => this.pull(ctrl),
+      cancel: () => this.cancel(),
+    });
+  }
+
+  // What the stream has cost so far: the provider's final usage, else its prompt count (if it gave one) or the
+  // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
+  private async cost(): Promise<Usage> {
+    return this.usage ?? (await estimateUsage(this.call, this.generated, this.promptTokens));
+  }
+
+  /** Each pull forwards one upstream read; the loop only repeats when a read produced nothing to send. */
+  private async pull(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    const { deadline } = this.o;
+    for (;;) {
+      let read: Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]>>;
+      deadline.arm();
+      try {
+        read = await this.reader.read();
+      } catch {
+        return this.finish(ctrl, false);
+      } finally {
+        deadline.disarm();
+      }
+      if (this.resolved) return; // cancelled while the read was under way
+      const payloads = read.done ? this.decoder.end() : this.decoder.push(read.value);
+      let out = "";
+      let done = false;
+      let failed = false;
+      for (const payload of payloads) {
+        let step: StreamStep;
+        try {
+          step = this.translate(payload);
+        } catch {
+          step = { failed: true };
+        }
+        if (step.failed) {
+          failed = true;
+          break;
+        }
+        if (step.promptTokens !== undefined) this.promptTokens = step.promptTokens;
+        if (step.usage) this.usage = step.usage;
+        if (step.generated) this.generated += step.generated;
+        if (step.chunk) out += `data: ${step.chunk}\n\n`;
+        if (step.done) done = true;
+      }
+      // What arrived before a failure in the same read still reaches the client.
+      if (out) ctrl.enqueue(encoder.encode(out));
+      if (failed) return this.finish(ctrl, false);
+      // An upstream that closes without its end marker failed mid-answer, unless it already sent its usage.
+      if (done || read.done) return this.finish(ctrl, done || this.usage !== undefined);
+      if (out) return;
+    }
+  }
+
+  /** The upstream ended (ok) or failed: settle or release, then close the client's stream. */
+  private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean): Promise<void> {
+    const { deadline, settler } = this.o;
+    deadline.disarm();
+    clearInterval(this.keepHold);
+    clearTimeout(this.cap);
+    if (this.resolved) return; // the client cancelled first; cancel() resolved the hold
+    this.resolved = true;
+    if (ok) {
+      const billed = await this.cost();
+      settler.settleBehind(this.call, billed);
+      // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
+      if (this.o.includeUsage && this.usage === undefined) ctrl.enqueue(encoder.encode(`data: ${usageChunk(this.call, billed)}\n\n`));
+    } else {
+      // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
+      upstreamFailed(this.call, deadline.passed ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - this.started) });
+      deadline.stop();
+      await settler.release(this.call);
+      ctrl.enqueue(STREAM_ERROR);
+    }
+    ctrl.enqueue(DONE);
+    ctrl.close();
+    this.end();
+  }
+
+  /**
+   * The client went away: stop the provider, charge the prompt and what was generated until now; the settle
+   * releases the rest of the hold.
+   */
+  private async cancel(): Promise<void> {
+    this.o.deadline.disarm();
+    clearInterval(this.keepHold);
+    clearTimeout(this.cap);
+    this.o.deadline.stop();
+    if (this.resolved) return;
+    this.resolved = true;
+    this.o.settler.settleBehind(this.call, await this.cost());
+    this.end();
+  }
+
+  /**
+   * A client that keeps the connection but stops reading would keep it (and the hold) forever: at the time cap the
+   * stream ends and is charged what it produced, which the provider bills (releasing it would hand the client that
+   * output for free); the upstream is stopped once the settle is under way.
+   */
+  private async timeUp(): Promise<void> {
+    this.o.deadline.disarm();
+    clearInterval(this.keepHold);
+    if (this.resolved) return;
+    this.resolved = true;
+    this.o.settler.settleBehind(this.call, await this.cost());
+    this.end();
+    this.o.deadline.stop();
+    try {
+      this.client?.enqueue(DONE);
+      this.client?.close();
+    } catch {
+      // the client went away meanwhile
+    }
+  }
+}

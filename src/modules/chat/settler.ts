@@ -1,0 +1,112 @@
+import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
+import { log } from "../../log.ts";
+import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
+import type { PendingSettle, PendingSettles } from "../../store/pendingSettles.ts";
+import type { Call } from "./call.ts";
+import { checkHoldOverrun } from "./holdOverruns.ts";
+
+// A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
+// goes to Postgres (pending_settles) for the repair job.
+const SETTLE_ATTEMPTS = 35;
+const SETTLE_ATTEMPT_MS = 2_000;
+const RELEASE_ATTEMPTS = 5;
+
+/**
+ * The second Redis call of a request, made durable: settles run behind their answers with retries and a deadline
+ * per attempt, a settle that keeps failing goes to Postgres, and shutdown can wait for (or keep) what is in flight.
+ */
+export class Settler {
+  /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
+  private readonly settling = new Map<Promise<void>, PendingSettle>();
+  /** Releases of holds whose reserve reply was lost. */
+  private readonly releasing = new Set<Promise<void>>();
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly pending: PendingSettles,
+  ) {}
+
+  /**
+   * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
+   * command is queued on the ledger's Redis connection before the response (or the stream's end) leaves, so a
+   * balance read that follows on that connection sees the charge. Saves one Redis round trip of added latency.
+   * It retries for about a minute; after that the charge is kept in Postgres for the repair job.
+   */
+  settleBehind(call: Call, usage: Usage): void {
+    const charge = billedMicro(call.model, usage);
+    // Charged all the same (the provider billed it), but the hold should have covered it.
+    checkHoldOverrun(charge, call.bound, { model: call.model.id, hold: call.holdId, usage });
+    const details: ChargeDetails = {
+      promptTokens: usage.prompt_tokens,
+      completionTokens: usage.completion_tokens,
+      costMicro: costMicro(call.model, usage),
+      model: call.model.id,
+    };
+    const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
+    call.trace.chargeUsdc = charge;
+    // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
+    // attempt that runs later is harmless: settle-6 posts a hold once.
+    const attempt = () => withDeadline(this.ledger.settleOutcome(call.principal, call.holdId, charge, details), SETTLE_ATTEMPT_MS);
+    const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
+      .then(
+        (outcome) => {
+          if (outcome !== "UNKNOWN_HOLD") return;
+          // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
+          log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });
+          return this.pending.record({ ...keep, unresolved: true });
+        },
+        () => this.pending.record(keep),
+      )
+      .finally(() => this.settling.delete(p));
+    this.settling.set(p, keep);
+  }
+
+  /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
+  async release(hold: { principal: KeyPrincipal; holdId: string }): Promise<void> {
+    // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
+    const attempt = () => withDeadline(this.ledger.release(hold.principal, hold.holdId), SETTLE_ATTEMPT_MS);
+    await retry("release", attempt, { hold: hold.holdId }, RELEASE_ATTEMPTS).catch(() => {
+      // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
+    });
+  }
+
+  /** Releases a hold that may or may not exist (its reserve reply was lost), without making anyone wait. */
+  releaseBehind(principal: KeyPrincipal, holdId: string): void {
+    const p: Promise<void> = this.release({ principal, holdId }).finally(() => this.releasing.delete(p));
+    this.releasing.add(p);
+  }
+
+  /** Waits for settles and releases still in flight: shutdown calls it before the final outbox drain. */
+  async idle(): Promise<void> {
+    while (this.settling.size > 0 || this.releasing.size > 0) await Promise.all([...this.settling.keys(), ...this.releasing]);
+  }
+
+  /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */
+  async keepInFlight(): Promise<number> {
+    const left = [...this.settling.values()];
+    await Promise.all(left.map((k) => this.pending.record(k)));
+    return left.length;
+  }
+}
+
+/** Rejects when `p` takes longer than `ms` (p itself runs on). */
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** Retries a ledger call (it is idempotent by hold id) with capped backoff; a settle must not be lost to a blip. */
+async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>, attempts: number): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (attempt >= attempts) {
+        log.error(`ledger ${what} failed after ${attempts} attempts`, { ...ctx, error: e });
+        throw e;
+      }
+      await Bun.sleep(Math.min(2_000, 20 * 2 ** attempt));
+    }
+  }
+}

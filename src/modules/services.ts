@@ -1,0 +1,46 @@
+import type { Redis } from "ioredis";
+import type { ApiKeyAuth } from "../auth/apiKeys.ts";
+import type { SiweVerifier } from "../auth/siwe.ts";
+import type { Config } from "../config.ts";
+import type { Ledger } from "../ledger/ledger.ts";
+import type { LedgerScripts } from "../ledger/scripts.ts";
+import type { Credits } from "../store/credits.ts";
+import type { Sql } from "../store/db.ts";
+import type { Flusher } from "../store/flusher.ts";
+import type { PendingSettles } from "../store/pendingSettles.ts";
+import type { PgHealth } from "../store/pgHealth.ts";
+import type { ChatService } from "./chat/chat.service.ts";
+import type { KeyService } from "./keys/keys.service.ts";
+import type { TopupService } from "./topup/topup.service.ts";
+
+/**
+ * What the routes are given: every service, built once by the composition root (src/services.ts, which main,
+ * admin and the tests call). Declared here, beside the services it names, so that routes and the composition root
+ * both depend downward on it and nothing under modules/ imports from above.
+ */
+export interface Services {
+  config: Config;
+  /** ioredis: everything off the hot path (keys, SIWE replay guard, rebuild). */
+  redis: Redis;
+  /** Bun's native client: the Lua ledger scripts and the outbox reads. */
+  scripts: LedgerScripts;
+  /** Postgres, refusing queries at once (503) while `pgHealth` knows it is down. */
+  sql: Sql;
+  pgHealth: PgHealth;
+  ledger: Ledger;
+  apiKeyAuth: ApiKeyAuth;
+  siwe: SiweVerifier;
+  credits: Credits;
+  keys: KeyService;
+  topup: TopupService;
+  chat: ChatService;
+  /** Charges whose settle could not reach Redis, posted by the repair job. */
+  pendingSettles: PendingSettles;
+  flusher: Flusher;
+  /** Starts the flusher and the hold sweeper. */
+  startBackground(): void;
+  /** Runs every repair job once, now (tests call it instead of waiting for the 30 s timer). */
+  repairNow(): Promise<void>;
+  /** Stops background work, drains the outbox, closes connections. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,348 @@
+/**
+ * The workload of the ledger model test (TigerBeetle's workload): a seeded random choice of ledger operations,
+ * each run on the system under test (the Ledger on a private redis-server) and applied to the reference model,
+ * checking the answer against what the model expects. The test (ledger.model.test.ts) wires them and compares
+ * the whole state after every step.
+ */
+import { expect } from "bun:test";
+import type { Redis } from "ioredis";
+import { ApiError } from "../../src/errors.ts";
+import type { Ledger } from "../../src/ledger/ledger.ts";
+import type { RedisNames } from "../../src/ledger/names.ts";
+import type { LedgerScripts } from "../../src/ledger/scripts.ts";
+import { refusalError } from "../../src/modules/chat/refusals.ts";
+import type { EventM, HoldM, KeyM, ReferenceModel } from "./reference.ts";
+
+/** mulberry32: a tiny 32-bit PRNG, enough to make every run replayable from its seed. */
+function mulberry32(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The random choices of one run, all drawn from its seed. */
+export function randomFrom(seed: number) {
+  const rand = mulberry32(seed);
+  return {
+    rand,
+    int: (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1)), // inclusive
+    pick: <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!,
+    chance: (p: number) => rand() < p,
+  };
+}
+
+/** The system under test: the ledger and the Redis it runs on. */
+export interface LedgerUnderTest {
+  redis: Redis;
+  scripts: LedgerScripts;
+  ledger: Ledger;
+  names: RedisNames;
+}
+
+/** What one step did: its outcome's label (counted, so a run shows every path was taken) and the holds it touched. */
+export type StepOutcome = { label: string; touched: HoldM[] } | null;
+type Step = { name: string; weight: number; run(): Promise<StepOutcome> };
+
+export const HOLD_TTL_MS = 3_600_000; // no hold expires by itself during the test: expiry is forced by moving its score
+const MARKER_TTL_S = 7 * 24 * 3600;
+/** The epoch every shard's fence is open at (the test sets it up as a rebuild would leave it). */
+export const EPOCH = "1";
+
+/** The workload over one model and one ledger: the next step to run, and the credit ids it hands out. */
+export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: ReturnType<typeof randomFrom>, seed: number) {
+  const { redis, scripts, ledger, names } = sut;
+  const { rand, int, pick, chance } = random;
+  let holdSeq = 0;
+  let creditSeq = 0;
+  const newHoldId = () => `h-${seed}-${++holdSeq}`;
+  const newCreditId = () => `c-${++creditSeq}`;
+
+  const holdKeys = (h: HoldM) => {
+    const s = h.key.p.shard;
+    return [h.key.p.walletName, h.key.p.apiKeyName, names.holds(s), names.holdMarker(s, h.id), names.outbox(s), names.fence(s)];
+  };
+
+  async function reserveAndCheck(k: KeyM, holdId: string, amount: number): Promise<string> {
+    const want = m.expectedReserve(k, holdId, amount);
+    let got: { available: number } | ApiError;
+    try {
+      const r = await ledger.reserve(k.p, holdId, amount);
+      got = r.ok ? r : refusalError(r);
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      got = e;
+    }
+    if (want.ok) {
+      if (got instanceof ApiError) throw new Error(`reserve ${amount} on key ${k.id} rejected with ${got.code}, model accepts`);
+      expect(got.available).toBe(want.available);
+      if (want.fresh) m.holds.set(holdId, { id: holdId, key: k, amount, state: "live" });
+      return want.fresh ? "reserve:held" : "reserve:duplicate";
+    }
+    if (!(got instanceof ApiError)) throw new Error(`reserve ${amount} on key ${k.id} accepted, model says ${want.code}`);
+    expect(got.code).toBe(want.code);
+    if (want.extra) expect(got.extra).toMatchObject(want.extra);
+    return `reserve:${want.code}`;
+  }
+
+  function chargeEvent(h: HoldM, charge: number, cost: number, pt: number, ct: number): EventM {
+    return {
+      type: "charge", hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), model: "m/model",
+      amount: String(charge), cost: String(cost), pt: String(pt), ct: String(ct),
+    };
+  }
+
+  async function settleAndCheck(h: HoldM, charge: number): Promise<string> {
+    const pt = int(0, 5000);
+    const ct = int(0, 5000);
+    const cost = int(0, charge);
+    const ok = await ledger.settle(h.key.p, h.id, charge, { promptTokens: pt, completionTokens: ct, costMicro: cost, model: "m/model" });
+    // A live hold posts; an expired one still records the charge (the inference happened); anything else is a no-op.
+    const posts = h.state === "live" || h.state === "expired";
+    expect(ok).toBe(posts);
+    if (!posts) return `settle:noop-${h.state}`;
+    const k = h.key;
+    const was = h.state;
+    h.state = "settled";
+    k.wallet.charges += charge;
+    k.spent += charge;
+    k.requests += 1;
+    k.pt += pt;
+    k.ct += ct;
+    k.revenue += charge - cost;
+    m.changes.settle++;
+    m.events.get(k.p.shard)!.push(chargeEvent(h, charge, cost, pt, ct));
+    return was === "live" ? "settle:posted" : "settle:late-after-expiry";
+  }
+
+  async function releaseAndCheck(h: HoldM): Promise<string> {
+    const r = await scripts.release(...holdKeys(h), h.id, "release", MARKER_TTL_S, EPOCH);
+    if (h.state === "live") {
+      expect(r).toEqual([1, h.amount]);
+      h.state = "released";
+      m.changes.release++;
+      m.events.get(h.key.p.shard)!.push({ type: "release", hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), amount: String(h.amount) });
+      return "release:released";
+    }
+    expect(r).toEqual([0, h.state]);
+    return `release:noop-${h.state}`;
+  }
+
+  type Step = { name: string; weight: number; run(): Promise<{ label: string; touched: HoldM[] } | null> };
+
+  const steps: Step[] = [
+    {
+      name: "credit",
+      weight: 10,
+      async run() {
+        const w = pick(m.wallets);
+        const amount = int(1, 5_000_000);
+        const id = newCreditId();
+        const r = await ledger.credit(w.addr, id, amount);
+        w.credits += amount;
+        m.credited.get(w.shard)!.set(id, { wallet: w, amount });
+        expect(r).toEqual({ applied: true, balance: m.balanceOf(w) });
+        return { label: "credit:applied", touched: [] };
+      },
+    },
+    {
+      name: "credit-repeat",
+      weight: 4,
+      async run() {
+        const all = [...m.credited.entries()].flatMap(([, byId]) => [...byId.entries()]);
+        if (all.length === 0) return null;
+        const [id, c] = pick(all);
+        // The same id again, even with another amount, or for another wallet of the same shard: nothing happens.
+        const w = chance(0.7) ? c.wallet : pick(m.wallets.filter((x) => x.shard === c.wallet.shard));
+        const r = await ledger.credit(w.addr, id, chance(0.5) ? c.amount : int(1, 9_000_000));
+        expect(r).toEqual({ applied: false, balance: m.balanceOf(w) });
+        return { label: "credit:repeat-noop", touched: [] };
+      },
+    },
+    {
+      name: "reserve",
+      weight: 30,
+      async run() {
+        const active = m.activeKeys();
+        const k = chance(0.9) && active.length > 0 ? pick(active) : pick(m.keyList);
+        // Mostly affordable amounts, sometimes more than any wallet has.
+        const amount = chance(0.85) ? int(1, 2_000_000) : int(2_000_001, 40_000_000);
+        const id = newHoldId();
+        const label = await reserveAndCheck(k, id, amount);
+        return { label, touched: m.holds.has(id) ? [m.holds.get(id)!] : [] };
+      },
+    },
+    {
+      name: "reserve-duplicate",
+      weight: 5,
+      async run() {
+        const live = m.liveHolds();
+        if (live.length === 0) return null;
+        const h = pick(live);
+        // A retry with the same hold id (any amount) m.holds nothing twice.
+        const label = await reserveAndCheck(h.key, h.id, chance(0.5) ? h.amount : int(1, 40_000_000));
+        return { label, touched: [h] };
+      },
+    },
+    {
+      name: "reserve-resolved",
+      weight: 3,
+      async run() {
+        const h = m.pickResolved();
+        if (!h || h.key.revoked) return null;
+        // A settled, released or expired hold id never opens a hold again, and nothing m.changes (rate counters too).
+        const err = await ledger.reserve(h.key.p, h.id, int(1, 1000)).catch((e) => e);
+        expect(err).toBeInstanceOf(Error);
+        expect((err as Error).message).toBe(`hold ${h.id} was already resolved`);
+        return { label: "reserve:resolved-hold", touched: [h] };
+      },
+    },
+    {
+      name: "reserve-unknown-key",
+      weight: 1,
+      async run() {
+        const w = pick(m.wallets);
+        const p = ledger.principal(9000 + int(0, 99), w.addr);
+        const r = await ledger.reserve(p, newHoldId(), int(1, 1000));
+        const err = r.ok ? r : refusalError(r);
+        expect(err).toBeInstanceOf(ApiError);
+        expect((err as ApiError).code).toBe("UNAUTHORIZED");
+        return { label: "reserve:unknown-key", touched: [] };
+      },
+    },
+    {
+      name: "settle",
+      weight: 20,
+      async run() {
+        const live = m.liveHolds();
+        if (live.length === 0) return null;
+        const h = pick(live);
+        // Usually at most the hold, sometimes more (the charge is what the usage says, not what was held).
+        const charge = chance(0.8) ? int(0, h.amount) : int(h.amount + 1, h.amount * 3 + 1);
+        return { label: await settleAndCheck(h, charge), touched: [h] };
+      },
+    },
+    {
+      name: "settle-resolved",
+      weight: 6,
+      async run() {
+        const h = m.pickResolved();
+        if (!h) return null;
+        return { label: await settleAndCheck(h, int(0, 3_000_000)), touched: [h] };
+      },
+    },
+    {
+      name: "late-settle-after-expiry",
+      weight: 3,
+      async run() {
+        const expired = [...m.holds.values()].filter((h) => h.state === "expired");
+        if (expired.length === 0) return null;
+        const h = pick(expired);
+        return { label: await settleAndCheck(h, int(0, h.amount * 2)), touched: [h] };
+      },
+    },
+    {
+      name: "settle-unknown",
+      weight: 1,
+      async run() {
+        const k = pick(m.keyList);
+        const ok = await ledger.settle(k.p, newHoldId(), int(1, 1000), { promptTokens: 1, completionTokens: 1, costMicro: 0, model: "m/model" });
+        expect(ok).toBe(false);
+        return { label: "settle:unknown-hold", touched: [] };
+      },
+    },
+    {
+      name: "release",
+      weight: 10,
+      async run() {
+        const live = m.liveHolds();
+        if (live.length === 0) return null;
+        const h = pick(live);
+        return { label: await releaseAndCheck(h), touched: [h] };
+      },
+    },
+    {
+      name: "release-resolved",
+      weight: 4,
+      async run() {
+        const h = m.pickResolved();
+        if (!h) return null;
+        // Through the Ledger API (boolean) or the script itself (which says why nothing changed).
+        if (chance(0.5)) {
+          expect(await ledger.release(h.key.p, h.id)).toBe(false);
+          return { label: `release:noop-${h.state}`, touched: [h] };
+        }
+        return { label: await releaseAndCheck(h), touched: [h] };
+      },
+    },
+    {
+      name: "release-unknown",
+      weight: 1,
+      async run() {
+        const k = pick(m.keyList);
+        const id = newHoldId();
+        const r = await scripts.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S, EPOCH);
+        expect(r).toEqual([0, "UNKNOWN_HOLD"]);
+        return { label: "release:unknown-hold", touched: [] };
+      },
+    },
+    {
+      name: "expire",
+      weight: 5,
+      async run() {
+        const live = m.liveHolds();
+        if (live.length === 0) return null;
+        // Move 1..3 m.holds' expiry into the past (no sleeping), then let the sweeper find exactly those.
+        const chosen = [...new Set(Array.from({ length: int(1, 3) }, () => pick(live)))];
+        // Distinct past scores, so the sweeper (which walks by score) expires them in the chosen order.
+        for (const [n, h] of chosen.entries()) expect(await redis.zadd(names.holds(h.key.p.shard), "XX", "CH", n + 1, h.id)).toBe(1);
+        expect(await ledger.sweepExpired()).toBe(chosen.length);
+        for (const h of chosen) {
+          h.state = "expired";
+          h.expiredOnce = true;
+          m.changes.expire++;
+          m.events.get(h.key.p.shard)!.push({ type: "expire", hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), amount: String(h.amount) });
+        }
+        return { label: "expire:swept", touched: chosen };
+      },
+    },
+    {
+      name: "expire-live",
+      weight: 2,
+      async run() {
+        const live = m.liveHolds();
+        if (live.length === 0) return null;
+        const h = pick(live);
+        // The sweeper's path on a hold whose expiry has not passed never touches it.
+        expect(await scripts.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S, EPOCH)).toEqual([0, "LIVE"]);
+        expect(await ledger.sweepExpired()).toBe(0);
+        return { label: "expire:still-live", touched: [h] };
+      },
+    },
+    {
+      name: "revoke",
+      weight: 1,
+      async run() {
+        const active = m.activeKeys();
+        if (active.length <= 6) return null; // keep most keys usable
+        const k = pick(active);
+        await redis.hset(k.p.apiKeyName, "revoked", "1");
+        k.revoked = true;
+        return { label: "revoke", touched: [] };
+      },
+    },
+  ];
+
+  const totalWeight = steps.reduce((s, x) => s + x.weight, 0);
+  function chooseStep(): Step {
+    let r = rand() * totalWeight;
+    for (const s of steps) if ((r -= s.weight) < 0) return s;
+    return steps.at(-1)!;
+  }
+
+  return { chooseStep, newCreditId, newHoldId };
+}
