@@ -105,7 +105,7 @@ export interface LoadResult {
 const CLK_TCK = Number(Bun.spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
 
 /** CPU seconds a process has used so far (all threads), from /proc/<pid>/stat. */
-function cpuSeconds(pid: number | undefined): number {
+export function cpuSeconds(pid: number | undefined): number {
   if (pid === undefined) return NaN;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");

@@ -100,11 +100,16 @@ export async function stopChild(c: Child): Promise<void> {
   }
 }
 
+/** Something else to stop at cleanup (a Redis Cluster, say), after the children. */
+export function onCleanup(stop: () => Promise<void> | void): void {
+  cleanups.push(stop);
+}
+
 let cleaning: Promise<void> | undefined;
-/** Stops everything started (the gateway first, then the other children, then Redis and the database); once. */
+/** Stops everything started (the gateways first, then the other children, then Redis and the database); once. */
 export function cleanup(): Promise<void> {
   cleaning ??= (async () => {
-    const order = [...children].sort((a, b) => Number(b.name === "gateway") - Number(a.name === "gateway"));
+    const order = [...children].sort((a, b) => Number(b.name.startsWith("gateway")) - Number(a.name.startsWith("gateway")));
     for (const c of order) await stopChild(c).catch((e) => log(`stopping ${c.name}: ${e}`));
     for (const f of cleanups.reverse()) await Promise.resolve(f()).catch((e) => log(`cleanup: ${e}`));
     if (workDir && !process.env.BENCH_KEEP_TMP) rmSync(workDir, { recursive: true, force: true });
@@ -202,8 +207,16 @@ export interface Gateway {
   loopFile: string;
 }
 
-/** `bun src/main.ts serve` on a free port, on the given Redis and database, answering /health. */
-export async function startGateway(upstreams: Record<number, Upstream>, redisUrl: string, db: { url: string } | undefined): Promise<Gateway> {
+/**
+ * `bun src/main.ts serve` on a free port, on the given Redis (a URL, or the environment naming a Redis Cluster)
+ * and database, answering /health.
+ */
+export async function startGateway(
+  upstreams: Record<number, Upstream>,
+  redis: string | { REDIS_CLUSTER_NODES: string },
+  db: { url: string } | undefined,
+  name = "gateway",
+): Promise<Gateway> {
   const modelsFile = join(workDir, "models.json");
   writeFileSync(modelsFile, JSON.stringify(catalog(upstreams), null, 2));
   const port = freePort();
@@ -213,8 +226,8 @@ export async function startGateway(upstreams: Record<number, Upstream>, redisUrl
     HOME: process.env.HOME ?? workDir,
     PORT: String(port),
     HOST: "127.0.0.1",
-    REDIS_URL: redisUrl,
-    DATA_DIR: join(workDir, "data"),
+    ...(typeof redis === "string" ? { REDIS_URL: redis } : redis),
+    DATA_DIR: join(workDir, `data-${name}`),
     MODELS_FILE: modelsFile,
     STANDIN_KEY,
     LOG_LEVEL: S.gatewayLogLevel,
@@ -229,10 +242,10 @@ export async function startGateway(upstreams: Record<number, Upstream>, redisUrl
   const profileDir = join(workDir, "profile");
   const profFlags = PROFILE ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${profileDir}`] : [];
   // The loop monitor is preloaded, so the gateway's own code carries no bench hooks.
-  const loopFile = join(workDir, "loop-stall.json");
+  const loopFile = join(workDir, `loop-stall-${name}.json`);
   const loopEnv = { BENCH_LOOP_FILE: loopFile, BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs) };
   const preload = ["--preload", "./bench/loopStall.preload.ts"];
-  const child = spawnChild("gateway", [process.execPath, ...profFlags, ...preload, "src/main.ts", "serve"], { env: { ...env, ...loopEnv } });
+  const child = spawnChild(name, [process.execPath, ...profFlags, ...preload, "src/main.ts", "serve"], { env: { ...env, ...loopEnv } });
   const base = `http://${domain}`;
   await waitHealthy(child, base);
   return { child, base, domain, env, profileDir, loopFile };
@@ -255,8 +268,7 @@ async function waitHealthy(gw: Child, base: string, timeoutMs = 60_000): Promise
 }
 
 /** Signs in with a fresh wallet, creates an API key, and grants the wallet credit with the admin command. */
-export async function apiKeyWithCredit(gw: Gateway): Promise<{ key: string; wallet: string }> {
-  const account = privateKeyToAccount(generatePrivateKey());
+export async function apiKeyWithCredit(gw: Gateway, account = privateKeyToAccount(generatePrivateKey())): Promise<{ key: string; wallet: string }> {
   const message = createSiweMessage({
     domain: gw.domain,
     address: account.address,

@@ -9,10 +9,11 @@ if ! command -v bun >/dev/null 2>&1; then
   echo "setup: installing Bun from npm" >&2
   npm install -g bun >&2
 fi
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "setup: installing redis-server from the OS packages" >&2
+# redis-cli (Debian's redis-tools, a dependency of redis-server) creates the Redis Cluster of the cluster tests.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "setup: installing redis-server and redis-cli from the OS packages" >&2
   as_root apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server >&2
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server redis-tools >&2
 fi
 if ! command -v wrk >/dev/null 2>&1; then
   # The benchmark's persistent-connection latency run (bench/tail.ts); nothing else needs it.

@@ -1,32 +1,13 @@
+/** The admin command table and its dispatch; the commands themselves live in src/admin/ (credit.ts, keys.ts). */
+import { type AdminCommand, AdminHelp, AdminUsageError, noArgs } from "./admin/command.ts";
+import { balance, createRedeemCodes, createRefCode, grant, referrals } from "./admin/credit.ts";
+import { audit, listKeys, revokeKey } from "./admin/keys.ts";
 import type { Config } from "./config.ts";
-import { hashRedeemCode } from "./modules/keys/keys.service.ts";
-import { formatUsd, parseUsd } from "./money.ts";
-import { buildServices, type Services } from "./services.ts";
+import { buildServices } from "./services.ts";
 import { openStack } from "./stack.ts";
-import { runAudit } from "./store/audit.ts";
 import { assertEmbeddedDataExists, checkDependencies } from "./startup.ts";
 
-const WALLET = /^0x[0-9a-fA-F]{40}$/;
-const MAX_CODES = 10_000;
-
-/** A usage mistake: printed with the command's usage, exit code 2. */
-export class AdminUsageError extends Error {}
-
-/** `--help` was asked for: the text goes to stdout, exit code 0, nothing is opened. */
-export class AdminHelp extends Error {}
-
-/** A command that ran and could not do what was asked (no such key, an --id reused): one line, exit code 1. */
-export class AdminFailure extends Error {}
-
-/** A command that ran and printed its report, whose verdict is a failure (audit differences): report on stdout, exit 1. */
-export class AdminFailedReport extends Error {
-  constructor(readonly report: string) {
-    super(report.split("\n")[0]);
-  }
-}
-
-/** A parsed, valid command; runs against the services it is given. */
-export type AdminCommand = (s: Services) => Promise<string>;
+export { type AdminCommand, AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError } from "./admin/command.ts";
 
 /** One admin command: its words, its arguments, what it does, and its parser (which validates before anything opens). */
 interface AdminEntry {
@@ -90,11 +71,6 @@ function usageOf(e: AdminEntry): string {
   return [`usage: ${line(e)}`, "", `  ${e.summary}`, ...(e.details ? [`  ${e.details}`] : [])].join("\n");
 }
 
-function option(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i === -1 ? undefined : args[i + 1];
-}
-
 /**
  * Operator commands. They run against the same Redis and Postgres as the gateway: the configured URLs, or the
  * embedded ones in DATA_DIR (joined over their sockets when a gateway is running there, started over its data
@@ -137,138 +113,4 @@ export function parseAdmin(args: string[]): AdminCommand {
     if (e instanceof AdminUsageError) throw new AdminUsageError(`${e.message}\n${usageOf(entry)}`);
     throw e;
   }
-}
-
-function noArgs(rest: string[], command: AdminCommand): AdminCommand {
-  if (rest.length > 0) throw new AdminUsageError(`unexpected argument "${rest[0]}"`);
-  return command;
-}
-
-function walletArg(value: string | undefined, what = "wallet"): string {
-  if (!value || !WALLET.test(value)) throw new AdminUsageError(`${what} must be a 0x address`);
-  return value.toLowerCase();
-}
-
-/** Redis vs Postgres, wallet by wallet and key by key (src/store/audit.ts); differences exit 1. */
-function audit(rest: string[]): AdminCommand {
-  const fix = rest[0] === "--fix";
-  const extra = rest.slice(fix ? 1 : 0);
-  if (extra.length > 0) throw new AdminUsageError(`unexpected argument "${extra[0]}"`);
-  return async (s) => {
-    const r = await runAudit(s, { fix });
-    if (!r.clean) throw new AdminFailedReport(r.output);
-    return r.output;
-  };
-}
-
-function grant(rest: string[]): AdminCommand {
-  const [walletArgument, usdArg] = rest;
-  const reason = option(rest, "--reason");
-  const idArg = option(rest, "--id");
-  if (idArg !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(idArg)) throw new AdminUsageError(`--id must be 1-100 of A-Z a-z 0-9 . _ : -`);
-  const wallet = walletArg(walletArgument);
-  const amount = usdArg ? parseUsd(usdArg) : null;
-  if (!amount) throw new AdminUsageError(`usd must be a positive amount with at most 6 decimals`);
-  if (!reason?.trim()) throw new AdminUsageError(`--reason is required: grants are audited`);
-  return async (s) => {
-    const eventId = `grant:${idArg ?? crypto.randomUUID()}`;
-    let r;
-    try {
-      r = await s.credits.add({ eventId, wallet, kind: "grant", amountUsdc: amount, reason: reason.trim() });
-    } catch (e) {
-      // Recorded in Postgres but not yet in the live ledger: the gateway's repair job applies it; granting
-      // again would credit twice.
-      const [row] = await s.sql<{ id: number }[]>`SELECT id FROM credits WHERE event_id = ${eventId}`.catch(() => []);
-      if (!row) throw e;
-      return `recorded grant of ${formatUsd(amount)} USD to ${wallet} as credit #${row.id}; the running gateway applies it to the balance within a minute (do not grant again)`;
-    }
-    if (r.duplicate) {
-      const [prior] = await s.sql<{ wallet: string; amount_usdc: number }[]>`SELECT wallet, amount_usdc FROM credits WHERE id = ${r.id}`;
-      if (prior && (prior.wallet !== wallet || prior.amount_usdc !== amount)) {
-        throw new AdminFailure(`--id ${idArg} was used for another grant (credit #${r.id}: ${formatUsd(prior.amount_usdc)} USD to ${prior.wallet}); nothing granted`);
-      }
-      return `already granted: ${eventId} is credit #${r.id}; not granted again (balance ${formatUsd(r.balance)} USD)`;
-    }
-    return `granted ${formatUsd(amount)} USD to ${wallet} (credit #${r.id}); balance ${formatUsd(r.balance)} USD`;
-  };
-}
-
-/** Prints the codes once; Postgres keeps only their SHA-256 (a leaked database redeems nothing). */
-function createRedeemCodes(args: string[]): AdminCommand {
-  const usd = option(args, "--usd");
-  const amount = usd ? parseUsd(usd) : null;
-  if (!amount) throw new AdminUsageError(`--usd must be a positive amount with at most 6 decimals`);
-  const countArg = option(args, "--count") ?? "1";
-  const count = /^\d+$/.test(countArg) ? Number(countArg) : 0;
-  if (count < 1 || count > MAX_CODES) throw new AdminUsageError(`--count must be 1..${MAX_CODES}`);
-  return async (s) => {
-    const batch = `batch-${new Date().toISOString()}`;
-    const codes = Array.from({ length: count }, () => `rdm-${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}`);
-    const rows = codes.map((c) => ({ code_hash: hashRedeemCode(c), amount_usdc: amount, batch }));
-    await s.sql`INSERT INTO redeem_codes ${s.sql(rows, "code_hash", "amount_usdc", "batch")}`;
-    return [`# ${count} redeem code(s) of ${formatUsd(amount)} USD (${batch}); shown once, only their hashes are stored`, ...codes].join("\n");
-  };
-}
-
-function createRefCode(args: string[]): AdminCommand {
-  const owner = walletArg(option(args, "--owner"), "--owner");
-  const chosen = option(args, "--code")?.toLowerCase();
-  if (chosen !== undefined && !/^[a-z0-9][a-z0-9-]{2,31}$/.test(chosen)) throw new AdminUsageError(`--code must be 3-32 letters, digits or dashes`);
-  return async (s) => {
-    const code = chosen ?? `ref-${Buffer.from(crypto.getRandomValues(new Uint8Array(5))).toString("hex")}`;
-    const rows = await s.sql`INSERT INTO ref_codes (code, owner) VALUES (${code}, ${owner}) ON CONFLICT (code) DO NOTHING RETURNING code`;
-    if (rows.length !== 1) throw new AdminFailure(`ref code "${code}" exists already`);
-    return `ref code ${code} for ${owner}`;
-  };
-}
-
-/** Usage report per referrer: referred wallets, their top-ups and their charges (tab-separated). */
-const referrals: AdminCommand = async (s) => {
-  const rows = await s.sql<{ referrer: string; codes: string; wallets: number; topup_usdc: number; spent_usdc: number }[]>`
-    SELECT r.referrer,
-           string_agg(DISTINCT r.ref_code, ',') AS codes,
-           COUNT(*)::bigint AS wallets,
-           COALESCE((SELECT SUM(c.amount_usdc) FROM credits c JOIN referrals x ON x.wallet = c.wallet
-                     WHERE x.referrer = r.referrer AND c.kind = 'topup'), 0)::bigint AS topup_usdc,
-           COALESCE((SELECT SUM(e.amount_usdc) FROM ledger_events e JOIN referrals x ON x.wallet = e.wallet
-                     WHERE x.referrer = r.referrer AND e.type = 'charge'), 0)::bigint AS spent_usdc
-    FROM referrals r GROUP BY r.referrer ORDER BY wallets DESC, r.referrer`;
-  const lines = ["referrer\tcodes\twallets\ttopups_usd\tspent_usd"];
-  for (const r of rows) lines.push([r.referrer, r.codes, r.wallets, formatUsd(r.topup_usdc), formatUsd(r.spent_usdc)].join("\t"));
-  return lines.join("\n");
-};
-
-/** The ledger's view (Redis, where every reserve is checked), in USD. */
-function balance(rest: string[]): AdminCommand {
-  const [walletArgument, ...more] = rest;
-  const wallet = walletArg(walletArgument);
-  return noArgs(more, async (s) => {
-    const { balance, locked } = await s.ledger.balance(wallet);
-    return ["wallet\tbalance_usd\tlocked_usd\tavailable_usd", [wallet, formatUsd(balance), formatUsd(locked), formatUsd(balance - locked)].join("\t")].join("\n");
-  });
-}
-
-function listKeys(rest: string[]): AdminCommand {
-  const [walletArgument, ...more] = rest;
-  const wallet = walletArg(walletArgument);
-  return noArgs(more, async (s) => {
-    const lines = ["id\tlabel\tcreated_at\trevoked_at"];
-    for (const k of await s.keys.list(wallet)) lines.push([k.id, k.label, k.created_at, k.revoked_at ?? "-"].join("\t"));
-    return lines.join("\n");
-  });
-}
-
-/** Through KeyService, like DELETE /v1/auth/keys/{id}: Postgres first (the record), then Redis (what reserve checks). */
-function revokeKey(rest: string[]): AdminCommand {
-  const [idArg, ...more] = rest;
-  if (!idArg || !/^[1-9][0-9]{0,14}$/.test(idArg)) throw new AdminUsageError("id must be a key id (a positive integer)");
-  const id = Number(idArg);
-  return noArgs(more, async (s) => {
-    const [row] = await s.sql<{ wallet: string; revoked_at: Date | null }[]>`SELECT wallet, revoked_at FROM api_keys WHERE id = ${id}`;
-    if (!row) throw new AdminFailure(`no API key #${id}`);
-    await s.keys.revoke(row.wallet, id);
-    return row.revoked_at
-      ? `key #${id} of ${row.wallet} was already revoked at ${row.revoked_at.toISOString()}; revocation re-asserted`
-      : `revoked key #${id} of ${row.wallet}`;
-  });
 }

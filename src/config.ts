@@ -6,6 +6,7 @@ import { ConfigError } from "./errors.ts";
 import type { LogLevel } from "./log.ts";
 import type { PaymentsConfig } from "./payments/config.ts";
 import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "./payments/networks.ts";
+import type { ClusterTarget } from "./redis/target.ts";
 
 // Declared in errors.ts (lower floors raise it too); start-up code imports it from here with the rest of the config.
 export { ConfigError };
@@ -17,6 +18,8 @@ export interface Config {
   port: number;
   host: string;
   redisUrl?: string;
+  /** REDIS_CLUSTER_NODES (seeds) and REDIS_PASSWORD: a Redis Cluster instead of one Redis. */
+  redisCluster?: ClusterTarget;
   databaseUrl?: string;
   dataDir: string;
   modelsFile: string;
@@ -129,6 +132,23 @@ function corsOrigins(env: Env): "*" | string[] {
 
 type Env = Record<string, string | undefined>;
 
+/** REDIS_CLUSTER_NODES: `host:port` seeds of a Redis Cluster; it and REDIS_URL name two different Redis setups. */
+function redisCluster(env: Env): ClusterTarget | undefined {
+  const raw = env.REDIS_CLUSTER_NODES?.trim();
+  if (!raw) {
+    if (env.REDIS_PASSWORD) throw new ConfigError("REDIS_PASSWORD", "is for REDIS_CLUSTER_NODES; with REDIS_URL put the password in the URL (redis://:password@host:port)");
+    return undefined;
+  }
+  if (env.REDIS_URL) throw new ConfigError("REDIS_CLUSTER_NODES", "and REDIS_URL are both set: set REDIS_URL for one Redis or REDIS_CLUSTER_NODES for a Redis Cluster, not both");
+  const nodes = raw.split(",").map((seed) => {
+    const m = /^\s*([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})\s*$/.exec(seed);
+    const port = Number(m?.[2]);
+    if (!m || port < 1 || port > 65535) throw new ConfigError("REDIS_CLUSTER_NODES", `must be comma-separated host:port seeds, got "${seed.trim()}"`);
+    return { host: m[1]!.replace(/^\[|\]$/g, ""), port };
+  });
+  return { cluster: nodes, password: env.REDIS_PASSWORD || undefined };
+}
+
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -189,6 +209,7 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     host,
     redisUrl: url(env, "REDIS_URL", ["redis:", "rediss:"]),
+    redisCluster: redisCluster(env),
     databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
     dataDir: resolve(env.DATA_DIR || "./data"),
     modelsFile,
@@ -205,7 +226,8 @@ export function loadConfig(env: Env = process.env): Config {
     upstreamTimeoutMs,
     // Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
     streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
-    ledgerShards: int(env, "LEDGER_SHARDS", 16, 1, 1024),
+    // 48 spreads evenly over 2, 3, 4, 6 or 8 cluster masters (keys.ts); a ledger built with another count keeps it.
+    ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),
   };

@@ -3,17 +3,19 @@
  * background work. It sits above the routes' floors; what it builds is typed by modules/services.ts, which the
  * routes import, so no module imports from here.
  */
-import { Redis } from "ioredis";
 import { ApiKeyAuth } from "./auth/apiKeys.ts";
 import { SiweVerifier } from "./auth/siwe.ts";
 import type { Config } from "./config.ts";
 import { RedisNames } from "./ledger/names.ts";
 import { Ledger } from "./ledger/ledger.ts";
 import { LedgerScripts } from "./ledger/scripts.ts";
+import { openRedis, type RedisCommands } from "./redis/connect.ts";
+import type { RedisTarget } from "./redis/target.ts";
 import { log } from "./log.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
+import { UsageService } from "./modules/usage/usage.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase } from "./store/db.ts";
 import { Flusher } from "./store/flusher.ts";
@@ -29,9 +31,9 @@ import type { Services } from "./modules/services.ts";
 
 export type { Services };
 
-/** Where the services connect: a Redis URL or unix socket, and a Postgres URL (with socket path for PGlite). */
+/** Where the services connect: a Redis URL or unix socket (or a Redis Cluster), and a Postgres URL (with socket path for PGlite). */
 export interface Connections {
-  redis: string;
+  redis: RedisTarget;
   database: { url: string; path?: string; max?: number; debug?: (connection: number, query: string) => void };
 }
 
@@ -48,25 +50,13 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const rawSql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path, debug: conn.database.debug });
   const pgHealth = new PgHealth(rawSql);
   const sql = pgHealth.guard();
-  // Reconnect attempts at most 500 ms apart, so a command fails (maxRetriesPerRequest) within ~2 s of an outage
-  // instead of ioredis' 2 s steps, and the first command after Redis returns is not held back long.
-  const redis = new Redis(conn.redis, { maxRetriesPerRequest: 3, retryStrategy: (times) => Math.min(times * 50, 500) });
+  const { commands: redis, router } = openRedis(conn.redis);
   const redisNames = new RedisNames(config.ledgerShards);
-  // ioredis reconnects by itself; without a listener it prints a stack trace per attempt. One line per outage.
-  let redisDown = false;
-  redis.on("error", (e: Error) => {
-    if (!redisDown) log.error("Redis connection lost; reconnecting", { error: e.message });
-    redisDown = true;
-  });
-  redis.on("ready", () => {
-    if (redisDown) log.info("Redis connection restored");
-    redisDown = false;
-  });
-  const closeClients = async () => (redis.disconnect(), await rawSql.end({ timeout: 1 }));
+  const closeClients = async () => (redis.disconnect(), router.close(), await rawSql.end({ timeout: 1 }));
   // Refusals (an evicting Redis, another LEDGER_SHARDS) come before anything is written anywhere.
   await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, redisNames));
   await startupStep("Postgres", closeClients, () => migrate(rawSql));
-  const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(conn.redis));
+  const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(router));
   const ledger = new Ledger(redis, scripts, redisNames, config);
   // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
   ledger.fence.onLost(() => ensureLedger(ledger, sql));
@@ -86,6 +76,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
+  const keys = new KeyService(sql, ledger, credits, apiKeyAuth);
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
   // skip the others.
@@ -120,7 +111,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     apiKeyAuth,
     siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
-    keys: new KeyService(sql, ledger, credits, apiKeyAuth),
+    keys,
+    usage: new UsageService(ledger, keys, sql),
     topup,
     chat,
     pendingSettles,

@@ -3,6 +3,7 @@ import type { Config } from "./config.ts";
 import { startEmbeddedPostgres } from "./embedded/postgres.ts";
 import { startEmbeddedRedis } from "./embedded/redis.ts";
 import { log } from "./log.ts";
+import type { RedisTarget } from "./redis/target.ts";
 import type { Connections } from "./services.ts";
 
 /** The Redis and Postgres this process uses: external ones from the URLs, or embedded ones in DATA_DIR. */
@@ -11,10 +12,10 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-/** Starts only what is not configured: no REDIS_URL → private redis-server; no DATABASE_URL → PGlite. */
+/** Starts only what is not configured: no REDIS_URL nor REDIS_CLUSTER_NODES → private redis-server; no DATABASE_URL → PGlite. */
 export async function openStack(config: Config): Promise<Stack> {
   const stops: (() => Promise<void>)[] = [];
-  let redis = config.redisUrl;
+  let redis: RedisTarget | undefined = config.redisCluster ?? config.redisUrl;
   if (!redis) {
     const r = await startEmbeddedRedis(join(config.dataDir, "redis"));
     stops.push(r.stop);

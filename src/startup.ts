@@ -4,6 +4,7 @@ import { Redis } from "ioredis";
 import postgres from "postgres";
 import type { Config } from "./config.ts";
 import { redactText } from "./log.ts";
+import { type ClusterTarget, isCluster } from "./redis/target.ts";
 import type { Connections } from "./services.ts";
 
 const PROBE_TIMEOUT_MS = 5_000;
@@ -31,17 +32,8 @@ function reason(e: unknown): string {
  * line naming it rather than retries, reconnect logs and a stack trace.
  */
 export async function checkDependencies(conn: Connections): Promise<void> {
-  let redisError: unknown;
-  const redis = new Redis(conn.redis, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: PROBE_TIMEOUT_MS });
-  redis.on("error", (e) => (redisError ??= e));
-  try {
-    await redis.connect();
-    await redis.ping();
-  } catch (e) {
-    throw new StartupError(`Redis at ${where(conn.redis)} is not reachable (${reason(redisError ?? e)}); check REDIS_URL or that redis-server runs`);
-  } finally {
-    redis.disconnect();
-  }
+  if (isCluster(conn.redis)) await probeCluster(conn.redis);
+  else await probeRedis(conn.redis);
   const sql = postgres(conn.database.url, { path: conn.database.path, max: 1, connect_timeout: PROBE_TIMEOUT_MS / 1000, onnotice: () => {} });
   try {
     await sql`SELECT 1`;
@@ -53,6 +45,47 @@ export async function checkDependencies(conn: Connections): Promise<void> {
   }
 }
 
+async function probeRedis(target: string): Promise<void> {
+  let redisError: unknown;
+  const redis = new Redis(target, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: PROBE_TIMEOUT_MS });
+  redis.on("error", (e) => (redisError ??= e));
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (e) {
+    throw new StartupError(`Redis at ${where(target)} is not reachable (${reason(redisError ?? e)}); check REDIS_URL or that redis-server runs`);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * A cluster needs one seed that answers, runs in cluster mode and reports the cluster healthy (every slot served);
+ * the gateway's Cluster client finds the other nodes from it.
+ */
+async function probeCluster(target: ClusterTarget): Promise<void> {
+  const problems: string[] = [];
+  for (const seed of target.cluster) {
+    let error: unknown;
+    const node = new Redis({ ...seed, password: target.password, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: PROBE_TIMEOUT_MS });
+    node.on("error", (e) => (error ??= e));
+    try {
+      await node.connect();
+      const info = await node.info("cluster");
+      if (!/cluster_enabled:1/.test(info)) throw new StartupError(`${seed.host}:${seed.port} is a Redis without cluster mode; use REDIS_URL for it, or point REDIS_CLUSTER_NODES at a Redis Cluster`);
+      const state = /cluster_state:(\w+)/.exec(await node.call("CLUSTER", "INFO") as string)?.[1];
+      if (state === "ok") return;
+      problems.push(`${seed.host}:${seed.port}: cluster_state ${state ?? "unknown"}`);
+    } catch (e) {
+      if (e instanceof StartupError) throw e;
+      problems.push(`${seed.host}:${seed.port}: ${reason(error ?? e)}`);
+    } finally {
+      node.disconnect();
+    }
+  }
+  throw new StartupError(`no node of REDIS_CLUSTER_NODES serves a healthy Redis Cluster (${problems.join("; ")}); check the seeds and CLUSTER INFO`);
+}
+
 /**
  * The admin command joins the gateway's embedded services in DATA_DIR. Where DATA_DIR holds none (run from another
  * directory, a DATA_DIR typo), starting fresh ones would grant into a new, empty ledger no gateway reads: refuse.
@@ -60,7 +93,7 @@ export async function checkDependencies(conn: Connections): Promise<void> {
 export function assertEmbeddedDataExists(config: Config): void {
   const missing: string[] = [];
   const redisDir = join(config.dataDir, "redis");
-  if (!config.redisUrl && !["redis.sock", "appendonlydir", "appendonly.aof"].some((f) => existsSync(join(redisDir, f)))) missing.push("Redis");
+  if (!config.redisUrl && !config.redisCluster && !["redis.sock", "appendonlydir", "appendonly.aof"].some((f) => existsSync(join(redisDir, f)))) missing.push("Redis");
   const pgDir = join(config.dataDir, "postgres");
   if (!config.databaseUrl && !existsSync(join(pgDir, "pgdata")) && !existsSync(join(pgDir, ".s.PGSQL.5432"))) missing.push("Postgres");
   if (missing.length > 0) {

@@ -17,7 +17,7 @@ beforeAll(async () => {
   gw = await startGateway();
   // The child process finds the test's Redis (and PGlite) in DATA_DIR, as an admin beside a running gateway does.
   dataDir = mkdtempSync(join(tmpdir(), "gw-audit-"));
-  symlinkSync(dirname(gw.connections.redis), join(dataDir, "redis"));
+  symlinkSync(dirname(gw.redisSocket), join(dataDir, "redis"));
   if (gw.connections.database.path) symlinkSync(dirname(gw.connections.database.path), join(dataDir, "postgres"));
 }, 60_000);
 afterAll(async () => {

@@ -416,6 +416,9 @@ describe("Anthropic through the openai SDK: thinking and reasoning_effort", () =
       ["claude/claude-3-5-haiku", { reasoning_effort: "high", max_tokens: 4096, temperature: 0.2 }, { thinking: undefined, temperature: 0.2 }],
       ["claude/claude-sonnet-4-5", { reasoning_effort: "none" }, { thinking: undefined }],
       ["claude/claude-sonnet-4-5", { thinking: { type: "disabled" }, reasoning_effort: "high", max_tokens: 4096 }, { thinking: undefined }],
+      // an effort named like a built-in property is unknown, not Object.prototype's
+      ["claude/claude-sonnet-4-6", { reasoning_effort: "constructor", max_tokens: 4096 }, { thinking: undefined, output_config: undefined }],
+      ["claude/claude-sonnet-4-5", { reasoning_effort: "toString", max_tokens: 4096 }, { thinking: undefined }],
     ];
     let charged = 0;
     for (const [model, extra, upstream] of cases) {

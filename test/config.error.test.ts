@@ -37,12 +37,22 @@ function problem(env: Record<string, string>): string {
 describe("configuration is validated once, naming the variable", () => {
   test("defaults", () => {
     const c = loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k" });
-    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 84532, siweChainIds: [84532], ledgerShards: 16 });
+    expect(c).toMatchObject({ port: 8080, host: "0.0.0.0", deployment: "local", chainId: 84532, siweChainIds: [84532], ledgerShards: 48 });
     expect(c.rateLimitRequests).toBe(600);
     expect(c.rateLimitWindowMs).toBe(60_000);
     expect(c.upstreamTimeoutMs).toBe(120_000);
     expect(c.streamMaxMs).toBe(7_200_000);
     expect(c.catalog.models.get("p/m")).toMatchObject({ promptPico: 1_000_000, costPromptPico: 500_000 });
+    expect(c.redisCluster).toBeUndefined();
+  });
+
+  test("REDIS_CLUSTER_NODES: seeds and the password of a Redis Cluster", () => {
+    const c = loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002", REDIS_PASSWORD: "pw" });
+    expect(c.redisCluster).toEqual({
+      cluster: [{ host: "10.0.0.1", port: 7000 }, { host: "redis-b.internal", port: 7001 }, { host: "::1", port: 7002 }],
+      password: "pw",
+    });
+    expect(c.redisUrl).toBeUndefined();
   });
 
   test.each([
@@ -57,6 +67,10 @@ describe("configuration is validated once, naming the variable", () => {
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
     [{ SIWE_CHAIN_IDS: "1,base" }, /^SIWE_CHAIN_IDS: /],
     [{ SIWE_DOMAIN: "https://x.test/" }, /^SIWE_DOMAIN: /],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1:7000", REDIS_URL: "redis://10.0.0.1:6379" }, /^REDIS_CLUSTER_NODES: and REDIS_URL are both set/],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1" }, /^REDIS_CLUSTER_NODES: must be comma-separated host:port seeds, got "10.0.0.1"$/],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1:7000,redis://x:1" }, /^REDIS_CLUSTER_NODES: must be comma-separated host:port seeds/],
+    [{ REDIS_PASSWORD: "secret" }, /^REDIS_PASSWORD: is for REDIS_CLUSTER_NODES/],
   ])("refused: %o", (env, expected) => {
     expect(problem(env as Record<string, string>)).toMatch(expected);
   });

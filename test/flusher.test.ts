@@ -6,6 +6,7 @@
  * credits.recovery.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Redis } from "ioredis";
 import { Flusher } from "../src/store/flusher.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { CHARGE, COST, ledgerTraffic, usage } from "./helpers/ledgerTraffic.ts";
@@ -164,7 +165,7 @@ describe("flusher", () => {
     const { wallet, key, keyId } = await gw.newWallet(5);
     await chat(key, 2);
     const before = await totalRows();
-    const redis = gw.services.redis;
+    const redis = gw.services.redis as Redis;
 
     // A consumer that read the entries and died before inserting them; make them look idle for 2 minutes.
     await redis.xreadgroup("GROUP", GROUP, "dead-host", "COUNT", 100, "STREAMS", ...streams(), ...streams().map(() => ">"));

@@ -10,6 +10,7 @@ import OpenAI from "openai";
 import { hashRedeemCode } from "../src/modules/keys/keys.service.ts";
 import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
 import { RebuildLock, RebuildLockLost } from "../src/store/rebuildLock.ts";
+import { reconcileFromPostgres } from "../src/store/reconcile.ts";
 import { spawnMain, startChildGateway, freePort, type ChildGateway } from "./helpers/child.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 
@@ -137,6 +138,52 @@ describe("the rebuild lock", () => {
     expect(await ensureLedger(ledger, sql)).toBe("ready");
     expect(await fences()).toEqual((await fences()).map(() => expect.stringMatching(/^\d+$/)));
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_001_234, locked: 0 });
+  });
+});
+
+describe("a rebuild that stalled past its lock", () => {
+  test("a lock not renewed within its lifetime (the process paused, its timer never ran) counts as lost", async () => {
+    const lock = (await RebuildLock.tryAcquire(gw.services.ledger, 200))!;
+    try {
+      lock.assertHeld();
+      Bun.sleepSync(300); // a stall of the whole process: no renewal can run, and none was confirmed
+      expect(() => lock.assertHeld()).toThrow(RebuildLockLost);
+    } finally {
+      await lock.release();
+    }
+  });
+
+  test("writes nothing over the rebuild that replaced it: the charge made since stays, and the stale rebuild fails", async () => {
+    const { ledger, sql } = gw.services;
+    const { wallet, keyId } = await gw.newWallet(1);
+    const p = ledger.principal(keyId, wallet);
+    const k = ledger.names;
+    let replacedBy = "";
+    const stale = rebuildLedger(ledger, sql, {
+      hooks: {
+        async snapshotTaken() {
+          // Stalled past its lifetime (its timer did not run, so it has not noticed): the lock is gone.
+          await gw.services.redis.del(k.rebuildLock);
+          // A gateway finds the fences closed with nobody holding the lock and rebuilds; it opens the fences.
+          expect(await ensureLedger(ledger, sql)).toBe("rebuilt");
+          replacedBy = (await gw.services.redis.get(k.fence(p.shard)))!;
+          expect(replacedBy).toMatch(/^\d+$/);
+          const hold = crypto.randomUUID();
+          await ledger.reserve(p, hold, 300_000);
+          expect(await ledger.settle(p, hold, 300_000, { promptTokens: 1, completionTokens: 1, costMicro: 1, model: "standin/echo" })).toBe(true);
+          expect(await gw.ledgerState(wallet)).toEqual({ balance: 700_000, locked: 0 });
+        },
+      },
+    });
+    await expect(stale).rejects.toBeInstanceOf(RebuildLockLost);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 700_000, locked: 0 });
+    expect(await fences()).toEqual((await fences()).map(() => replacedBy));
+    expect(ledger.fence.epoch(p.shard)).toBe(replacedBy);
+    // The applied credit ids survived too, so the reconciler applies nothing a second time.
+    const [grant] = await sql<{ event_id: string }[]>`SELECT event_id FROM credits WHERE wallet = ${wallet}`;
+    expect(await gw.services.redis.hget(k.credited(p.shard), grant!.event_id)).toBe("1000000");
+    expect((await reconcileFromPostgres(ledger, sql, { allCredits: true })).credits).toBe(0);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 700_000, locked: 0 });
   });
 });
 

@@ -15,6 +15,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "credit-3.lua": "b471c2af7d2056556a6275f35829e2d113c39dab",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
   "audit-3.lua": "21e9a063ad78ff3e4cd872104d41f648deeae04e",
+  "rebuild-write-2.lua": "a75ce4ca85393513dd1ecdca58ae63e1808df470",
 }
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");

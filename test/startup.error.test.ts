@@ -41,6 +41,27 @@ afterAll(async () => {
   await db?.stop();
 });
 
+describe("REDIS_CLUSTER_NODES that name no healthy Redis Cluster refuse the start in one line", () => {
+  test("a Redis without cluster mode", async () => {
+    const { REDIS_URL, ...rest } = env;
+    const r = await runMain(["serve"], { ...rest, REDIS_CLUSTER_NODES: REDIS_URL!.replace("redis://", "") });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split("\n")).toEqual([
+      `${REDIS_URL!.replace("redis://", "")} is a Redis without cluster mode; use REDIS_URL for it, or point REDIS_CLUSTER_NODES at a Redis Cluster`,
+    ]);
+  }, 30_000);
+
+  test("seeds nobody answers on", async () => {
+    const { REDIS_URL: _, ...rest } = env;
+    const [a, b] = [freePort(), freePort()];
+    const r = await runMain(["serve"], { ...rest, REDIS_CLUSTER_NODES: `127.0.0.1:${a},127.0.0.1:${b}` });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split("\n")).toEqual([
+      `no node of REDIS_CLUSTER_NODES serves a healthy Redis Cluster (127.0.0.1:${a}: ECONNREFUSED; 127.0.0.1:${b}: ECONNREFUSED); check the seeds and CLUSTER INFO`,
+    ]);
+  }, 30_000);
+});
+
 describe("a Redis the ledger cannot trust refuses the start", () => {
   test("the embedded redis-server never evicts keys", async () => {
     expect(await redis.config("GET", "maxmemory-policy")).toEqual(["maxmemory-policy", "noeviction"]);
@@ -76,6 +97,14 @@ describe("a Redis the ledger cannot trust refuses the start", () => {
     expect(r.code).toBe(1);
     expect(r.stderr.trim().split("\n")).toEqual([
       "configuration error: LEDGER_SHARDS: is 8, but the ledger in this Redis was built with 16 shards (a change would move every wallet); set LEDGER_SHARDS=16",
+    ]);
+    expect(await redis.get("gw:ledger:shards")).toBe("16");
+
+    // A ledger of an earlier version (16 shards, the old default) is not moved by the new default of 48.
+    const upgraded = await runMain(["serve"], env);
+    expect(upgraded.code).toBe(1);
+    expect(upgraded.stderr.trim().split("\n")).toEqual([
+      "configuration error: LEDGER_SHARDS: is 48, but the ledger in this Redis was built with 16 shards (a change would move every wallet); set LEDGER_SHARDS=16",
     ]);
     expect(await redis.get("gw:ledger:shards")).toBe("16");
   }, 30_000);

@@ -1,8 +1,8 @@
-import type { Redis } from "ioredis";
 import { type Hex, isHex, recoverMessageAddress } from "viem";
 import { createSiweMessage, parseSiweMessage } from "viem/siwe";
 import { ApiError } from "../errors.ts";
 import type { RedisNames } from "../ledger/names.ts";
+import type { RedisCommands } from "../redis/connect.ts";
 import { log } from "../log.ts";
 
 const MAX_MESSAGE_BYTES = 4096;
@@ -40,7 +40,7 @@ class SiweRejected extends Error {}
 /** Verifies Sign-In with Ethereum messages by every rule of design §5; each failure is a 401 naming its rule. */
 export class SiweVerifier {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisCommands,
     private readonly names: RedisNames,
     private readonly rules: SiweRules,
   ) {}

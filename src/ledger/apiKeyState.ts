@@ -1,4 +1,4 @@
-import type { ChainableCommander, Redis } from "ioredis";
+import { inChunks, type RedisCommands } from "../redis/connect.ts";
 import type { KeyPrincipal } from "./ledger.ts";
 import type { RedisNames } from "./names.ts";
 
@@ -13,9 +13,6 @@ export function keyStateFields(s: KeyState): { revoked: string; budget: string }
   return { revoked: s.revoked ? "1" : "0", budget: s.budget === null ? "" : String(s.budget) };
 }
 
-// Redis reads and writes a few thousand revocations per pipeline comfortably.
-const BATCH = 1000;
-
 /**
  * The API keys' side of Redis, the one place that writes and reads it: a key's hash → "keyId|wallet" mapping
  * (immutable) and its state hash (revoked, budget; the counters beside them are the Lua scripts'). Postgres is
@@ -23,7 +20,7 @@ const BATCH = 1000;
  */
 export class ApiKeyState {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisCommands,
     private readonly names: RedisNames,
     private readonly principal: (keyId: number, wallet: string) => KeyPrincipal,
   ) {}
@@ -36,9 +33,14 @@ export class ApiKeyState {
     return this.principal(Number(mapped.slice(0, bar)), mapped.slice(bar + 1));
   }
 
-  /** Writes a key just created in Postgres: its state, then its hash mapping, in one MULTI. */
+  /**
+   * Writes a key just created in Postgres: its state, then its hash mapping. Two slots (the state carries its
+   * wallet's shard tag, the mapping is found by hash alone), so two writes, state first: a mapping always finds its
+   * state, and a crash in between leaves the mapping to ApiKeyAuth's repair from Postgres.
+   */
   async put(p: KeyPrincipal, hash: string, state: KeyState): Promise<void> {
-    await this.redis.multi().hset(p.apiKeyName, keyStateFields(state)).set(this.names.keyHash(hash), mapping(p)).exec();
+    await this.redis.hset(p.apiKeyName, keyStateFields(state));
+    await this.redis.set(this.names.keyHash(hash), mapping(p));
   }
 
   /**
@@ -47,12 +49,13 @@ export class ApiKeyState {
    */
   async restore(p: KeyPrincipal, hash: string, state: KeyState): Promise<void> {
     const f = keyStateFields(state);
+    // The state's slot and the mapping's differ: state first (one MULTI on one key), like `put`.
     await this.redis
       .multi()
       [state.revoked ? "hset" : "hsetnx"](p.apiKeyName, "revoked", f.revoked)
       .hsetnx(p.apiKeyName, "budget", f.budget)
-      .set(this.names.keyHash(hash), mapping(p))
       .exec();
+    await this.redis.set(this.names.keyHash(hash), mapping(p));
   }
 
   /** Revokes a key: reserve-7 refuses it from its very next request. */
@@ -67,28 +70,22 @@ export class ApiKeyState {
 
   /** Of these keys (all revoked in Postgres), revokes again each one Redis lost; returns the indices it revoked. */
   async restoreRevocations(revoked: KeyPrincipal[]): Promise<number[]> {
-    const lost: number[] = [];
-    for (let start = 0; start < revoked.length; start += BATCH) {
-      const p = this.redis.pipeline();
-      for (const k of revoked.slice(start, start + BATCH)) p.hget(k.apiKeyName, "revoked");
-      const replies = (await p.exec()) ?? [];
-      replies.forEach(([err, v], i) => {
-        if (err) throw err;
-        if (v !== "1") lost.push(start + i);
-      });
-    }
-    if (lost.length === 0) return lost;
-    const p = this.redis.pipeline();
-    for (const i of lost) p.hset(revoked[i]!.apiKeyName, "revoked", "1");
-    await p.exec();
+    // A thousand at a time, each command on its key's node (a cluster refuses a pipeline across nodes).
+    const states = await inChunks(revoked, (k) => this.redis.hget(k.apiKeyName, "revoked"));
+    const lost = states.flatMap((v, i) => (v !== "1" ? [i] : []));
+    await inChunks(lost, (i) => this.redis.hset(revoked[i]!.apiKeyName, "revoked", "1"));
     return lost;
   }
 
-  /** Queues a rebuilt key on a rebuild's pipeline: its whole hash (state and counters) and its hash mapping. */
-  queueRebuilt(pipeline: ChainableCommander, p: KeyPrincipal, hash: string, state: KeyState, counters: Record<string, number>): void {
-    pipeline.hset(p.apiKeyName, { ...keyStateFields(state), ...counters });
-    pipeline.set(this.names.keyHash(hash), mapping(p));
+  /** Writes a rebuilt key's hash mapping (immutable, so a stale rebuild rewrites it harmlessly; its hash is fenced). */
+  writeMapping(p: KeyPrincipal, hash: string): Promise<unknown> {
+    return this.redis.set(this.names.keyHash(hash), mapping(p));
   }
+}
+
+/** A rebuilt key's whole hash, state and counters: the rebuild writes it through its fenced batches (rebuildBatch.ts). */
+export function rebuiltKeyFields(state: KeyState, counters: Record<string, number>): Record<string, string | number> {
+  return { ...keyStateFields(state), ...counters };
 }
 
 /** The value of a key's hash mapping. */

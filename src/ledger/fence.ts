@@ -1,5 +1,5 @@
-import type { RedisClient } from "bun";
 import { log } from "../log.ts";
+import type { KeyRouter } from "../redis/router.ts";
 import type { RedisNames } from "./names.ts";
 
 /** A script reply: `{0, 'FENCED', fence}` is the refusal this module handles; anything else is the caller's. */
@@ -22,7 +22,7 @@ export class LedgerFence {
   private rebuilding?: Promise<unknown>;
 
   constructor(
-    private readonly client: RedisClient,
+    private readonly client: KeyRouter,
     private readonly names: RedisNames,
     private readonly waitLimitMs = DEFAULT_WAIT_LIMIT_MS,
   ) {}
@@ -40,7 +40,7 @@ export class LedgerFence {
   /** Reads every shard's fence and believes the open ones (at start, after the ledger is ensured). */
   async readAll(): Promise<void> {
     const shards = this.names.allShards();
-    const values = await Promise.all(shards.map((s) => this.client.get(this.names.fence(s))));
+    const values = await Promise.all(shards.map((s) => this.readFence(s)));
     shards.forEach((s, i) => {
       if (isOpen(values[i])) this.epochs.set(s, values[i]!);
     });
@@ -84,17 +84,23 @@ export class LedgerFence {
 
   private async poll(shard: string, deadline: number): Promise<void> {
     for (;;) {
-      const fence = await this.client.get(this.names.fence(shard));
+      const fence = await this.readFence(shard);
       if (isOpen(fence)) {
         this.epochs.set(shard, fence!);
         return;
       }
-      if (fence === null || !(await this.client.exists(this.names.rebuildLock))) await this.rebuildOnce();
+      if (fence === null || Number(await this.client.send("EXISTS", [this.names.rebuildLock], this.names.rebuildLock)) === 0) await this.rebuildOnce();
       if (Date.now() > deadline) {
         throw new LedgerRebuilding("The ledger is being rebuilt; retry shortly");
       }
       await Bun.sleep(POLL_MS);
     }
+  }
+
+  /** On the master that owns the shard: a fence is checked where the shard's scripts run. */
+  private readFence(shard: string): Promise<string | null> {
+    const key = this.names.fence(shard);
+    return this.client.send("GET", [key], key) as Promise<string | null>;
   }
 
   private async rebuildOnce(): Promise<void> {

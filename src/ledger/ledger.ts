@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisCommands } from "../redis/connect.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import { ApiKeyState } from "./apiKeyState.ts";
 import { LedgerFence } from "./fence.ts";
@@ -49,7 +49,7 @@ export class Ledger {
   readonly apiKeys: ApiKeyState;
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisCommands,
     readonly scripts: LedgerScripts,
     readonly names: RedisNames,
     private readonly limits: LedgerLimits,
@@ -112,9 +112,12 @@ export class Ledger {
     return [p.walletName, p.apiKeyName, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard), k.fence(p.shard)];
   }
 
-  /** Redis's clock in ms: hold expiries (reserve-7, the sweeper, extendHold) all use it, never a gateway's. */
-  private async redisNowMs(): Promise<number> {
-    const [sec, usec] = (await this.scripts.client.send("TIME", [])) as [string, string];
+  /**
+   * Redis's clock in ms, of the node holding `shard`: hold expiries (reserve-7, the sweeper, extendHold) all use
+   * it, never a gateway's.
+   */
+  private async redisNowMs(shard: string): Promise<number> {
+    const [sec, usec] = (await this.scripts.client.send("TIME", [], this.names.holds(shard))) as [string, string];
     return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
   }
 
@@ -154,8 +157,9 @@ export class Ledger {
    */
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
     // Redis's clock, like reserve-7 and the sweeper: a gateway clock running behind must not make this a no-op.
-    const now = await this.redisNowMs();
-    const changed = await this.scripts.client.send("ZADD", [this.names.holds(p.shard), "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId]);
+    const now = await this.redisNowMs(p.shard);
+    const holds = this.names.holds(p.shard);
+    const changed = await this.scripts.client.send("ZADD", [holds, "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId], holds);
     return Number(changed) === 1;
   }
 
@@ -177,7 +181,8 @@ export class Ledger {
 
   /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
   async balance(wallet: string): Promise<{ balance: number; locked: number }> {
-    const [b, l] = (await this.scripts.client.send("HMGET", [this.names.wallet(this.names.shardOf(wallet), wallet), "balance", "locked"])) as (string | null)[];
+    const key = this.names.wallet(this.names.shardOf(wallet), wallet);
+    const [b, l] = (await this.scripts.client.send("HMGET", [key, "balance", "locked"], key)) as (string | null)[];
     return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
   }
 
@@ -186,15 +191,15 @@ export class Ledger {
    * report asked for after an answer already counts that answer's settle (it was queued before the answer left).
    */
   async keyCounters(keys: KeyPrincipal[], fields: readonly string[]): Promise<number[][]> {
-    const replies = await Promise.all(keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields]) as Promise<(string | null)[]>));
+    const replies = await Promise.all(keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields], k.apiKeyName) as Promise<(string | null)[]>));
     return replies.map((r) => r.map((x) => Number(x ?? 0)));
   }
 
   /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
   async sweepExpired(batch = 200): Promise<number> {
-    const now = await this.redisNowMs();
     let released = 0;
     for (const shard of this.names.allShards()) {
+      const now = await this.redisNowMs(shard);
       const ids = await this.redis.zrangebyscore(this.names.holds(shard), 0, now, "LIMIT", 0, batch);
       for (const holdId of ids) {
         const marker = await this.redis.get(this.names.holdMarker(shard, holdId));

@@ -1,19 +1,62 @@
+import { SLOTS, keySlot } from "../redis/slot.ts";
+
+/** The shard count of ledgers built before the even layout: its tags stay `{s00}`…`{s15}` so such a ledger keeps its names. */
+export const LEGACY_SHARDS = 16;
+
+const layouts = new Map<number, string[]>();
+
+/**
+ * The hash tags of `shards` shards. Shard n's tag is `{sNN}` plus, unless the count is the legacy 16, the first
+ * suffix `.k` that puts its slot in the middle half of the n-th of `shards` equal slices of the slot space: a
+ * cluster whose masters own equal contiguous slot ranges (what `redis-cli --cluster create` and `rebalance` make)
+ * then owns equal numbers of shards (48 shards: 16 on each of 3 masters, 12 on each of 4), where plain `{sNN}`
+ * tags fall where CRC16 puts them (16 tags over 3 masters came out 4/6/6). A pure function of the count, so every
+ * process sharing a Redis names every key alike.
+ */
+export function shardTags(shards: number): string[] {
+  let tags = layouts.get(shards);
+  if (tags) return tags;
+  tags = [];
+  for (let n = 0; n < shards; n++) {
+    const base = `s${n < 10 ? "0" : ""}${n}`;
+    if (shards === LEGACY_SHARDS) {
+      tags.push(`{${base}}`);
+      continue;
+    }
+    const width = SLOTS / shards;
+    const lo = n * width + width / 4;
+    const hi = (n + 1) * width - width / 4;
+    let tag = base;
+    for (let k = 1; ; k++) {
+      const slot = keySlot(tag);
+      if (slot >= Math.floor(lo) && slot < Math.ceil(hi)) break;
+      tag = `${base}.${k}`;
+    }
+    tags.push(`{${tag}}`);
+  }
+  layouts.set(shards, tags);
+  return tags;
+}
+
 /**
  * Every Redis key name the gateway uses, in one place (named "names" so they are never read as API keys). A
  * wallet's names all carry its shard's hash tag, so each Lua script touches one slot: the same code runs on one
  * Redis or a Redis Cluster (design §3).
  */
 export class RedisNames {
-  constructor(readonly shards: number) {}
+  private readonly tags: string[];
+
+  constructor(readonly shards: number) {
+    this.tags = shardTags(shards);
+  }
 
   /** Shard of a (lower-case hex) wallet: its last 4 hex digits modulo the shard count — cheap and even. */
   shardOf(wallet: string): string {
-    const n = Number.parseInt(wallet.slice(-4), 16) % this.shards;
-    return `{s${n < 10 ? "0" : ""}${n}}`;
+    return this.tags[Number.parseInt(wallet.slice(-4), 16) % this.shards]!;
   }
 
   allShards(): string[] {
-    return Array.from({ length: this.shards }, (_, n) => `{s${n < 10 ? "0" : ""}${n}}`);
+    return this.tags.slice();
   }
 
   /** A wallet's hash: balance, locked. */
@@ -86,5 +129,6 @@ export class RedisNames {
   }
 }
 
-const WALLET = /^gw:\{s\d+\}:w:0x[0-9a-f]{40}$/;
-const RECORD = /^gw:(\{s\d+\}):([wk]):(.+)$/;
+// Shard tags are `{sNN}` or `{sNN.k}` (shardTags).
+const WALLET = /^gw:\{s\d+(?:\.\d+)?\}:w:0x[0-9a-f]{40}$/;
+const RECORD = /^gw:(\{s\d+(?:\.\d+)?\}):([wk]):(.+)$/;

@@ -1,7 +1,8 @@
-import { RedisClient } from "bun";
+import { type KeyRouter, SingleRouter } from "../redis/router.ts";
 import audit from "../../lua/audit-3.lua" with { type: "text" };
 import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" };
 import credit from "../../lua/credit-3.lua" with { type: "text" };
+import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
 import release from "../../lua/release-6.lua" with { type: "text" };
 import reserve from "../../lua/reserve-7.lua" with { type: "text" };
 import settle from "../../lua/settle-6.lua" with { type: "text" };
@@ -14,6 +15,7 @@ const SOURCES = {
   "credit-3.lua": credit,
   "compare-and-set-1.lua": compareAndSet,
   "audit-3.lua": audit,
+  "rebuild-write-2.lua": rebuildWrite,
 } as const;
 
 /** The ledger's Lua scripts by file name. */
@@ -41,15 +43,9 @@ function script(file: keyof typeof SOURCES): Script {
   };
 }
 
-/** A Redis URL or a unix socket path, as Bun's client wants it. */
-export function bunRedisUrl(target: string): string {
-  return target.startsWith("/") ? `redis+unix://${target}` : target;
-}
-
 /**
- * Runs the ledger scripts on Bun's native Redis client. The chat path makes two script calls per request, and
- * under Bun ioredis spends most of the gateway's CPU in node:net writes and its JS reply decoder; the native
- * client halves the cost of each call (bench/README.md). EVALSHA first, EVAL on NOSCRIPT, so a restarted or
+ * Runs the ledger scripts where their shard lives (KeyRouter: Bun's native client on one Redis, or per cluster
+ * master). The chat path makes two script calls per request; EVALSHA first, EVAL on NOSCRIPT, so a restarted or
  * flushed Redis needs no reload step.
  */
 export class LedgerScripts {
@@ -60,24 +56,25 @@ export class LedgerScripts {
     credit: script("credit-3.lua"),
     compareAndSet: script("compare-and-set-1.lua"),
     audit: script("audit-3.lua"),
+    rebuildWrite: script("rebuild-write-2.lua"),
   };
 
-  constructor(readonly client: RedisClient) {
-    // A restarted Redis has lost its script cache: load again on every (re)connect, so the EVALSHA fallback
-    // stays rare. (The fallback re-sends as EVAL after the NOSCRIPT reply, behind commands queued meanwhile.)
-    client.onconnect = () => void this.load().catch(() => {});
-  }
+  constructor(readonly client: KeyRouter) {}
 
-  /** Connects to a Redis URL or unix socket path; reconnects by itself after Redis restarts. */
-  static async connect(target: string): Promise<LedgerScripts> {
-    const scripts = new LedgerScripts(new RedisClient(bunRedisUrl(target), { autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: true }));
+  /** Connects to a Redis URL or unix socket path (one Redis); reconnects by itself after Redis restarts. */
+  static async connect(target: string | KeyRouter): Promise<LedgerScripts> {
+    const scripts = new LedgerScripts(typeof target === "string" ? SingleRouter.open(target) : target);
     await scripts.load();
     return scripts;
   }
 
-  /** SCRIPT LOAD of every script, so the first EVALSHA finds it. */
+  /**
+   * SCRIPT LOAD of every script on every master, now and on each reconnect (a restarted Redis lost its script
+   * cache), so the EVALSHA fallback stays rare. (It re-sends as EVAL after the NOSCRIPT reply, behind commands
+   * queued meanwhile.)
+   */
   async load(): Promise<void> {
-    await Promise.all(Object.values(this.scripts).map((s) => this.client.send("SCRIPT", ["LOAD", s.source])));
+    await this.client.onConnect((send) => Promise.all(Object.values(this.scripts).map((s) => send("SCRIPT", ["LOAD", s.source]))));
   }
 
   /** reserve-7.lua: {1, available, rate_remaining} | {0, reason, detail?} (FENCED: detail is the fence). */
@@ -110,6 +107,11 @@ export class LedgerScripts {
     return this.run({ ...this.scripts.audit, numKeys: keys.length }, [...keys, ...argv]) as Promise<unknown[]>;
   }
 
+  /** rebuild-write-2.lua: one fenced batch of a rebuild into one shard; its key count varies. */
+  rebuildWrite(keys: string[], argv: Arg[]): Promise<[1, number] | [0, "FENCED", string]> {
+    return this.run({ ...this.scripts.rebuildWrite, numKeys: keys.length }, [...keys, ...argv]) as Promise<[1, number] | [0, "FENCED", string]>;
+  }
+
   close(): void {
     this.client.close();
   }
@@ -117,12 +119,14 @@ export class LedgerScripts {
   private async run(s: Script, keysThenArgs: Arg[]): Promise<unknown> {
     const args = [s.sha, String(s.numKeys)];
     for (const a of keysThenArgs) args.push(typeof a === "string" ? a : String(a));
+    // Every key of a script shares one hash tag: the first one says where it runs.
+    const route = s.numKeys > 0 ? args[2] : undefined;
     try {
-      return await this.client.send("EVALSHA", args);
+      return await this.client.send("EVALSHA", args, route);
     } catch (e) {
       if (!(e instanceof Error) || !e.message.startsWith("NOSCRIPT")) throw e;
       args[0] = s.source;
-      return this.client.send("EVAL", args);
+      return this.client.send("EVAL", args, route);
     }
   }
 }

@@ -1,9 +1,9 @@
-import type { Redis } from "ioredis";
 import type { ApiKeyAuth } from "../auth/apiKeys.ts";
 import type { SiweVerifier } from "../auth/siwe.ts";
 import type { Config } from "../config.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
+import type { RedisCommands } from "../redis/connect.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import type { Flusher } from "../store/flusher.ts";
@@ -12,6 +12,7 @@ import type { PgHealth } from "../store/pgHealth.ts";
 import type { ChatService } from "./chat/chat.service.ts";
 import type { KeyService } from "./keys/keys.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
+import type { UsageService } from "./usage/usage.service.ts";
 
 /**
  * What the routes are given: every service, built once by the composition root (src/services.ts, which main,
@@ -20,9 +21,9 @@ import type { TopupService } from "./topup/topup.service.ts";
  */
 export interface Services {
   config: Config;
-  /** ioredis: everything off the hot path (keys, SIWE replay guard, rebuild). */
-  redis: Redis;
-  /** Bun's native client: the Lua ledger scripts and the outbox reads. */
+  /** ioredis (one Redis or a Cluster): everything off the hot path (keys, SIWE replay guard, rebuild). */
+  redis: RedisCommands;
+  /** Bun's native client (per master on a cluster): the Lua ledger scripts and the outbox reads. */
   scripts: LedgerScripts;
   /** Postgres, refusing queries at once (503) while `pgHealth` knows it is down. */
   sql: Sql;
@@ -33,6 +34,7 @@ export interface Services {
   credits: Credits;
   keys: KeyService;
   topup: TopupService;
+  usage: UsageService;
   chat: ChatService;
   /** Charges whose settle could not reach Redis, posted by the repair job. */
   pendingSettles: PendingSettles;

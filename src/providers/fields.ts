@@ -1,4 +1,5 @@
 import { ApiError } from "../errors.ts";
+import { refuseUnboundedParts } from "./parts.ts";
 
 /**
  * Request fields that would make a provider bill us more than the catalog price the wallet pays, or send the
@@ -21,11 +22,15 @@ export const REFUSED_FIELDS: Readonly<Record<string, string>> = {
 // Tool types a provider runs itself (web search, code execution…) are billed per call, beyond the tokens.
 const CLIENT_TOOL_TYPES = new Set(["function", "custom"]);
 
-/** Throws 400 VALIDATION_ERROR naming the first field (or tool) that could raise the provider's bill behind the hold. */
+/**
+ * Throws 400 VALIDATION_ERROR naming the first field, tool or content part (parts.ts) that could raise the
+ * provider's bill behind the hold.
+ */
 export function refuseRepricingFields(body: Record<string, unknown>): void {
   for (const field in body) {
+    // Own entries only: `constructor` or `toString` would otherwise find Object.prototype's.
+    if (!Object.hasOwn(REFUSED_FIELDS, field) || body[field] === null || body[field] === undefined) continue;
     const why = REFUSED_FIELDS[field];
-    if (why === undefined || body[field] === null || body[field] === undefined) continue;
     // Text output is what every model gives anyway: modalities ["text"] changes nothing.
     if (field === "modalities" && Array.isArray(body.modalities) && body.modalities.every((m) => m === "text")) continue;
     throw new ApiError({ code: "VALIDATION_ERROR", message: `${field} is not accepted: ${why}` });
@@ -37,6 +42,7 @@ export function refuseRepricingFields(body: Record<string, unknown>): void {
       }
     });
   }
+  refuseUnboundedParts(body.messages);
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Model, ProviderType } from "./catalog.ts";
+import type { Model } from "./catalog.ts";
 import { billedMicro } from "./pricing.ts";
 import type { ChatRequest } from "./types.ts";
 
@@ -10,21 +10,6 @@ export interface ImageTokens {
   low: number;
   high: number;
 }
-
-/**
- * Per provider type, what one image can cost at most when the catalog names nothing for the model:
- * - OpenAI: tile models bill 85 (low) and at most 85 + 8 × 170 = 1,445 (high: ≤ 2048 × 768 after resizing, 4 × 2
- *   tiles of 512 px); the patch models (gpt-4.1-mini/nano, gpt-5-mini/nano, o4-mini) ignore `detail` and bill up
- *   to 1,536 patches × their multiplier (2.46 for nano: 3,779). 3,800 covers them all but gpt-4o-mini (2,833 +
- *   8 × 5,667 = 48,169 for high), which needs its catalog entry.
- * - Anthropic: about width × height / 750 after resizing, so at most ~1,600 up to Claude 4.6 (1,568 px, 1.15 MP)
- *   and ~4,800 from Opus 4.7 on (2,576 px, 3.75 MP, 28 px patches); 5,000 covers both and has no `detail`.
- * A model billed less (or more) carries `imageTokens` in the catalog.
- */
-export const DEFAULT_IMAGE_TOKENS: Readonly<Record<ProviderType, ImageTokens>> = {
-  openai: { low: 3_800, high: 3_800 },
-  anthropic: { low: 5_000, high: 5_000 },
-};
 
 /** How many of each part a request carries: the shape logged with a settle above its hold (never content). */
 export interface RequestShape {
@@ -46,7 +31,7 @@ export interface ReserveBound {
   completionTokens: number;
   /** µUSDC to hold. */
   micro: number;
-  /** An input the gateway cannot bound (audio, files, unknown parts or detail) made the context window the prompt bound. */
+  /** An input the gateway cannot bound (audio, files, unknown parts, an image without a known maximum) made the context window the prompt bound. */
   unbounded: boolean;
   shape: RequestShape;
 }
@@ -73,12 +58,15 @@ function imagePayloadLength(part: Record<string, unknown>): number {
  * - Text, tool definitions, `response_format` schemas, message framing: bytes of the upstream body (+ 8). Every
  *   token of a byte-level BPE or byte-fallback tokenizer covers at least one byte, whichever vendor's, and the
  *   JSON framing of a message (≥ 28 bytes) exceeds the few tokens a chat template adds around it.
- * - Image parts: their data's bytes are taken off and the provider's maximum for their `detail` added instead
- *   (the model's `imageTokens`, else the provider type's), since an image is billed by its pixels, not its bytes.
+ * - Image parts: their data's bytes are taken off and the model's maximum for their `detail` added instead (its
+ *   catalog `imageTokens`), since an image is billed by its pixels, not its bytes. A model without `imageTokens`
+ *   has no known maximum — an OpenAI-compatible host's vision models range from 85 to 16,384+ tokens an image
+ *   (Qwen-VL), whatever the provider type — so its images make the context window the prompt bound.
  * - `hiddenPromptTokens`: what the provider adds unseen (Anthropic's tool-use system prompt, OpenAI's rendering of
  *   tools and response schemas), as the adapter reports it.
  * - Audio, files, unknown parts and images of an unknown `detail` cannot be bounded from the request (an audio's
- *   duration, a PDF's pages): they make the context window the prompt bound.
+ *   duration, a PDF's pages): they make the context window the prompt bound (the chat route refuses the parts
+ *   before this, parts.ts; this is the second line).
  * - The prompt bound never exceeds the context window: a provider refuses a longer prompt, unbilled.
  * - Completion: the cap (max_tokens clamped to the model's maximum output, always sent upstream) per choice.
  * `maxTokens` is the cap the upstream call was shaped with (decided once by the caller, with `completionCap`).
@@ -90,11 +78,11 @@ export function reserveFor(
   hiddenPromptTokens = 0,
   maxTokens = completionCap(model, body),
 ): ReserveBound {
-  const images = model.imageTokens ?? DEFAULT_IMAGE_TOKENS[model.provider.type];
+  const images = model.imageTokens;
   const shape: RequestShape = { messages: body.messages.length, images: 0, audio: 0, files: 0, otherParts: 0, tools: 0, choices: body.n ?? 1 };
   let imageTokens = 0;
   let imageBytes = 0;
-  let unknownDetail = false;
+  let unboundedImage = false;
   for (const m of body.messages as Record<string, unknown>[]) {
     if (!m || typeof m !== "object") continue;
     if (m.audio !== undefined && m.audio !== null) shape.audio++; // an earlier audio answer, billed as audio input
@@ -106,9 +94,10 @@ export function reserveFor(
       if (type === "image_url") {
         shape.images++;
         const detail = (part.image_url as { detail?: unknown } | undefined)?.detail;
-        // A detail level the gateway does not know (a provider's newer, finer one) has no known maximum.
-        if (detail !== undefined && !KNOWN_DETAILS.has(detail as string)) unknownDetail = true;
-        imageTokens += detail === "low" ? images.low : Math.max(images.low, images.high);
+        // No maximum is known for a model without imageTokens, nor for a detail level the gateway does not know
+        // (a provider's newer, finer one).
+        if (!images || (detail !== undefined && !KNOWN_DETAILS.has(detail as string))) unboundedImage = true;
+        else imageTokens += detail === "low" ? images.low : Math.max(images.low, images.high);
         imageBytes += imagePayloadLength(part);
       } else if (type === "input_audio") shape.audio++;
       else if (type === "file") shape.files++;
@@ -117,7 +106,7 @@ export function reserveFor(
   }
   shape.tools = (Array.isArray(body.tools) ? body.tools.length : 0) + (Array.isArray(body.functions) ? body.functions.length : 0);
 
-  const unbounded = unknownDetail || shape.audio + shape.files + shape.otherParts > 0;
+  const unbounded = unboundedImage || shape.audio + shape.files + shape.otherParts > 0;
   const bytes = Buffer.byteLength(upstreamBody) - imageBytes;
   const promptTokens = unbounded ? model.contextLength : Math.min(bytes + 8 + imageTokens + hiddenPromptTokens, model.contextLength);
   const completionTokens = maxTokens * shape.choices;

@@ -16,10 +16,10 @@
  * 4. What remains can only be a write caught between its Postgres and its Redis half at the very moment of the
  *    audit, or a clock step back, so a difference counts only when a second, fresh audit finds it again.
  */
-import type { Redis } from "ioredis";
 import type { RedisNames } from "../ledger/names.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
+import { inChunks, type RedisCommands } from "../redis/connect.ts";
 import { compareBooks, lateCandidates, type AuditPass, type Difference } from "./auditCompare.ts";
 import { readPostgresBooks } from "./auditPostgres.ts";
 import { listLedgerNames, readCreditOutbox, readShard, writtenSinceRead } from "./auditRedis.ts";
@@ -31,7 +31,7 @@ import { rebuildLedger } from "./rebuild.ts";
 
 /** What the audit reads through: the gateway's own connections. */
 export interface AuditDeps {
-  redis: Redis;
+  redis: RedisCommands;
   scripts: LedgerScripts;
   sql: Sql;
   names: RedisNames;
@@ -39,7 +39,7 @@ export interface AuditDeps {
 
 /** What `--fix` works through besides: the ledger (its fenced rebuild), and what moves money into Postgres first. */
 export interface RepairDeps {
-  redis: Redis;
+  redis: RedisCommands;
   sql: Sql;
   ledger: Ledger;
   credits: Pick<Credits, "reapplyPending">;
@@ -93,9 +93,7 @@ export async function repairFromPostgres(s: RepairDeps, found: AuditResult): Pro
   await s.flusher.drain();
   const strays = found.differences.flatMap((x) => (x.stray ? [x.stray] : []));
   if (strays.length > 0) {
-    const p = s.redis.pipeline();
-    for (const x of strays) x.field === undefined ? p.del(x.key) : p.hdel(x.key, x.field);
-    await p.exec();
+    await inChunks(strays, (x) => (x.field === undefined ? s.redis.del(x.key) : s.redis.hdel(x.key, x.field)));
   }
   await rebuildLedgerNow(s);
 }

@@ -67,7 +67,7 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
   const shardOf = new Map(shards.map((s) => [s.shard, s]));
   const books = (wallet: string) => shardOf.get(redisNames.shardOf(wallet))!;
   const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
-  const misplacedShard = (name: string) => /^gw:(\{s\d+\})/.exec(name)?.[1] ?? "?";
+  const misplacedShard = (name: string) => redisNames.parseRecord(name)?.shard ?? "?";
   for (const m of names.misplaced) diffs.push({ subject: `redis ${m.redisKey}`, field: "shard", redis: misplacedShard(m.redisKey), expected: m.belongsIn, unit: "text" });
 
   // Charges as of each shard's read.

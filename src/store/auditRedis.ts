@@ -1,6 +1,6 @@
-import type { Redis } from "ioredis";
 import type { RedisNames } from "../ledger/names.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
+import { inChunks, type RedisCommands, scanKeys } from "../redis/connect.ts";
 import type { CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 
@@ -57,17 +57,14 @@ const MAX_READS = 20;
  * Money reaches Postgres before Redis (credits, keys), so a wallet or key that Redis gains during the SCAN is
  * already in the Postgres list. One created after both is left to the next audit.
  */
-export async function listLedgerNames(redis: Redis, sql: Sql, redisNames: RedisNames): Promise<LedgerNames> {
+export async function listLedgerNames(redis: RedisCommands, sql: Sql, redisNames: RedisNames): Promise<LedgerNames> {
   const found: { shard: string; kind: string; id: string; name: string }[] = [];
-  let cursor = "0";
-  do {
-    const [next, names] = await redis.scan(cursor, "MATCH", redisNames.recordPattern, "COUNT", 2000);
-    cursor = next;
+  for await (const names of scanKeys(redis, redisNames.recordPattern, 2000)) {
     for (const name of names) {
       const record = redisNames.parseRecord(name);
       if (record) found.push({ ...record, name });
     }
-  } while (cursor !== "0");
+  }
   const wallets = await sql<{ wallet: string }[]>`
     SELECT wallet FROM credits UNION SELECT wallet FROM api_keys UNION SELECT wallet FROM ledger_events WHERE type = 'charge'`;
   const apiKeys = await sql<{ id: number; wallet: string }[]>`SELECT id, wallet FROM api_keys`;
@@ -99,7 +96,7 @@ const str = (v: unknown) => (v === null || v === undefined ? null : String(v));
  * script's own list of holds, and the shard is read again with it.
  */
 export async function readShard(scripts: LedgerScripts, redisNames: RedisNames, shard: string, wallets: string[], keyIds: number[]): Promise<ShardBooks> {
-  let holdIds = (await scripts.client.send("ZRANGE", [redisNames.holds(shard), "0", "-1"])) as string[];
+  let holdIds = (await scripts.client.send("ZRANGE", [redisNames.holds(shard), "0", "-1"], redisNames.holds(shard))) as string[];
   for (let read = 0; read < MAX_READS; read++) {
     const names = [
       redisNames.holds(shard), redisNames.outbox(shard), redisNames.credited(shard),
@@ -149,7 +146,7 @@ export async function readShard(scripts: LedgerScripts, redisNames: RedisNames, 
  * before the Postgres snapshot: such a credit leaves this hash only once Postgres has it, so every credit the
  * shards showed is in one or the other.
  */
-export async function readCreditOutbox(redis: Redis, redisNames: RedisNames): Promise<Map<string, CreditInput>> {
+export async function readCreditOutbox(redis: RedisCommands, redisNames: RedisNames): Promise<Map<string, CreditInput>> {
   const all = await redis.hgetall(redisNames.creditOutbox);
   return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as CreditInput]));
 }
@@ -166,19 +163,17 @@ export interface LateWrites {
  * key Redis has since created or revoked, is that, not a difference.
  */
 export async function writtenSinceRead(
-  redis: Redis,
+  redis: RedisCommands,
   redisNames: RedisNames,
   candidates: { credits: { eventId: string; wallet: string }[]; keys: { id: number; wallet: string; revoked: boolean }[] },
 ): Promise<LateWrites> {
   const late: LateWrites = { credits: new Set(), keys: new Set() };
   if (candidates.credits.length + candidates.keys.length === 0) return late;
-  const p = redis.pipeline();
-  for (const c of candidates.credits) p.hexists(redisNames.credited(redisNames.shardOf(c.wallet)), c.eventId);
-  for (const k of candidates.keys) p.hget(redisNames.apiKey(redisNames.shardOf(k.wallet), k.id), "revoked");
-  const replies = (await p.exec()) ?? [];
-  candidates.credits.forEach((c, i) => replies[i]?.[1] === 1 && late.credits.add(c.eventId));
+  const credited = await inChunks(candidates.credits, (c) => redis.hexists(redisNames.credited(redisNames.shardOf(c.wallet)), c.eventId));
+  const revokedNow = await inChunks(candidates.keys, (k) => redis.hget(redisNames.apiKey(redisNames.shardOf(k.wallet), k.id), "revoked"));
+  candidates.credits.forEach((c, i) => credited[i] === 1 && late.credits.add(c.eventId));
   candidates.keys.forEach((k, i) => {
-    const revoked = replies[candidates.credits.length + i]?.[1];
+    const revoked = revokedNow[i];
     if (revoked === (k.revoked ? "1" : "0")) late.keys.add(k.id);
   });
   return late;

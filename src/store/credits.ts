@@ -102,7 +102,7 @@ export class Credits {
       } else if (!reachedPostgres && !outboxSent) {
         log.error("SETTLED PAYMENT NOT CREDITED: grant it by hand", { ...c, error: e });
       } else {
-        log.error("SETTLED PAYMENT NOT CREDITED YET: Postgres or the Redis credit outbox may hold it, and the repair job applies it from there; grant it only if neither credits nor gw:credits:outbox has its event_id", { ...c, error: e });
+        log.error(`SETTLED PAYMENT NOT CREDITED YET: Postgres or the Redis credit outbox may hold it, and the repair job applies it from there; grant it only if neither credits nor ${this.ledger.names.creditOutbox} has its event_id`, { ...c, error: e });
       }
       throw e;
     }

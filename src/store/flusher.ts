@@ -1,8 +1,8 @@
 import { hostname } from "node:os";
-import type { RedisClient } from "bun";
 import type { RedisNames } from "../ledger/names.ts";
 import { log } from "../log.ts";
 import { metrics } from "../observe/metrics.ts";
+import type { KeyRouter } from "../redis/router.ts";
 import type { Sql } from "./db.ts";
 
 const GROUP = "flusher";
@@ -11,8 +11,18 @@ const BATCH = 500;
 const CLAIM_IDLE_MS = 60_000;
 
 type Entry = [id: string, fields: string[] | null];
-// XREADGROUP over RESP3 (Bun's client): stream name → entries, or null when nothing is there.
-type StreamReply = Record<string, Entry[]> | null;
+type Batch = [stream: string, id: string, fields: string[] | null][];
+
+/**
+ * The entries of a one-stream XREADGROUP reply: a map stream → entries over RESP3 (Bun's client), a list of
+ * [stream, entries] over RESP2 (ioredis, which a cluster router falls back to while a master fails over), null
+ * when nothing is there.
+ */
+function entriesOf(reply: unknown): Entry[] {
+  if (!reply) return [];
+  if (Array.isArray(reply)) return reply.flatMap((r) => (r as [string, Entry[]])[1] ?? []);
+  return Object.values(reply as Record<string, Entry[]>).flat();
+}
 
 /**
  * One statement per batch: the outbox entries are already JSON objects (settle-6 / release-6 write them), so the
@@ -51,6 +61,11 @@ export interface FlusherHooks {
  * XACK + XDEL. A crash anywhere redelivers, never loses, and never double-counts. A full batch is followed by
  * the next one at once, so the outbox never grows faster than Postgres can take it.
  *
+ * Every gateway process runs one: the consumer group gives each entry to one reader, a reader that dies holding
+ * entries has them claimed by another after CLAIM_IDLE_MS, and inserts are idempotent by event id, so N processes
+ * flush each charge into Postgres exactly once. Each shard's stream is read on its own (one slot per command, on
+ * the master that owns it), all shards' reads in flight together.
+ *
  * A Redis that lost its data while we run (NOGROUP) is noticed here: `onRedisLost` rebuilds the ledger from
  * Postgres and the consumer groups are created again.
  */
@@ -59,10 +74,12 @@ export class Flusher {
   private timer?: ReturnType<typeof setTimeout>;
   private stopped = true;
   private rounds = 0;
+  /** This reader may hold entries it read but did not ack (at start: a previous run under the same name). */
+  private ownPending = true;
   private readonly streams: string[];
 
   constructor(
-    private readonly redis: RedisClient,
+    private readonly redis: KeyRouter,
     private readonly sql: Sql,
     redisNames: RedisNames,
     private readonly hooks: FlusherHooks = {},
@@ -73,11 +90,13 @@ export class Flusher {
 
   /** Creates the consumer groups (from the start of each stream, so nothing written earlier is skipped). */
   async init(): Promise<void> {
-    for (const s of this.streams) {
-      await this.redis.send("XGROUP", ["CREATE", s, GROUP, "0", "MKSTREAM"]).catch((e: Error) => {
-        if (!e.message.includes("BUSYGROUP")) throw e;
-      });
-    }
+    await Promise.all(
+      this.streams.map((s) =>
+        this.redis.send("XGROUP", ["CREATE", s, GROUP, "0", "MKSTREAM"], s).catch((e: Error) => {
+          if (!e.message.includes("BUSYGROUP")) throw e;
+        }),
+      ),
+    );
   }
 
   /** Runs in the background until stop(); every `intervalMs` it flushes what is there. */
@@ -103,6 +122,16 @@ export class Flusher {
     return run;
   }
 
+  /**
+   * One batch that first takes over what other readers have held for `minIdleMs` or longer (a process killed
+   * mid-flush), instead of waiting for the every-50th-round claim of entries idle CLAIM_IDLE_MS.
+   */
+  takeOver(minIdleMs: number): Promise<number> {
+    const run = this.queue.then(() => this.round(minIdleMs));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
   /** Flushes until the outbox is empty: tests call it instead of sleeping, shutdown calls it last. */
   async drain(): Promise<void> {
     while ((await this.flushOnce()) > 0);
@@ -115,21 +144,23 @@ export class Flusher {
     await this.drain();
   }
 
-  private async round(): Promise<number> {
+  private async round(claimIdleMs?: number): Promise<number> {
     this.rounds++;
-    let batch: [string, string, string[] | null][];
+    let batch: Batch;
     try {
-      batch = await this.read("0");
+      batch = await this.next(claimIdleMs);
     } catch (e) {
       if (!(e instanceof Error && e.message.startsWith("NOGROUP"))) throw e;
       log.error("Redis lost the outbox consumer groups (data loss or FLUSHALL); rebuilding the ledger from Postgres");
       await this.hooks.onRedisLost?.();
       await this.init();
-      batch = await this.read("0");
+      this.ownPending = true;
+      batch = await this.next(claimIdleMs);
     }
-    if (this.rounds % 50 === 0) batch = batch.concat(await this.claimStale());
-    if (batch.length === 0) batch = await this.read(">");
     if (batch.length === 0) return 0;
+    // Until this batch is acked, what this reader holds is read again first (a failed insert or ack retries it).
+    const wasPending = this.ownPending;
+    this.ownPending = true;
 
     const events: string[] = [];
     for (const [, , fields] of batch) {
@@ -145,29 +176,52 @@ export class Flusher {
     }
     const acks: Promise<unknown>[] = [];
     for (const [stream, ids] of byStream) {
-      acks.push(this.redis.send("XACK", [stream, GROUP, ...ids]), this.redis.send("XDEL", [stream, ...ids]));
+      acks.push(this.redis.send("XACK", [stream, GROUP, ...ids], stream), this.redis.send("XDEL", [stream, ...ids], stream));
     }
     await Promise.all(acks);
+    this.ownPending = wasPending;
     metrics.flushBatches.inc();
     metrics.flushEvents.inc(batch.length);
     return batch.length;
   }
 
-  private async read(from: "0" | ">"): Promise<[string, string, string[] | null][]> {
-    const reply = (await this.redis.send("XREADGROUP", [
-      "GROUP", GROUP, this.consumer, "COUNT", String(BATCH), "STREAMS", ...this.streams, ...this.streams.map(() => from),
-    ])) as StreamReply;
-    const out: [string, string, string[] | null][] = [];
-    for (const stream in reply ?? {}) for (const [id, fields] of reply![stream]!) out.push([stream, id, fields]);
+  /**
+   * The next batch: entries this reader read before and has not acked (only after a failed round or at start, so
+   * an idle round costs one read per shard), stale entries of dead readers every 50 rounds, else new entries.
+   */
+  private async next(claimIdleMs?: number): Promise<Batch> {
+    let batch: Batch = [];
+    if (this.ownPending) {
+      batch = await this.read("0");
+      if (batch.length === 0) this.ownPending = false;
+    }
+    if (claimIdleMs !== undefined || this.rounds % 50 === 0) batch = batch.concat(await this.claimStale(claimIdleMs));
+    if (batch.length === 0) batch = await this.read(">");
+    return batch;
+  }
+
+  /** Up to BATCH entries of each shard's stream (one XREADGROUP per stream, all in flight together). */
+  private async read(from: "0" | ">"): Promise<Batch> {
+    const count = String(BATCH);
+    const replies = await Promise.all(
+      this.streams.map((s) => this.redis.send("XREADGROUP", ["GROUP", GROUP, this.consumer, "COUNT", count, "STREAMS", s, from], s)),
+    );
+    const out: Batch = [];
+    replies.forEach((reply, i) => {
+      for (const [id, fields] of entriesOf(reply)) out.push([this.streams[i]!, id, fields]);
+    });
     return out;
   }
 
-  private async claimStale(): Promise<[string, string, string[] | null][]> {
-    const out: [string, string, string[] | null][] = [];
-    for (const s of this.streams) {
-      const [, entries] = (await this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(CLAIM_IDLE_MS), "0-0", "COUNT", String(BATCH)])) as [string, Entry[]];
-      for (const [id, fields] of entries) out.push([s, id, fields]);
-    }
+  /** Takes over entries another reader has held for `minIdleMs` or longer (a process that died mid-flush). */
+  private async claimStale(minIdleMs = CLAIM_IDLE_MS): Promise<Batch> {
+    const replies = await Promise.all(
+      this.streams.map((s) => this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(minIdleMs), "0-0", "COUNT", String(BATCH)], s) as Promise<[string, Entry[]]>),
+    );
+    const out: Batch = [];
+    replies.forEach(([, entries], i) => {
+      for (const [id, fields] of entries) out.push([this.streams[i]!, id, fields]);
+    });
     return out;
   }
 }

@@ -1,10 +1,13 @@
+import { rebuiltKeyFields } from "../ledger/apiKeyState.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { inChunks, scanKeys } from "../redis/connect.ts";
 import { Credits, type CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, insertLedgerEvents } from "./flusher.ts";
 import { restoreRevocations } from "./reconcile.ts";
-import { RebuildLock } from "./rebuildLock.ts";
+import { FencedShardWriter } from "./rebuildBatch.ts";
+import { RebuildLock, RebuildLockLost } from "./rebuildLock.ts";
 import { recordShardCount } from "./redisChecks.ts";
 
 /** Test seams: awaited between the rebuild's steps, so a test can race writers against each one. */
@@ -74,7 +77,13 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const { redis, names: k } = ledger;
   const shards = k.allShards();
   await recordShardCount(redis, k); // a Redis that lost its data lost this record too
-  const epoch = String(await redis.incr(k.epoch));
+  // Epochs only grow, also when the counter was lost with its node while other shards' fences survived (a cluster
+  // master that came back empty): a fence still showing a later epoch moves the counter past it.
+  const survivors = await Promise.all(shards.map((s) => redis.get(k.fence(s))));
+  const highest = Math.max(0, ...survivors.map((f) => Number(/^(?:R:)?(\d+)$/.exec(f ?? "")?.[1] ?? 0)));
+  let next = await redis.incr(k.epoch);
+  if (next <= highest) next = await redis.incrby(k.epoch, highest + 1 - next);
+  const epoch = String(next);
   const closed = `R:${epoch}`;
   lock.assertHeld();
   // Closed before anything is read: a script running after this refuses, one that ran before is in what follows.
@@ -86,7 +95,7 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const snap = await readSnapshot(sql);
   await hooks.snapshotTaken?.();
   const held = await liveHolds(ledger);
-  await writeLedger(ledger, lock, snap, held);
+  await writeLedger(ledger, lock, closed, snap, held);
   // Exactly the credits of the snapshot are applied now; one committed since is applied by its own credit-3 call.
   const unapplied = snap.credits.filter((c) => !c.applied).map((c) => c.id);
   for (let i = 0; i < unapplied.length; i += 10_000) {
@@ -98,7 +107,12 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   await redis.set(k.ready, new Date().toISOString(), "NX");
 
   lock.assertHeld();
-  for (const s of shards) await ledger.scripts.compareAndSet(k.fence(s), closed, epoch);
+  // A fence that is no longer ours means another rebuild took over: its result stands, this one did not rebuild.
+  for (const s of shards) {
+    if (!(await ledger.scripts.compareAndSet(k.fence(s), closed, epoch))) {
+      throw new RebuildLockLost(`shard ${s}'s fence is no longer this rebuild's "${closed}": another process rebuilt the ledger`);
+    }
+  }
   ledger.fence.adoptAll(epoch);
   return { epoch, wallets: snap.wallets.length, credits: snap.credits.length, keys: snap.apiKeys.length, holds: held.count };
 }
@@ -174,49 +188,42 @@ async function liveHolds(ledger: Ledger) {
   return { wallets, keys, count };
 }
 
-async function writeLedger(ledger: Ledger, lock: RebuildLock, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
+/**
+ * Writes the snapshot shard by shard through fenced batches (rebuild-write-2.lua, on the shard's master), each
+ * landing only while the shard's fence is still this rebuild's. Per shard the applied credit ids go first, then
+ * balances and key state, and ids Postgres does not know are dropped last: a rebuild stopped between two batches
+ * never leaves a balance that includes a credit the credited hash lacks (the reconciler would apply it again).
+ */
+async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
   const { redis, names: k } = ledger;
-  let p = redis.pipeline();
-  let queued = 0;
-  const flush = async (force = false) => {
-    if (!force && ++queued % 1000 !== 0) return;
-    lock.assertHeld();
-    const replies = (await p.exec()) ?? [];
-    for (const [err] of replies) if (err) throw err;
-    p = redis.pipeline();
-  };
-  // The credited hashes are exactly the snapshot's credits (a credit applied before the fence closed is in it).
-  for (const s of k.allShards()) p.del(k.credited(s));
-  const written = new Set<string>();
-  for (const w of snap.wallets) {
-    const name = k.wallet(k.shardOf(w.wallet), w.wallet);
-    written.add(name);
-    p.hset(name, "balance", w.balance, "locked", held.wallets.get(name) ?? 0);
-    await flush();
-  }
+  const shards = new Map(k.allShards().map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]));
+  const of = (wallet: string) => shards.get(k.shardOf(wallet))!;
+  for (const c of snap.credits) of(c.wallet).credits.set(c.event_id, c.amount_usdc);
+  for (const w of snap.wallets) of(w.wallet).wallets.set(k.wallet(k.shardOf(w.wallet), w.wallet), w.balance);
+  for (const key of snap.apiKeys) of(key.wallet).keys.push(key);
   // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
   const others = new Set(held.wallets.keys());
-  let cursor = "0";
-  do {
-    const [next, names] = await redis.scan(cursor, "MATCH", k.walletPattern, "COUNT", "1000");
-    for (const n of names) if (k.isWallet(n)) others.add(n);
-    cursor = next;
-  } while (cursor !== "0");
+  for await (const names of scanKeys(redis, k.walletPattern)) for (const n of names) if (k.isWallet(n)) others.add(n);
   for (const name of others) {
-    if (written.has(name)) continue;
-    p.hset(name, "balance", 0, "locked", held.wallets.get(name) ?? 0);
-    await flush();
+    const shard = shards.get(k.parseRecord(name)?.shard ?? "");
+    if (shard && !shard.wallets.has(name)) shard.wallets.set(name, 0);
   }
-  for (const c of snap.credits) {
-    p.hset(k.credited(k.shardOf(c.wallet)), c.event_id, c.amount_usdc);
-    await flush();
+
+  for (const [s, plan] of shards) {
+    const w = new FencedShardWriter(ledger, lock, s, closed);
+    await w.hset(k.credited(s), Object.fromEntries(plan.credits));
+    for (const [name, balance] of plan.wallets) await w.hset(name, { balance, locked: held.wallets.get(name) ?? 0 });
+    for (const key of plan.keys) {
+      const name = ledger.principal(key.id, key.wallet).apiKeyName;
+      await w.hset(name, rebuiltKeyFields({ revoked: key.revoked, budget: key.budget_usdc }, {
+        spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
+      }));
+    }
+    // The credited hash is exactly the snapshot's credits (a credit applied before the fence closed is in it).
+    await w.hdel(k.credited(s), (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)));
+    await w.flush();
   }
-  for (const key of snap.apiKeys) {
-    const principal = ledger.principal(key.id, key.wallet);
-    ledger.apiKeys.queueRebuilt(p, principal, key.key_hash, { revoked: key.revoked, budget: key.budget_usdc }, {
-      spent: key.spent, locked: held.keys.get(principal.apiKeyName) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
-    });
-    await flush();
-  }
-  await flush(true);
+  // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One
+  // command each (on a cluster a pipeline may not span nodes), a thousand at a time.
+  await inChunks(snap.apiKeys, (key) => ledger.apiKeys.writeMapping(ledger.principal(key.id, key.wallet), key.key_hash));
 }

@@ -1,5 +1,6 @@
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { inChunks } from "../redis/connect.ts";
 import type { Sql } from "./db.ts";
 
 /**
@@ -38,7 +39,7 @@ export async function restoreAppliedCredits(ledger: Ledger, sql: Sql, hours: num
     SELECT id, event_id, wallet, amount_usdc FROM credits
     WHERE applied_at IS NOT NULL AND (${hours}::int IS NULL OR applied_at > now() - ${hours}::int * interval '1 hour')
     ORDER BY id`;
-  const lost = await pipelined(ledger, rows, (p, r) => p.hexists(k.credited(k.shardOf(r.wallet)), r.event_id), (v) => v !== 1);
+  const lost = await pick(rows, (r) => ledger.redis.hexists(k.credited(k.shardOf(r.wallet)), r.event_id), (v) => v !== 1);
   let applied = 0;
   for (const i of lost) {
     const r = rows[i]!;
@@ -50,20 +51,8 @@ export async function restoreAppliedCredits(ledger: Ledger, sql: Sql, hours: num
   return applied;
 }
 
-type Pipeline = ReturnType<Ledger["redis"]["pipeline"]>;
-
-/** Indices of `items` whose reply matches `pick`, read in pipelines of 1000. */
-async function pipelined<T>(ledger: Ledger, items: T[], read: (p: Pipeline, item: T) => unknown, pick: (reply: unknown) => boolean): Promise<number[]> {
-  const out: number[] = [];
-  for (let start = 0; start < items.length; start += 1000) {
-    const p = ledger.redis.pipeline();
-    const chunk = items.slice(start, start + 1000);
-    for (const item of chunk) read(p, item);
-    const replies = (await p.exec()) ?? [];
-    replies.forEach(([err, v], i) => {
-      if (err) throw err;
-      if (pick(v)) out.push(start + i);
-    });
-  }
-  return out;
+/** Indices of `items` whose reply matches `want`, read 1000 at a time (each command on its key's node). */
+async function pick<T, R>(items: T[], read: (item: T) => Promise<R>, want: (reply: R) => boolean): Promise<number[]> {
+  const replies = await inChunks(items, read);
+  return replies.flatMap((v, i) => (want(v) ? [i] : []));
 }

@@ -8,10 +8,11 @@ import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
 import { buildServices, type Connections, type Services } from "../../src/services.ts";
-import { startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
+import { IMAGE_TOKENS as CLAUDE_IMAGE_TOKENS, startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { catalogModel, STANDIN_KEY, standinProvider } from "./catalog.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";
 import { startStandin, type Standin } from "./openaiStandin.ts";
+import type { TestCluster } from "./cluster.ts";
 import { freshDatabase, privateRedis } from "./services.ts";
 
 export const SIWE_DOMAIN = "gateway.test";
@@ -35,7 +36,8 @@ export const CLAUDE_MODELS = [
 /**
  * Test catalog: stand-in models (behaviour by upstream name) at round prices, and one unreachable provider.
  * "vision" answers like echo and names the stand-in's image maxima (85 / 1,445) as its own; "underpriced" names
- * 1 token per image, so an image request settles above its hold.
+ * 1 token per image, so an image request settles above its hold; "echo" names none, so an image holds its whole
+ * context window.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
   const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless"];
@@ -50,7 +52,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       catalogModel("standin", "vision", { imageTokens: { low: 85, high: 1_445 } }),
       catalogModel("standin", "underpriced", { imageTokens: { low: 1, high: 1 } }),
       catalogModel("dead", "echo"),
-      ...CLAUDE_MODELS.map((n) => catalogModel("claude", n)),
+      // The Anthropic stand-in's own image maximum: a model without imageTokens holds the context window per image.
+      ...CLAUDE_MODELS.map((n) => catalogModel("claude", n, { imageTokens: { low: CLAUDE_IMAGE_TOKENS, high: CLAUDE_IMAGE_TOKENS } })),
     ],
   };
 }
@@ -65,11 +68,13 @@ export interface GatewayOptions {
   forwardPostgres?: boolean;
   /** Sees every query the services' postgres.js client sends. */
   onQuery?: (query: string) => void;
+  /** Run on this Redis Cluster (test/helpers/cluster.ts) instead of a private redis-server. */
+  cluster?: TestCluster;
 }
 
 export interface TestGateway {
   services: Services;
-  /** The private redis-server's own socket (a test's side door, past any forwarder). */
+  /** The private redis-server's own socket (a test's side door, past any forwarder); "" on a cluster. */
   redisSocket: string;
   redisForwarder?: Forwarder;
   pgForwarder?: Forwarder;
@@ -88,7 +93,8 @@ export interface TestGateway {
   siweMessage(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): string;
   signIn(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): Promise<{ message: string; signature: string }>;
   /** A fresh wallet with an API key and `usd` of granted credit. */
-  newWallet(usd?: number, keyOptions?: Record<string, unknown>): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
+  /** `account`: this one instead of a fresh one (a wallet chosen for its shard, say). */
+  newWallet(usd?: number, keyOptions?: Record<string, unknown>, account?: PrivateKeyAccount): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
   grant(wallet: string, micro: number): Promise<void>;
   ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
   /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */
@@ -112,7 +118,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     ...env,
   };
   const config = loadConfig(configEnv);
-  const redis = await privateRedis({ port: opts.redisPort });
+  const redis = opts.cluster ? { socket: "", stop: async () => {} } : await privateRedis({ port: opts.redisPort });
   const db = await freshDatabase();
   const redisForwarder = opts.forwardRedis ? startForwarder({ unix: redis.socket }) : undefined;
   let database = { ...db.database, debug: opts.onQuery && ((_c: number, q: string) => opts.onQuery!(q)) };
@@ -129,7 +135,8 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
       database = { ...database, url: url.toString() };
     }
   }
-  const redisTarget = redisForwarder ? (redisForwarder.address as { unix: string }).unix : redis.socket;
+  const clusterTarget = opts.cluster && { cluster: opts.cluster.nodes.map((n) => ({ host: "127.0.0.1", port: n.port })) };
+  const redisTarget = clusterTarget ?? (redisForwarder ? (redisForwarder.address as { unix: string }).unix : redis.socket);
   const services = await buildServices(config, { redis: redisTarget, database });
   const app = createApp(services);
   const handle = (req: Request) => app.handle(req);
@@ -139,7 +146,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     redisSocket: redis.socket,
     redisForwarder,
     pgForwarder,
-    connections: { redis: redis.socket, database: db.database },
+    connections: { redis: clusterTarget ?? redis.socket, database: db.database },
     standin,
     anthropic,
     handle,
@@ -186,8 +193,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
       const message = gw.siweMessage(account, over);
       return { message, signature: await account.signMessage({ message }) };
     },
-    async newWallet(usd = 10, keyOptions = {}) {
-      const account = privateKeyToAccount(generatePrivateKey());
+    async newWallet(usd = 10, keyOptions = {}, account = privateKeyToAccount(generatePrivateKey())) {
       const wallet = account.address.toLowerCase();
       const res = await gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "test", ...keyOptions });
       if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`);
@@ -199,6 +205,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     },
     ledgerState: (wallet) => services.ledger.balance(wallet),
     sharedEnv() {
+      if (opts.cluster) return { ...configEnv, REDIS_CLUSTER_NODES: opts.cluster.seeds, DATABASE_URL: db.database.url };
       if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");
       return { ...configEnv, REDIS_URL: `redis://127.0.0.1:${opts.redisPort}`, DATABASE_URL: db.database.url };
     },

@@ -46,3 +46,9 @@ export function fmtUnits(atomic: bigint, decimals: number): string {
   const frac = (atomic % base).toString().padStart(decimals, "0").replace(/0+$/, "");
   return frac ? `${whole}.${frac}` : String(whole);
 }
+
+/** A USD amount as the API takes it: digits with at most 6 decimals, else null. */
+export function parseUsd(text: string): number | null {
+  const t = text.trim();
+  return /^\d+(\.\d{1,6})?$/.test(t) ? Number(t) : null;
+}

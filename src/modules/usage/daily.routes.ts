@@ -3,10 +3,9 @@ import { requireWallet } from "../../auth/walletAuth.ts";
 import type { Services } from "../services.ts";
 import { doc, errors, EXAMPLE_WALLET, json, queryParam, responses, SECURITY } from "../../openapi/document.ts";
 import { Wallet } from "../schemas.ts";
-import { UsageService } from "./usage.service.ts";
 
 /** GET /v1/usage/{wallet}/daily: spend per day and key (API key or SIWE of that wallet, like /v1/usage/{wallet}). */
-export const dailyUsageRoutes = (s: Services, usage = new UsageService(s.ledger, s.keys, s.sql)) =>
+export const dailyUsageRoutes = (s: Services) =>
   new Elysia({ tags: ["usage"] }).get(
     "/v1/usage/:wallet/daily",
     async ({ params, query, headers }) => {
@@ -16,7 +15,7 @@ export const dailyUsageRoutes = (s: Services, usage = new UsageService(s.ledger,
         message: query.message,
         signature: query.signature,
       });
-      return usage.daily(wallet, query.days ?? 30);
+      return s.usage.daily(wallet, query.days ?? 30);
     },
     {
       params: t.Object({ wallet: Wallet }),

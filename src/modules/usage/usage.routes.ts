@@ -3,10 +3,9 @@ import { requireWallet } from "../../auth/walletAuth.ts";
 import type { Services } from "../services.ts";
 import { doc, errors, EXAMPLE_WALLET, json, responses, SECURITY } from "../../openapi/document.ts";
 import { queryString, Wallet } from "../schemas.ts";
-import { UsageService } from "./usage.service.ts";
 
 /** GET /v1/usage/{wallet}: balance and per-key counters, live from the Redis ledger. */
-export const usageRoutes = (s: Services, usage = new UsageService(s.ledger, s.keys, s.sql)) =>
+export const usageRoutes = (s: Services) =>
   new Elysia({ tags: ["usage"] }).get(
     "/v1/usage/:wallet",
     async ({ params, query, headers }: { params: { wallet: string }; query: Record<string, unknown>; headers: Record<string, string | undefined> }) => {
@@ -16,7 +15,7 @@ export const usageRoutes = (s: Services, usage = new UsageService(s.ledger, s.ke
         message: queryString(query.message),
         signature: queryString(query.signature),
       });
-      return usage.live(wallet);
+      return s.usage.live(wallet);
     },
     {
       params: t.Object({ wallet: Wallet }),

@@ -12,8 +12,8 @@ const MAX_BUDGET = 32_000;
 const ADAPTIVE_EFFORT: Record<string, string> = { minimal: "low", low: "low", medium: "medium", high: "high", xhigh: "high" };
 
 function budgetFor(effort: string, maxTokens: number): number | undefined {
-  const share = EFFORT_SHARE[effort];
-  if (share === undefined) return undefined;
+  if (!Object.hasOwn(EFFORT_SHARE, effort)) return undefined; // "constructor" is not an effort level
+  const share = EFFORT_SHARE[effort]!;
   const budget = Math.min(MAX_BUDGET, Math.max(MIN_BUDGET, Math.floor(maxTokens * share)));
   // Anthropic needs budget < max_tokens (max_tokens counts thinking too); raising max_tokens would outgrow the
   // hold, so a max_tokens too small for the smallest budget means no thinking.
@@ -31,7 +31,7 @@ export function thinkingParams(body: ChatRequest, caps: ClaudeCapabilities, maxT
   const effort = typeof body.reasoning_effort === "string" ? body.reasoning_effort : undefined;
   // Anthropic's own thinking shape, as an extension of the OpenAI request; checked field by field below.
   const asked = body.thinking as { type?: string; budget_tokens?: number } | undefined;
-  const adaptiveEffort = effort ? ADAPTIVE_EFFORT[effort] : undefined;
+  const adaptiveEffort = effort && Object.hasOwn(ADAPTIVE_EFFORT, effort) ? ADAPTIVE_EFFORT[effort] : undefined;
   if (asked && typeof asked === "object") {
     if (asked.type === "enabled" || asked.type === "adaptive") {
       const budget = asked.budget_tokens;

@@ -1,5 +1,6 @@
 import { upstreamStatusError } from "../errors.ts";
 import { OPENAI_FORWARDED_FIELDS, pickFields } from "../fields.ts";
+import { forwardedMessages } from "../parts.ts";
 import type { Usage } from "../pricing.ts";
 import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
 import type { AssistantMessage, ChatCompletion, ChatCompletionChunk, ChunkDelta, ForwardedRequest, StreamError, Usage as WireUsage } from "./wire.ts";
@@ -53,11 +54,13 @@ export function renamedModel(text: string, from: unknown, to: string): string | 
 /**
  * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request's
  * allowed fields (fields.ts) are passed through with the upstream model name, the clamped max_tokens and, for
- * streams, include_usage.
+ * streams, include_usage; its messages are rebuilt from allow-lists of keys and part types (parts.ts).
  */
 export const openaiAdapter: ProviderAdapter = {
   request({ model, body, stream, maxTokens }: UpstreamParams) {
     const upstream: ForwardedRequest = { ...pickFields(body, OPENAI_FORWARDED_FIELDS), model: model.upstreamModel };
+    // Parts and messages carry billing switches of their own (cache_control): rebuilt, never copied.
+    upstream.messages = forwardedMessages(body.messages);
     // The cap always goes upstream, clamped, under the name the client used: reasoning models refuse max_tokens,
     // and a provider that prefers max_completion_tokens must not see a larger one than the hold covers.
     if (body.max_completion_tokens !== undefined) upstream.max_completion_tokens = maxTokens;

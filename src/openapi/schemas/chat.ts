@@ -1,0 +1,90 @@
+import { type TSchema, Type as T } from "@sinclair/typebox";
+import { closed, Enum, Int, ref } from "./common.ts";
+
+/** What an API-key client sees: health, the model list, chat completions (whole and streamed). */
+
+const ChatMessage = T.Object(
+  {
+    role: T.Union([T.Literal("system"), T.Literal("user"), T.Literal("assistant"), T.Literal("tool"), T.Literal("developer")]),
+    // A string per the spec; content parts and null (assistant tool calls) are what OpenAI clients also send.
+    content: T.Union([T.String(), T.Array(T.Any()), T.Null()]),
+  },
+  { additionalProperties: true },
+);
+
+/** Also what Elysia validates a chat request with (REQUEST_BODIES). */
+export const ChatCompletionRequest = T.Object(
+  {
+    model: T.String({ minLength: 1, maxLength: 256, description: "Model id from GET /v1/models", examples: ["openai/gpt-4o-mini"] }),
+    messages: T.Array(ChatMessage, { minItems: 1 }),
+    max_tokens: T.Optional(T.Integer({ minimum: 1, maximum: 10_000_000, description: "Basis of the balance reserve; default 1024" })),
+    max_completion_tokens: T.Optional(T.Integer({ minimum: 1, maximum: 10_000_000, description: "OpenAI's newer name for max_tokens" })),
+    temperature: T.Optional(T.Number({ minimum: 0, maximum: 2 })),
+    top_p: T.Optional(T.Number({ minimum: 0, maximum: 1 })),
+    stream: T.Optional(T.Boolean({ description: "true answers text/event-stream; default false" })),
+    n: T.Optional(T.Integer({ minimum: 1, maximum: 128 })),
+    tools: T.Optional(T.Array(T.Record(T.String(), T.Any()))),
+    tool_choice: T.Optional(T.Union([T.String(), T.Record(T.String(), T.Any())])),
+    stream_options: T.Optional(T.Object({ include_usage: T.Optional(T.Boolean()) }, { additionalProperties: true })),
+  },
+  { additionalProperties: true, description: "OpenAI-compatible; further fields (stop, seed, response_format …) go to the provider" },
+);
+
+/** The serving schemas, in the order the document lists them. */
+export const CHAT_SCHEMAS = {
+  Health: T.Object(
+    {
+      status: Enum(["ok", "degraded"]),
+      redis: Enum(["up", "down"]),
+      postgres: Enum(["up", "down"]),
+    },
+    closed,
+  ),
+  Model: T.Object(
+    {
+      id: T.String({ description: "<provider>/<model_name>" }),
+      object: T.Literal("model"),
+      name: T.String(),
+      provider: T.String(),
+      contextLength: Int("Context window, tokens"),
+      promptPricePer1MTokens: T.Number({ description: "USD per 1M prompt tokens (the billed rate)" }),
+      completionPricePer1M: T.Number({ description: "USD per 1M completion tokens (the billed rate)" }),
+    },
+    closed,
+  ),
+  ModelList: T.Object({ object: T.Literal("list"), data: T.Array(ref("Model")) }, closed),
+  ChatMessage,
+  ChatCompletionRequest,
+  ChatCompletionUsage: T.Object(
+    { prompt_tokens: Int(), completion_tokens: Int(), total_tokens: Int() },
+    { additionalProperties: true, description: "The usage the answer is billed at" },
+  ),
+  ChatCompletionResponse: T.Object(
+    {
+      id: T.String(),
+      object: T.String({ examples: ["chat.completion"] }),
+      created: T.Optional(T.Integer()),
+      model: T.String(),
+      choices: T.Array(
+        T.Object({ index: Int(), message: ref("ChatMessage"), finish_reason: T.Union([T.String(), T.Null()]) }, { additionalProperties: true }),
+      ),
+      usage: ref("ChatCompletionUsage"),
+    },
+    { additionalProperties: true },
+  ),
+  ChatCompletionChunk: T.Object(
+    {
+      id: T.String(),
+      object: T.Literal("chat.completion.chunk"),
+      created: T.Integer(),
+      model: T.String(),
+      choices: T.Array(T.Object({ index: Int(), delta: T.Record(T.String(), T.Any()) }, { additionalProperties: true })),
+      usage: T.Optional(T.Union([ref("ChatCompletionUsage"), T.Null()])),
+    },
+    { additionalProperties: true, description: "One `data:` event of a stream; the last one carries usage when asked for" },
+  ),
+  StreamErrorEvent: T.Object(
+    { error: T.Object({ message: T.String(), type: T.Literal("upstream_error") }) },
+    { description: "`data:` event of a provider failure after the stream started (status stays 200), then [DONE]" },
+  ),
+} satisfies Record<string, TSchema>;

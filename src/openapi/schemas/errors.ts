@@ -1,0 +1,34 @@
+import { type TSchema, Type as T } from "@sinclair/typebox";
+import { ERROR_STATUS } from "../../errors.ts";
+import { closed, Enum, Micro, ref } from "./common.ts";
+
+/** The error bodies: the one coded Error, the two 402s that carry amounts, and x402's bare `{error}` (PlainError). */
+
+const ErrorCode = Enum(Object.keys(ERROR_STATUS), "Machine-readable code (see the error table)");
+
+/** The error schemas, in the order the document lists them. */
+export const ERROR_SCHEMAS = {
+  Error: T.Object(
+    { error: ErrorCode, message: T.String({ description: "Human-readable" }) },
+    { description: "The error body of every endpoint but the top-up's plain errors" },
+  ),
+  InsufficientBalanceError: T.Intersect([
+    ref("Error"),
+    T.Object({
+      available_usdc: Micro("Available credit now"),
+      required_usdc: Micro("What the request reserves"),
+      topup: T.Object(
+        { endpoint: T.String(), method: T.String(), minimum_usd: T.Number() },
+        { ...closed, description: "How to add credit" },
+      ),
+    }),
+  ], { description: "402 INSUFFICIENT_BALANCE" }),
+  KeyBudgetError: T.Intersect([
+    ref("Error"),
+    T.Object({ key_budget_left_usdc: Micro("What the key's budget has left"), required_usdc: Micro("What the request reserves") }),
+  ], { description: "402 KEY_BUDGET_EXCEEDED" }),
+  PlainError: T.Object({ error: T.String({ description: "Human-readable; match on the HTTP status" }) }, {
+    ...closed,
+    description: "Top-up errors without a code: bad payment encoding, mismatched payment, facilitator unreachable",
+  }),
+} satisfies Record<string, TSchema>;

@@ -1,0 +1,187 @@
+import { RedisClient } from "bun";
+import type { Cluster } from "ioredis";
+import { log } from "../log.ts";
+import { DependencyDown } from "../outage.ts";
+import { keySlot } from "./slot.ts";
+
+type Send = (command: string, args: string[]) => Promise<unknown>;
+
+/**
+ * The ledger's hot-path connection: sends a command to the Redis that holds its key (the one Redis, or the master
+ * that owns the key's slot in a cluster). Lua scripts, fences and the outbox go through it.
+ */
+export interface KeyRouter {
+  /** Sends `command` where `key` lives; without a key, to any master. */
+  send(command: string, args: string[], key?: string): Promise<unknown>;
+  /** Runs `load` on each master connection now and again whenever one (re)connects (the script cache is per node). */
+  onConnect(load: (send: Send) => Promise<unknown>): Promise<void>;
+  /** Whether commands can be sent now (false while the connection to the one Redis, or to the cluster, is down). */
+  readonly connected: boolean;
+  /** The masters this process talks to now, as `host:port` (one entry, "redis", for a single Redis). */
+  masters(): string[];
+  close(): void;
+}
+
+/** A Redis URL or a unix socket path, as Bun's client wants it. */
+export function bunRedisUrl(target: string): string {
+  return target.startsWith("/") ? `redis+unix://${target}` : target;
+}
+
+function bunClient(url: string, offlineQueue: boolean): RedisClient {
+  return new RedisClient(url, { autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: offlineQueue });
+}
+
+/**
+ * One Redis on Bun's native client. Under Bun, ioredis spends most of the gateway's CPU in node:net writes and
+ * its JS reply decoder; the native client halves the cost of each call (bench/README.md).
+ */
+export class SingleRouter implements KeyRouter {
+  private readonly loaders: ((send: Send) => Promise<unknown>)[] = [];
+
+  constructor(readonly client: RedisClient) {
+    // A restarted Redis has lost its script cache: load again on every (re)connect, so the EVALSHA fallback stays rare.
+    client.onconnect = () => {
+      for (const load of this.loaders) void load(this.sendRaw).catch(() => {});
+    };
+  }
+
+  static open(target: string): SingleRouter {
+    return new SingleRouter(bunClient(bunRedisUrl(target), true));
+  }
+
+  private readonly sendRaw: Send = (command, args) => this.client.send(command, args);
+
+  send(command: string, args: string[]): Promise<unknown> {
+    return this.client.send(command, args);
+  }
+
+  async onConnect(load: (send: Send) => Promise<unknown>): Promise<void> {
+    this.loaders.push(load);
+    await load(this.sendRaw);
+  }
+
+  get connected(): boolean {
+    return this.client.connected;
+  }
+
+  masters(): string[] {
+    return ["redis"];
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
+
+// Replies that say the slot map this process routes by is out of date, or the cluster is between owners.
+const REROUTE = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+
+/**
+ * A Redis Cluster: ioredis' Cluster keeps the slot map (it follows MOVED/ASK, failovers and topology changes, and
+ * refreshes the map every few seconds), and every command goes out on a Bun client per master, chosen by the key's
+ * slot in that map, so the hot path costs the same as on one Redis. A command refused because the map was stale
+ * (MOVED, ASK), or sent while its master is unreachable or between owners (a failover), is sent again through
+ * ioredis' Cluster, which redirects and retries, and the map is refreshed. A command whose connection broke in flight
+ * is not resent (it may have run): it fails like it does on one Redis.
+ */
+export class ClusterRouter implements KeyRouter {
+  private readonly clients = new Map<string, RedisClient>();
+  private readonly loaders: ((send: Send) => Promise<unknown>)[] = [];
+  private readonly slotCache = new Map<string, number>();
+
+  constructor(
+    readonly cluster: Cluster,
+    private readonly password?: string,
+  ) {
+    // Connections to nodes that no longer own a slot (a failed master, now a replica or gone) are closed.
+    cluster.on("refresh", () => this.prune());
+  }
+
+  send(command: string, args: string[], key?: string): Promise<unknown> {
+    const node = key === undefined ? this.anyMaster() : this.cluster.slots[this.slotOf(key)]?.[0];
+    const client = node === undefined ? undefined : this.client(node);
+    if (!client?.connected) return this.viaCluster(command, args);
+    return client.send(command, args).catch((e: unknown) => {
+      if (!(e instanceof Error) || !REROUTE.test(e.message)) throw e;
+      this.cluster.refreshSlotsCache();
+      return this.viaCluster(command, args);
+    });
+  }
+
+  async onConnect(load: (send: Send) => Promise<unknown>): Promise<void> {
+    this.loaders.push(load);
+    await Promise.all(
+      this.masters().map(async (node) => {
+        const c = this.client(node);
+        await c.connect();
+        await load((command, args) => c.send(command, args));
+      }),
+    );
+  }
+
+  get connected(): boolean {
+    return this.cluster.status === "ready";
+  }
+
+  masters(): string[] {
+    const owners = new Set<string>();
+    for (const nodes of this.cluster.slots) if (nodes?.[0]) owners.add(nodes[0]);
+    return [...owners];
+  }
+
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+  }
+
+  /** Routing keys repeat (a shard's few names); their hash tag's slot is computed once. */
+  private slotOf(key: string): number {
+    const open = key.indexOf("{");
+    const tag = open >= 0 ? key.slice(open, key.indexOf("}", open) + 1) : key;
+    let slot = this.slotCache.get(tag);
+    if (slot === undefined) {
+      slot = keySlot(key);
+      if (open >= 0) this.slotCache.set(tag, slot);
+    }
+    return slot;
+  }
+
+  private anyMaster(): string | undefined {
+    return this.cluster.slots[0]?.[0];
+  }
+
+  private client(node: string): RedisClient {
+    let c = this.clients.get(node);
+    if (!c) {
+      const auth = this.password ? `:${encodeURIComponent(this.password)}@` : "";
+      // No offline queue: while a master is unreachable its commands go through the Cluster client, which waits
+      // for the failover, instead of queueing behind a dead address.
+      c = bunClient(`redis://${auth}${node}`, false);
+      c.onconnect = () => {
+        for (const load of this.loaders) void load((command, args) => c!.send(command, args)).catch(() => {});
+      };
+      c.connect().catch(() => {});
+      this.clients.set(node, c);
+    }
+    return c;
+  }
+
+  private viaCluster(command: string, args: string[]): Promise<unknown> {
+    return this.cluster.call(command, ...args).catch((e: unknown) => {
+      // A reply (NOSCRIPT, a script's own error, CLUSTERDOWN) stays what it is; anything else is the cluster out
+      // of reach: too many redirections while a master fails over, no node answering, a closed connection.
+      if (e instanceof Error && e.name === "ReplyError") throw e;
+      throw new DependencyDown("redis", `Redis Cluster unreachable: ${e instanceof Error ? e.message : String(e)}`);
+    });
+  }
+
+  private prune(): void {
+    const owners = new Set(this.masters());
+    for (const [node, c] of this.clients) {
+      if (owners.has(node)) continue;
+      log.info("Redis Cluster node no longer owns slots; its connection is closed", { node });
+      c.close();
+      this.clients.delete(node);
+    }
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * The layout rules the README states, checked on the source so they stay true: imports run down the floors,
+ * no file under src/ grows past ~250 lines, every Redis key name lives in ledger/names.ts, and each id format
+ * and shared check is written once. Reads files only; nothing is started.
+ */
+import { describe, expect, test } from "bun:test";
+import { Glob } from "bun";
+import { readFileSync } from "node:fs";
+import { dirname, join, normalize, relative } from "node:path";
+
+const SRC = join(import.meta.dir, "..", "src");
+const MAX_LINES = 250;
+
+const files = [...new Glob("**/*.ts").scanSync(SRC)].sort();
+const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
+
+/**
+ * The floors, top first (README, Layout). A file may import its own floor or any below it, never one above.
+ * The first matching rule decides, so the routes inside modules/ are told apart from their services.
+ */
+const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
+  ["composition root", (f) => ["main.ts", "admin.ts", "app.ts", "services.ts", "stack.ts", "startup.ts"].includes(f) || f.startsWith("admin/")],
+  ["routes", (f) => /^modules\/[^/]+\/[^/]+\.routes\.ts$/.test(f) || f.startsWith("dashboard/") || f.startsWith("openapi/") || f === "cors.ts"],
+  ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
+  ["config", (f) => f === "config.ts"],
+  ["ledger, providers, payments, store", (f) => /^(ledger|providers|payments|store|embedded)\//.test(f)],
+  ["redis clients", (f) => f.startsWith("redis/")],
+  ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "money.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
+];
+
+function floorOf(file: string): number {
+  const i = FLOORS.findIndex(([, matches]) => matches(file));
+  if (i === -1) throw new Error(`src/${file} is on no floor: add it to FLOORS (and the README's Layout)`);
+  return i;
+}
+
+/** The src/ files a file imports (static, re-exported, side-effect and dynamic), as paths under src/. */
+function importsOf(file: string): string[] {
+  const specifiers = [...text.get(file)!.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g)].map((m) => m[1]!);
+  return specifiers.map((s) => relative(SRC, normalize(join(SRC, dirname(file), s)))).filter((p) => p.endsWith(".ts") && !p.startsWith(".."));
+}
+
+describe("the source's layout", () => {
+  test("sees the source (a glob that found nothing would pass everything below)", () => {
+    expect(files.length).toBeGreaterThan(50);
+    expect(importsOf("services.ts")).toContain("ledger/ledger.ts");
+  });
+
+  test("every file sits on a floor, and no import runs up a floor", () => {
+    const upward: string[] = [];
+    for (const f of files) {
+      for (const target of importsOf(f)) {
+        if (floorOf(target) < floorOf(f)) upward.push(`src/${f} (${FLOORS[floorOf(f)]![0]}) imports src/${target} (${FLOORS[floorOf(target)]![0]})`);
+      }
+    }
+    expect(upward).toEqual([]);
+  });
+
+  test(`no file under src/ is over ${MAX_LINES} lines`, () => {
+    const long = files
+      .map((f) => ({ f, lines: text.get(f)!.replace(/\n$/, "").split("\n").length }))
+      .filter(({ lines }) => lines > MAX_LINES)
+      .map(({ f, lines }) => `src/${f}: ${lines} lines`);
+    expect(long).toEqual([]);
+  });
+
+  test("Redis key names (gw:…) are written only in src/ledger/names.ts", () => {
+    const elsewhere: string[] = [];
+    for (const f of files) {
+      if (f === "ledger/names.ts") continue;
+      text.get(f)!.split("\n").forEach((line, i) => {
+        const t = line.trim();
+        // Comments may name a key for the reader; code (strings, templates, regexes) may not spell one.
+        if (t.startsWith("*") || t.startsWith("//") || t.startsWith("/*")) return;
+        if (line.includes("gw:")) elsewhere.push(`src/${f}:${i + 1}: ${t}`);
+      });
+    }
+    expect(elsewhere).toEqual([]);
+    expect(text.get("ledger/names.ts")).toContain('"gw:ledger:ready"');
+  });
+
+  test("each id format and each shared check is written once", () => {
+    // A second place that builds one of these ids could drift from the first, and an idempotent credit would
+    // then be applied twice under two spellings.
+    const once = ["`topup:${", "`grant:${", "`redeem:${", "mutually exclusive"];
+    for (const s of once) {
+      const places = files.flatMap((f) => text.get(f)!.split("\n").flatMap((line, i) => (line.includes(s) ? [`src/${f}:${i + 1}`] : [])));
+      expect({ [s]: places }).toEqual({ [s]: [places[0]!] });
+    }
+  });
+});
