@@ -1,6 +1,7 @@
 /**
  * The baseline: the thinnest reasonable Bun pass-through proxy. POST /v1/chat/completions is forwarded to the
- * stand-in with fetch (same body and Authorization in, same status and body out), nothing else.
+ * stand-in with fetch (same body and Authorization in, same status and body out), nothing else. A streamed answer
+ * (text/event-stream) is passed through as it arrives, the way any streaming proxy must.
  * Usage: bun bench/baseline-proxy.ts <upstream base, e.g. http://127.0.0.1:1234/v1>   → prints "READY <port>".
  */
 export {}; // a module, not a global script
@@ -23,8 +24,10 @@ const server = Bun.serve({
       headers: { "content-type": "application/json", authorization: req.headers.get("authorization") ?? "" },
       body: await req.text(),
     });
+    const type = res.headers.get("content-type") ?? "application/json";
+    if (type.startsWith("text/event-stream")) return new Response(res.body, { status: res.status, headers: { "content-type": type, "cache-control": "no-cache" } });
     const body = await res.text();
-    return new Response(body, { status: res.status, headers: { "content-type": res.headers.get("content-type") ?? "application/json" } });
+    return new Response(body, { status: res.status, headers: { "content-type": type } });
   },
 });
 console.log(`READY ${server.port}`);

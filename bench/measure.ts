@@ -89,6 +89,8 @@ export interface LoadResult {
   machineUsPerRequest: number;
   /** CPU time of the process under test per answered request, µs. */
   cpuUsPerRequest: number;
+  /** CPU time of redis-server per answered request, µs (the gateway's ledger calls and its flusher). */
+  redisUsPerRequest: number;
   rps: number;
   total: number;
   ok2xx: number;
@@ -114,20 +116,31 @@ export function cpuSeconds(pid: number | undefined): number {
   }
 }
 
-/** CPU seconds used so far by every process named postgres (the server's backends and helpers). */
-function postgresCpuSeconds(): number {
-  let total = 0;
+// Postgres processes that work for the bench: the backends of its gw_bench_* database and the server's writers.
+// Other jobs' databases on the same server (tests running meanwhile) are not counted.
+const OUR_POSTGRES = /postgres: .*(gw_bench_|checkpointer|background writer|walwriter)/;
+
+/** CPU seconds used so far by each Postgres process working for the bench, by pid. */
+function postgresCpuSeconds(): Map<string, number> {
+  const out = new Map<string, number>();
   for (const pid of readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!stat.includes("(postgres)")) continue;
+      if (!stat.includes("(postgres)") || !OUR_POSTGRES.test(readFileSync(`/proc/${pid}/cmdline`, "utf8"))) continue;
       const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      total += (Number(f[11]) + Number(f[12])) / CLK_TCK;
+      out.set(pid, (Number(f[11]) + Number(f[12])) / CLK_TCK);
     } catch {
       // the process ended meanwhile
     }
   }
+  return out;
+}
+
+/** CPU seconds the processes of `after` used since `before` (one that started meanwhile: all of it). */
+function postgresDelta(before: Map<string, number>, after: Map<string, number>): number {
+  let total = 0;
+  for (const [pid, s] of after) total += s - (before.get(pid) ?? 0);
   return total;
 }
 
@@ -183,7 +196,7 @@ export async function autocannon(loadgen: string[], t: Target, connections: numb
     target: (cpu1.target - cpu0.target) / loadS,
     standin: (cpu1.standin - cpu0.standin) / loadS,
     redis: (cpu1.redis - cpu0.redis) / loadS,
-    postgres: (cpu1.postgres - cpu0.postgres) / wallS,
+    postgres: postgresDelta(cpu0.postgres, cpu1.postgres) / wallS,
     loadgen: loadgenCpuS / wallS,
     machine: (cpu1.machine - cpu0.machine) / wallS,
   };
@@ -191,6 +204,7 @@ export async function autocannon(loadgen: string[], t: Target, connections: numb
     cores,
     machineUsPerRequest: ((cpu1.machine - cpu0.machine) / Math.max(1, r["2xx"])) * 1e6,
     cpuUsPerRequest: ((cores.target * wallS) / Math.max(1, r["2xx"])) * 1e6,
+    redisUsPerRequest: ((cpu1.redis - cpu0.redis) / Math.max(1, r["2xx"])) * 1e6,
     rps: r.requests.average,
     total: r.requests.total,
     ok2xx: r["2xx"],

@@ -133,6 +133,8 @@ export interface Upstream {
   standinPort: number;
   baseline: Child;
   baselinePort: number;
+  /** Where the baseline's loop monitor writes (bench/loopStall.preload.ts). */
+  loopFile: string;
 }
 
 /** Stand-ins (test/helpers/openaiStandin.ts, by bench/standin.ts) first, then a baseline proxy per stand-in. */
@@ -145,8 +147,12 @@ export async function startUpstreams(delays: number[]): Promise<Record<number, U
   const out: Record<number, Upstream> = {};
   for (const d of delays) {
     const { child: standin, port: standinPort } = standins[d]!;
-    const baseline = spawnChild(`baseline-${d}ms`, [process.execPath, "bench/baseline-proxy.ts", `http://127.0.0.1:${standinPort}/v1`], { pipeStdout: true });
-    out[d] = { standin, standinPort, baseline, baselinePort: await readyPort(baseline) };
+    // The same loop monitor as the gateway's: the floor of loop delay any Bun server on this machine sees now.
+    const loopFile = join(workDir, `loop-stall-baseline-${d}.json`);
+    const env = { ...(process.env as Record<string, string>), BENCH_LOOP_FILE: loopFile, BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs) };
+    const cmd = [process.execPath, "--preload", "./bench/loopStall.preload.ts", "bench/baseline-proxy.ts", `http://127.0.0.1:${standinPort}/v1`];
+    const baseline = spawnChild(`baseline-${d}ms`, cmd, { pipeStdout: true, env });
+    out[d] = { standin, standinPort, baseline, baselinePort: await readyPort(baseline), loopFile };
   }
   const ports = (pick: (u: Upstream) => number) => JSON.stringify(Object.fromEntries(delays.map((d) => [d, pick(out[d]!)])));
   log(`stand-ins on ${ports((u) => u.standinPort)}, baseline proxies on ${ports((u) => u.baselinePort)}`);
@@ -197,6 +203,8 @@ export interface Gateway {
   env: Record<string, string>;
   /** Where Bun writes the CPU profile under BENCH_PROFILE. */
   profileDir: string;
+  /** Where the gateway's event-loop monitor writes its histogram on SIGUSR2 (bench/loopStall.preload.ts). */
+  loopFile: string;
 }
 
 /**
@@ -222,19 +230,25 @@ export async function startGateway(
     DATA_DIR: join(workDir, `data-${name}`),
     MODELS_FILE: modelsFile,
     STANDIN_KEY,
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: S.gatewayLogLevel,
     RATE_LIMIT_REQUESTS: "10000000", // the configured maximum; the limiter must not reject the load
     SIWE_DOMAIN: domain,
     SIWE_CHAIN_IDS: "31337",
     DEPLOYMENT: "local",
     ...(db ? { DATABASE_URL: db.url } : {}),
+    // BENCH_GATEWAY_ENV="A=1,B=2": extra gateway settings, to compare configurations with the same runner.
+    ...Object.fromEntries((process.env.BENCH_GATEWAY_ENV ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
   };
   const profileDir = join(workDir, "profile");
   const profFlags = PROFILE ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${profileDir}`] : [];
-  const child = spawnChild(name, [process.execPath, ...profFlags, "src/main.ts", "serve"], { env });
+  // The loop monitor is preloaded, so the gateway's own code carries no bench hooks.
+  const loopFile = join(workDir, `loop-stall-${name}.json`);
+  const loopEnv = { BENCH_LOOP_FILE: loopFile, BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs) };
+  const preload = ["--preload", "./bench/loopStall.preload.ts"];
+  const child = spawnChild(name, [process.execPath, ...profFlags, ...preload, "src/main.ts", "serve"], { env: { ...env, ...loopEnv } });
   const base = `http://${domain}`;
   await waitHealthy(child, base);
-  return { child, base, domain, env, profileDir };
+  return { child, base, domain, env, profileDir, loopFile };
 }
 
 async function waitHealthy(gw: Child, base: string, timeoutMs = 60_000): Promise<void> {

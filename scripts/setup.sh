@@ -15,6 +15,11 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   as_root apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server redis-tools >&2
 fi
+if ! command -v wrk >/dev/null 2>&1; then
+  # The benchmark's persistent-connection latency run (bench/tail.ts); nothing else needs it.
+  echo "setup: installing wrk from the OS packages (for bench/)" >&2
+  { as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq wrk; } >&2 || echo "setup: wrk not installed; the bench skips its wrk figures" >&2
+fi
 bun install --frozen-lockfile >&2
 # The test token of the local dev chain: compiled from contracts/*.sol by solc-js (no download).
 bun scripts/build-contracts.ts >&2

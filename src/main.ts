@@ -3,7 +3,7 @@ import { createApp, MAX_BODY_BYTES } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { LedgerRebuilding } from "./ledger/fence.ts";
-import { log, logToStderr, redactText, setLogLevel } from "./log.ts";
+import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
 import { buildServices, type Services } from "./services.ts";
 import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
@@ -39,6 +39,7 @@ function logProviders(config: Config): void {
 }
 
 async function serve(config: Config): Promise<void> {
+  bufferStdout(); // one access-log line per request: written in batches, not one write each
   const options = { port: config.port, hostname: config.host, idleTimeout: 0, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
   // Until the services are up, requests get 503.

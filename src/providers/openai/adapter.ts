@@ -37,6 +37,21 @@ function generatedText(part: AssistantMessage | ChunkDelta | undefined): string 
 }
 
 /**
+ * The upstream JSON text with its model renamed in place, so an answer (or each chunk of a stream) is not
+ * serialised again only for its label. Only when `"model"` occurs once in the text, directly followed by the value
+ * parsed from it: then it is the top-level field (a `"model"` inside a string is escaped and never matches).
+ * Otherwise undefined, and the caller serialises.
+ */
+export function renamedModel(text: string, from: unknown, to: string): string | undefined {
+  if (typeof from !== "string") return undefined;
+  const at = text.indexOf('"model"');
+  if (at === -1 || text.indexOf('"model"', at + 7) !== -1) return undefined;
+  const pair = `"model":${JSON.stringify(from)}`;
+  if (!text.startsWith(pair, at)) return undefined;
+  return `${text.slice(0, at)}"model":${JSON.stringify(to)}${text.slice(at + pair.length)}`;
+}
+
+/**
  * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request's
  * allowed fields (fields.ts) are passed through with the upstream model name, the clamped max_tokens and, for
  * streams, include_usage; its messages are rebuilt from allow-lists of keys and part types (parts.ts).
@@ -74,8 +89,7 @@ export const openaiAdapter: ProviderAdapter = {
     // The answer names the model the client asked for; the body is passed on untouched when it already does.
     let json = text;
     if (obj.model !== modelId) {
-      obj.model = modelId;
-      json = JSON.stringify(obj);
+      json = renamedModel(text, obj.model, modelId) ?? JSON.stringify({ ...obj, model: modelId });
     }
     // The generated text is only counted when usage is missing: skip the walk over the answer otherwise.
     return { json, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
@@ -91,18 +105,16 @@ export const openaiAdapter: ProviderAdapter = {
       const choices = Array.isArray(obj.choices) ? obj.choices : [];
       let generated = "";
       for (const c of choices) generated += generatedText(c.delta);
-      let rewrite = false;
-      if ("model" in obj && obj.model !== modelId) {
-        obj.model = modelId; // every chunk names the model the client asked for
-        rewrite = true;
-      }
+      const renamed = "model" in obj && obj.model !== modelId; // every chunk names the model the client asked for
       if (usage && !includeUsage) {
         // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
         if (choices.length === 0) return { usage, generated };
         delete obj.usage;
-        rewrite = true;
+        if (renamed) obj.model = modelId;
+        return { chunk: JSON.stringify(obj), usage, generated };
       }
-      return { chunk: rewrite ? JSON.stringify(obj) : payload, usage, generated };
+      if (!renamed) return { chunk: payload, usage, generated };
+      return { chunk: renamedModel(payload, obj.model, modelId) ?? JSON.stringify({ ...obj, model: modelId }), usage, generated };
     };
   },
 
