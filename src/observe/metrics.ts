@@ -78,15 +78,22 @@ export const metrics = {
     labelNames: ["reason"] as const,
     registers,
   }),
+  // Set at scrape time from the tallies below, not on every reserve and settle: a gauge set hashes its labels.
   holdsOpen: new Gauge({
     name: "gateway_holds_open",
     help: "Holds this process reserved and has not settled or released yet (in process)",
     registers,
+    collect() {
+      this.set(open.size);
+    },
   }),
   lockedUsdc: new Gauge({
     name: "gateway_locked_usdc",
     help: "µUSDC locked by this process's open holds (in process)",
     registers,
+    collect() {
+      this.set(locked);
+    },
   }),
   flushBatches: new Counter({ name: "gateway_flusher_batches_total", help: "Outbox batches written to Postgres", registers }),
   flushEvents: new Counter({ name: "gateway_flusher_events_total", help: "Outbox entries written to Postgres", registers }),
@@ -130,8 +137,6 @@ export function holdOpened(holdId: string, amount: number): void {
   if (open.has(holdId)) return;
   open.set(holdId, amount);
   locked += amount;
-  metrics.holdsOpen.set(open.size);
-  metrics.lockedUsdc.set(locked);
 }
 
 /** The hold was settled, released or expired (or found resolved): it no longer locks anything here. */
@@ -140,6 +145,4 @@ export function holdClosed(holdId: string): void {
   if (amount === undefined) return;
   open.delete(holdId);
   locked -= amount;
-  metrics.holdsOpen.set(open.size);
-  metrics.lockedUsdc.set(locked);
 }

@@ -17,6 +17,11 @@ export interface KeyRouter {
   onConnect(load: (send: Send) => Promise<unknown>): Promise<void>;
   /** Whether commands can be sent now (false while the connection to the one Redis, or to the cluster, is down). */
   readonly connected: boolean;
+  /**
+   * Whether one command may name keys of different slots (one Redis: yes; a cluster refuses it), so a caller can
+   * read every shard's stream in one command instead of one per shard.
+   */
+  readonly multiSlot: boolean;
   /** The masters this process talks to now, as `host:port` (one entry, "redis", for a single Redis). */
   masters(): string[];
   close(): void;
@@ -37,6 +42,7 @@ function bunClient(url: string, offlineQueue: boolean): RedisClient {
  */
 export class SingleRouter implements KeyRouter {
   private readonly loaders: ((send: Send) => Promise<unknown>)[] = [];
+  readonly multiSlot = true;
 
   constructor(readonly client: RedisClient) {
     // A restarted Redis has lost its script cache: load again on every (re)connect, so the EVALSHA fallback stays rare.
@@ -88,6 +94,7 @@ export class ClusterRouter implements KeyRouter {
   private readonly clients = new Map<string, RedisClient>();
   private readonly loaders: ((send: Send) => Promise<unknown>)[] = [];
   private readonly slotCache = new Map<string, number>();
+  readonly multiSlot = false;
 
   constructor(
     readonly cluster: Cluster,
