@@ -4,6 +4,7 @@ import { inChunks, type RedisCommands, scanKeys } from "../redis/connect.ts";
 import type { CreditInput } from "./credits.ts";
 import type { Sql } from "./db.ts";
 import { eventJson, ledgerEventId } from "./flusher.ts";
+import type { ChargeRow } from "./auditPostgres.ts";
 
 /** An API key hash as Redis holds it; counters missing in Redis read as 0. */
 export interface RedisKeyState {
@@ -17,17 +18,8 @@ export interface RedisKeyState {
   revenue: number;
 }
 
-/** A charge as the outbox carries it (settle-5's event). */
-export interface ChargeEvent {
-  eventId: string;
-  wallet: string;
-  keyId: number;
-  amount: number;
-  cost: number;
-  pt: number;
-  ct: number;
-  at: number;
-}
+/** A charge as the outbox carries it (settle's event): the same fields as its row in Postgres. */
+export type ChargeEvent = ChargeRow;
 
 /** One shard's Redis books as of one instant (see `readShard`). */
 export interface ShardBooks {
