@@ -22,7 +22,8 @@ import { log } from "../log.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult, type VerifyResult, withTimeout } from "./facilitator.ts";
 import type { PaymentNetwork } from "./networks.ts";
 import type { PermitPayload } from "./payment.ts";
-import { permitTypes, tokenAbi, transferred } from "./token.ts";
+import { tokenAbi, transferred } from "./token.ts";
+import { permitTypes } from "./typedData.ts";
 
 /** Seconds a signed authorization must still be valid when it is checked (as x402's own facilitator). */
 const VALIDITY_MARGIN_S = 6n;

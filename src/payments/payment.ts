@@ -2,6 +2,7 @@ import { getAddress, isAddress, verifyTypedData, type Address, type Hex } from "
 import { BareError } from "../errors.ts";
 import type { PaymentNetwork } from "./networks.ts";
 import type { Requirement } from "./requirements.ts";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "./typedData.ts";
 
 /** EIP-3009 authorization, as x402 `exact` carries it. */
 export interface Eip3009Payload {
@@ -140,17 +141,6 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
   return { x402Version: 1, requirement: r, payload: decoded, requirements: r.v1 as unknown as Record<string, unknown>, ...inner, payer, network };
 }
 
-/** EIP-3009's typed data: what a USDC payer signs and the gateway checks before the facilitator is asked. */
-export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ],
-} as const;
 
 async function bySignature(p: Eip3009Payload, candidates: Requirement[], chainId: number): Promise<Requirement[]> {
   const a = p.authorization;

@@ -1,7 +1,7 @@
 import type { PaymentPayloadContext, PaymentPayloadResult, PaymentRequirements, SchemeNetworkClient } from "@x402/core/types";
 import { ExactEvmScheme, type ClientEvmSigner } from "@x402/evm";
 import { getAddress, type Address, type Hex } from "viem";
-import { permitTypes } from "./token.ts";
+import { permitTypes } from "./typedData.ts";
 import { PERMIT_TRANSFER_METHOD } from "./requirements.ts";
 
 const V1_CHAIN_IDS: Record<string, number> = { base: 8453, "base-sepolia": 84532 };

@@ -11,16 +11,6 @@ export const tokenAbi = parseAbi([
   "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)",
 ]);
 
-/** EIP-2612's typed data: what a USDT payer signs for the relayer. */
-export const permitTypes = {
-  Permit: [
-    { name: "owner", type: "address" },
-    { name: "spender", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "nonce", type: "uint256" },
-    { name: "deadline", type: "uint256" },
-  ],
-} as const;
 
 /** Whether a transaction's logs hold the token's Transfer of exactly `value` from `from` to `to`: the payment. */
 export function transferred(logs: Log[], token: Address, from: Address, to: Address, value: bigint): boolean {

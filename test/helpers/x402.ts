@@ -5,7 +5,7 @@ import { toClientEvmSigner } from "@x402/evm";
 import { createPublicClient, createWalletClient, http, publicActions } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { wrapFetchWithPayment as wrapV1 } from "x402-fetch";
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/payments/payment.ts";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/payments/typedData.ts";
 import { PermitAwareExactEvmScheme } from "../../src/payments/permitClient.ts";
 import type { DevChain } from "./chain.ts";
 

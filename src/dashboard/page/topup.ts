@@ -6,6 +6,7 @@
 import { type Address, getAddress, type Hex, toHex } from "viem";
 import { api, ApiFailure } from "./api.ts";
 import type { ConnectedWallet } from "./wallet.ts";
+import { permitTypes, TRANSFER_WITH_AUTHORIZATION_TYPES as transferTypes } from "../../payments/typedData.ts";
 
 /** One entry of the 402 body's `accepts` (x402 v1). */
 export interface Accept {
@@ -26,27 +27,6 @@ export interface TopupResult {
 }
 
 export type TopupStep = "terms" | "network" | "sign" | "settle";
-
-const transferTypes = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ],
-} as const;
-
-const permitTypes = {
-  Permit: [
-    { name: "owner", type: "address" },
-    { name: "spender", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "nonce", type: "uint256" },
-    { name: "deadline", type: "uint256" },
-  ],
-} as const;
 
 const body = (amount: number) => JSON.stringify({ amount });
 
