@@ -1,0 +1,80 @@
+/**
+ * A short, focused measurement for A/B work on one figure, not a report: the same set-up as run.ts, then only
+ * the phases named in BENCH_FOCUS (comma list: json, stream, wrk), each gateway run beside a baseline run.
+ *
+ *   BENCH_FOCUS=json bun bench/focus.ts                  # concurrency 32 JSON: req/s, CPU µs per request
+ *   BENCH_FOCUS=json BENCH_PROFILE=1 bun bench/focus.ts  # the same with the gateway under the CPU profiler
+ *   BENCH_FOCUS=wrk,stream bun bench/focus.ts
+ *
+ * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs. Prints one line per run on stderr.
+ */
+import { copyFileSync, existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { autocannon, type Target, type Watch } from "./measure.ts";
+import { setUp, targetsFor } from "./phases.ts";
+import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
+import { f0, f2, f3 } from "./report.ts";
+import { log, PROFILE, RESULTS } from "./settings.ts";
+import { wrkRotating } from "./tail.ts";
+
+const FOCUS = (process.env.BENCH_FOCUS || "json").split(",").map((x) => x.trim());
+const DURATION_S = Number(process.env.BENCH_DURATION_S || 6);
+const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
+
+async function main(): Promise<void> {
+  const dir = openWorkDir();
+  const s = await setUp();
+  const node = Bun.which("node");
+  const loadgen = node ? [node] : [process.execPath];
+  const pids = { gateway: s.gw.child.proc.pid, baseline: s.upstreams[0]!.baseline.proc.pid, direct: s.upstreams[0]!.standin.proc.pid };
+  const watch = (x: Target): Watch => ({ target: pids[x.name], standin: s.upstreams[0]!.standin.proc.pid, redis: s.redis.pid });
+  const pair = async (what: string, t: Record<"baseline" | "gateway", Target>) => {
+    await autocannon(loadgen, t.gateway, 32, 2, watch(t.gateway)); // warm-up
+    const sums = { gateway: 0, baseline: 0 };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const x of round % 2 ? [t.gateway, t.baseline] : [t.baseline, t.gateway]) {
+        const r = await autocannon(loadgen, x, 32, DURATION_S, watch(x));
+        sums[x.name as "gateway" | "baseline"] += r.rps / ROUNDS;
+        log(
+          `${what} ${x.name}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · redis ${f0(r.redisUsPerRequest)} µs · ` +
+            `machine ${f0(r.machineUsPerRequest)} µs · cores ${x.name} ${f2(r.cores.target)} redis ${f2(r.cores.redis)} pg ${f2(r.cores.postgres)} ` +
+            `machine ${f2(r.cores.machine)} · non-2xx ${r.non2xx + r.errors}`,
+        );
+      }
+    }
+    log(`${what} ratio ${f2(sums.gateway / sums.baseline)}`);
+  };
+  for (const f of FOCUS) {
+    if (f === "json") await pair("json c32", targetsFor(s, 0));
+    else if (f === "stream") await pair("stream c32", targetsFor(s, 0, true));
+    else if (f === "wrk") {
+      const t = targetsFor(s, 0);
+      const w = await wrkRotating(dir, [t.direct, t.baseline, t.gateway], DURATION_S, ROUNDS);
+      for (const [name, runs] of Object.entries(w)) {
+        for (const r of runs) log(`wrk c1 ${name}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
+      }
+    } else if (f === "wrk-gateway" || f === "wrk-baseline") {
+      // One target alone, for tracing it from outside (perf sched, strace) while nothing else runs.
+      const t = targetsFor(s, 0)[f === "wrk-gateway" ? "gateway" : "baseline"];
+      log(`${f} starts`);
+      const w = await wrkRotating(dir, [t], DURATION_S, 1);
+      for (const r of w[t.name] ?? []) log(`${f}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
+    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, wrk, wrk-gateway, wrk-baseline)`);
+  }
+  if (PROFILE) {
+    await stopChild(s.gw.child);
+    for (const f of existsSync(s.gw.profileDir) ? readdirSync(s.gw.profileDir) : []) {
+      const dest = join(RESULTS, `profile-focus-${f}`);
+      copyFileSync(join(s.gw.profileDir, f), dest);
+      log(`profile: ${dest}`);
+    }
+  }
+}
+
+cleanUpOnSignals();
+try {
+  await main();
+} finally {
+  await cleanup();
+}
+process.exit(0);
