@@ -1,10 +1,11 @@
 /**
  * A short, focused measurement for A/B work on one figure, not a report: the same set-up as run.ts, then only
- * the phases named in BENCH_FOCUS (comma list: json, stream, wrk), each gateway run beside a baseline run.
+ * the phases named in BENCH_FOCUS (comma list: json, stream, ttfb, wrk), each gateway run beside a baseline run.
  *
  *   BENCH_FOCUS=json bun bench/focus.ts                  # concurrency 32 JSON: req/s, CPU µs per request
  *   BENCH_FOCUS=json BENCH_PROFILE=1 bun bench/focus.ts  # the same with the gateway under the CPU profiler
  *   BENCH_FOCUS=wrk,stream bun bench/focus.ts
+ *   BENCH_FOCUS=stream,ttfb bun bench/focus.ts           # streams/s at c32, then the streamed first byte at c1
  *
  * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs. Prints one line per run on stderr.
  */
@@ -14,8 +15,8 @@ import { autocannon, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
 import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
-import { log, PROFILE, RESULTS } from "./settings.ts";
-import { wrkRotating } from "./tail.ts";
+import { log, PROFILE, RESULTS, S } from "./settings.ts";
+import { streamLatency, wrkRotating } from "./tail.ts";
 
 const FOCUS = (process.env.BENCH_FOCUS || "json").split(",").map((x) => x.trim());
 const DURATION_S = Number(process.env.BENCH_DURATION_S || 6);
@@ -47,7 +48,21 @@ async function main(): Promise<void> {
   for (const f of FOCUS) {
     if (f === "json") await pair("json c32", targetsFor(s, 0));
     else if (f === "stream") await pair("stream c32", targetsFor(s, 0, true));
-    else if (f === "wrk") {
+    else if (f === "ttfb") {
+      // The streamed first byte at concurrency 1, direct / baseline / gateway interleaved (BENCH_STREAM_N each).
+      const t = targetsFor(s, 0, true);
+      for (let round = 0; round < ROUNDS; round++) {
+        const r = await streamLatency([t.direct, t.baseline, t.gateway], 100, S.streamN);
+        const d = r.direct!;
+        for (const x of [r.baseline!, r.gateway!]) {
+          const name = x === r.gateway ? "gateway" : "baseline";
+          log(
+            `ttfb c1 round ${round + 1} ${name}: p50 ${f3(x.ttfbP50)} p99 ${f3(x.ttfbP99)} · added p50 ${f3(x.ttfbP50 - d.ttfbP50)} ` +
+              `p99 ${f3(x.ttfbP99 - d.ttfbP99)} · direct p50 ${f3(d.ttfbP50)} p99 ${f3(d.ttfbP99)} · failures ${x.failures}`,
+          );
+        }
+      }
+    } else if (f === "wrk") {
       const t = targetsFor(s, 0);
       const w = await wrkRotating(dir, [t.direct, t.baseline, t.gateway], DURATION_S, ROUNDS);
       for (const [name, runs] of Object.entries(w)) {
@@ -59,7 +74,7 @@ async function main(): Promise<void> {
       log(`${f} starts`);
       const w = await wrkRotating(dir, [t], DURATION_S, 1);
       for (const r of w[t.name] ?? []) log(`${f}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
-    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, wrk, wrk-gateway, wrk-baseline)`);
+    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, ttfb, wrk, wrk-gateway, wrk-baseline)`);
   }
   if (PROFILE) {
     await stopChild(s.gw.child);
