@@ -8,22 +8,23 @@ export class SseDecoder {
   private data: string[] = [];
 
   push(bytes: Uint8Array): string[] {
-    this.buffer += this.text.decode(bytes, { stream: true });
+    const buffer = this.buffer + this.text.decode(bytes, { stream: true });
     const out: string[] = [];
     let start = 0;
-    for (let nl = this.buffer.indexOf("\n"); nl !== -1; nl = this.buffer.indexOf("\n", start)) {
-      let line = this.buffer.slice(start, nl);
-      start = nl + 1;
-      if (line.endsWith("\r")) line = line.slice(0, -1);
-      if (line === "") {
-        if (this.data.length > 0) out.push(this.data.join("\n"));
+    // Lines are read in place (no slice per line): a read of many events costs one slice per payload.
+    for (let nl = buffer.indexOf("\n"); nl !== -1; nl = buffer.indexOf("\n", start)) {
+      const end = nl > start && buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl; // CRLF
+      if (end === start) {
+        if (this.data.length === 1) out.push(this.data[0]!);
+        else if (this.data.length > 1) out.push(this.data.join("\n"));
         this.data = [];
-      } else if (line.startsWith("data:")) {
-        this.data.push(line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5));
+      } else if (buffer.startsWith("data:", start)) {
+        this.data.push(buffer.slice(buffer.charCodeAt(start + 5) === 32 ? start + 6 : start + 5, end));
       }
       // event:, id:, retry: and ":" comments carry nothing the gateway needs.
+      start = nl + 1;
     }
-    this.buffer = this.buffer.slice(start);
+    this.buffer = start === buffer.length ? "" : buffer.slice(start);
     return out;
   }
 

@@ -63,7 +63,14 @@ export interface StreamStep {
  * Translates one upstream stream, SSE data payload by payload. A new one per stream, because a dialect may need
  * what earlier events said (Anthropic: message id and input tokens from message_start, tool-call positions).
  */
-export type StreamTranslator = (payload: string) => StreamStep;
+export interface StreamTranslator {
+  (payload: string): StreamStep;
+  /**
+   * The text generated so far that no step reported, for counting when the final usage never comes: a dialect
+   * may keep output aside unread (its JSON is not needed while usage may still come). Empty once usage came.
+   */
+  generated?(): string;
+}
 
 /** One upstream wire dialect: request mapping and response translation (providers/<type>/). */
 export interface ProviderAdapter {

@@ -12,7 +12,8 @@ import { completionCap, reserveFor } from "../../providers/reserve.ts";
 import type { ChatRequest } from "../../providers/types.ts";
 import type { PendingSettles } from "../../store/pendingSettles.ts";
 import { type Call, estimateUsage, upstreamFailed, upstreamFailure, usageBody } from "./call.ts";
-import { IdleDeadline, MeteredStream } from "./meteredStream.ts";
+import { IdleDeadline } from "./idleDeadline.ts";
+import { MeteredStream } from "./meteredStream.ts";
 import { refusalError } from "./refusals.ts";
 import { Settler } from "./settler.ts";
 
@@ -161,7 +162,7 @@ export class ChatService {
       if (!res.ok || !res.body) throw await upstreamFailure(call, res);
       deadline.disarm();
     } catch (e) {
-      deadline.disarm();
+      deadline.close();
       return this.failed(call, e, deadline.passed, sent);
     }
     call.trace.upstreamMs = performance.now() - sent;

@@ -3,6 +3,7 @@ import type { Usage } from "../../providers/pricing.ts";
 import { SseDecoder } from "../../providers/sse.ts";
 import type { StreamStep, StreamTranslator } from "../../providers/types.ts";
 import { type Call, estimateUsage, upstreamFailed, usageBody } from "./call.ts";
+import type { IdleDeadline } from "./idleDeadline.ts";
 import type { Settler } from "./settler.ts";
 
 const encoder = new TextEncoder();
@@ -15,43 +16,6 @@ const STREAM_ERROR = encoder.encode(
 function usageChunk(call: Call, u: Usage): string {
   const created = Math.floor(Date.now() / 1000);
   return JSON.stringify({ id: `chatcmpl-${call.holdId}`, object: "chat.completion.chunk", created, model: call.model.id, choices: [], usage: usageBody(u) });
-}
-
-/**
- * The provider deadline of a stream. It runs only while the gateway waits on the provider (first byte, then each
- * read): a client that reads slowly must not make a working upstream look idle, which would release the hold of a
- * served answer. Its signal also stops the upstream when the stream ends early.
- */
-export class IdleDeadline {
-  private readonly abort = new AbortController();
-  private timer: ReturnType<typeof setTimeout> | undefined;
-
-  constructor(private readonly ms: number) {}
-
-  /** Passed to fetch: aborted at the deadline or by `stop`. */
-  get signal(): AbortSignal {
-    return this.abort.signal;
-  }
-
-  /** The deadline passed (or the upstream was stopped). */
-  get passed(): boolean {
-    return this.abort.signal.aborted;
-  }
-
-  /** Starts waiting on the provider. */
-  arm(): void {
-    this.timer = setTimeout(() => this.abort.abort(), this.ms);
-  }
-
-  /** The provider answered (or nobody waits any more). */
-  disarm(): void {
-    clearTimeout(this.timer);
-  }
-
-  /** Stops the upstream. */
-  stop(): void {
-    this.abort.abort();
-  }
 }
 
 /** What a metered stream needs besides its call. */
@@ -119,7 +83,7 @@ export class MeteredStream {
   // What the stream has cost so far: the provider's final usage, else its prompt count (if it gave one) or the
   // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
   private async cost(): Promise<Usage> {
-    return this.usage ?? (await estimateUsage(this.call, this.generated, this.promptTokens));
+    return this.usage ?? (await estimateUsage(this.call, this.generated + (this.translate.generated?.() ?? ""), this.promptTokens));
   }
 
   // What a stream stopped early (time cap, client gone) has cost. A client that stopped taking output let the
@@ -188,7 +152,7 @@ export class MeteredStream {
   /** The upstream ended (ok) or failed: settle or release, then close the client's stream. */
   private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean): Promise<void> {
     const { deadline, settler } = this.o;
-    deadline.disarm();
+    deadline.close();
     clearInterval(this.keepHold);
     clearTimeout(this.cap);
     if (this.resolved) return; // the client cancelled first; cancel() resolved the hold
@@ -215,7 +179,6 @@ export class MeteredStream {
    * bound if the client had stopped reading); the settle releases the rest of the hold.
    */
   private async cancel(): Promise<void> {
-    this.o.deadline.disarm();
     clearInterval(this.keepHold);
     clearTimeout(this.cap);
     this.o.deadline.stop();
@@ -231,7 +194,7 @@ export class MeteredStream {
    * output for free; see stoppedCost); the upstream is stopped once the settle is under way.
    */
   private async timeUp(): Promise<void> {
-    this.o.deadline.disarm();
+    this.o.deadline.close();
     clearInterval(this.keepHold);
     if (this.resolved) return;
     this.resolved = true;

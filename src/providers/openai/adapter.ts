@@ -1,9 +1,9 @@
 import { upstreamStatusError } from "../errors.ts";
 import { OPENAI_FORWARDED_FIELDS, pickFields } from "../fields.ts";
 import { forwardedMessages } from "../parts.ts";
-import type { Usage } from "../pricing.ts";
-import type { ProviderAdapter, StreamStep, UpstreamParams } from "../types.ts";
-import type { AssistantMessage, ChatCompletion, ChatCompletionChunk, ChunkDelta, ForwardedRequest, StreamError, Usage as WireUsage } from "./wire.ts";
+import type { ProviderAdapter, UpstreamParams } from "../types.ts";
+import { generatedText, openOpenaiStream, renamedModel, usageOf } from "./stream.ts";
+import type { ChatCompletion, ForwardedRequest } from "./wire.ts";
 
 const CHAT_PATH = "/chat/completions";
 // OpenAI renders tool definitions and a response schema into the prompt in its own form (a few tokens per tool
@@ -11,45 +11,6 @@ const CHAT_PATH = "/chat/completions";
 // these allowances cover the rest with room to spare.
 const TOOLS_RENDERING_TOKENS = 100;
 const SCHEMA_RENDERING_TOKENS = 100;
-
-function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null {
-  if (!u || typeof u !== "object") return null;
-  const { prompt_tokens, completion_tokens } = u;
-  if (!Number.isSafeInteger(prompt_tokens) || !Number.isSafeInteger(completion_tokens)) return null;
-  if ((prompt_tokens as number) < 0 || (completion_tokens as number) < 0) return null;
-  return { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
-}
-
-function generatedText(part: AssistantMessage | ChunkDelta | undefined): string {
-  if (!part) return "";
-  let s = typeof part.content === "string" ? part.content : "";
-  // DeepSeek names the reasoning reasoning_content, OpenRouter reasoning: both are billed output.
-  if (typeof part.reasoning_content === "string") s += part.reasoning_content;
-  else if (typeof part.reasoning === "string") s += part.reasoning;
-  const calls = part.tool_calls;
-  if (Array.isArray(calls)) {
-    for (const c of calls) {
-      if (typeof c.function?.name === "string") s += c.function.name;
-      if (typeof c.function?.arguments === "string") s += c.function.arguments;
-    }
-  }
-  return s;
-}
-
-/**
- * The upstream JSON text with its model renamed in place, so an answer (or each chunk of a stream) is not
- * serialised again only for its label. Only when `"model"` occurs once in the text, directly followed by the value
- * parsed from it: then it is the top-level field (a `"model"` inside a string is escaped and never matches).
- * Otherwise undefined, and the caller serialises.
- */
-export function renamedModel(text: string, from: unknown, to: string): string | undefined {
-  if (typeof from !== "string") return undefined;
-  const at = text.indexOf('"model"');
-  if (at === -1 || text.indexOf('"model"', at + 7) !== -1) return undefined;
-  const pair = `"model":${JSON.stringify(from)}`;
-  if (!text.startsWith(pair, at)) return undefined;
-  return `${text.slice(0, at)}"model":${JSON.stringify(to)}${text.slice(at + pair.length)}`;
-}
 
 /**
  * OpenAI chat completions and every provider that speaks it (OpenRouter, Groq, DeepSeek, …): the request's
@@ -95,28 +56,7 @@ export const openaiAdapter: ProviderAdapter = {
     return { json, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
   },
 
-  // Stateless: every OpenAI chunk stands alone, so one translator serves the whole stream.
-  openStream(includeUsage, modelId) {
-    return (payload): StreamStep => {
-      if (payload === "[DONE]") return { done: true };
-      const obj = JSON.parse(payload) as Partial<ChatCompletionChunk & StreamError>;
-      if (obj.error) return { failed: true };
-      const usage = usageOf(obj.usage) ?? undefined;
-      const choices = Array.isArray(obj.choices) ? obj.choices : [];
-      let generated = "";
-      for (const c of choices) generated += generatedText(c.delta);
-      const renamed = "model" in obj && obj.model !== modelId; // every chunk names the model the client asked for
-      if (usage && !includeUsage) {
-        // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
-        if (choices.length === 0) return { usage, generated };
-        delete obj.usage;
-        if (renamed) obj.model = modelId;
-        return { chunk: JSON.stringify(obj), usage, generated };
-      }
-      if (!renamed) return { chunk: payload, usage, generated };
-      return { chunk: renamedModel(payload, obj.model, modelId) ?? JSON.stringify({ ...obj, model: modelId }), usage, generated };
-    };
-  },
+  openStream: openOpenaiStream,
 
   // OpenAI-compatible providers differ in their error bodies; the status is the one thing they agree on.
   upstreamError: (status) => upstreamStatusError(status),

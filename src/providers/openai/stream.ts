@@ -1,0 +1,155 @@
+import type { Usage } from "../pricing.ts";
+import type { StreamStep, StreamTranslator } from "../types.ts";
+import type { AssistantMessage, ChatCompletionChunk, ChunkDelta, StreamError, Usage as WireUsage } from "./wire.ts";
+
+/** The provider's usage when it is whole (two safe non-negative integers), else null. */
+export function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null {
+  if (!u || typeof u !== "object") return null;
+  const { prompt_tokens, completion_tokens } = u;
+  if (!Number.isSafeInteger(prompt_tokens) || !Number.isSafeInteger(completion_tokens)) return null;
+  if ((prompt_tokens as number) < 0 || (completion_tokens as number) < 0) return null;
+  return { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
+}
+
+/** Everything an answer or a chunk generated that the provider bills as output, for counting without usage. */
+export function generatedText(part: AssistantMessage | ChunkDelta | undefined): string {
+  if (!part) return "";
+  let s = typeof part.content === "string" ? part.content : "";
+  // DeepSeek names the reasoning reasoning_content, OpenRouter reasoning: both are billed output.
+  if (typeof part.reasoning_content === "string") s += part.reasoning_content;
+  else if (typeof part.reasoning === "string") s += part.reasoning;
+  const calls = part.tool_calls;
+  if (Array.isArray(calls)) {
+    for (const c of calls) {
+      if (typeof c.function?.name === "string") s += c.function.name;
+      if (typeof c.function?.arguments === "string") s += c.function.arguments;
+    }
+  }
+  return s;
+}
+
+/**
+ * The upstream JSON text with its model renamed in place, so an answer (or each chunk of a stream) is not
+ * serialised again only for its label. Only when `"model"` occurs once in the text, directly followed by the value
+ * parsed from it: then it is the top-level field (a `"model"` inside a string is escaped and never matches).
+ * Otherwise undefined, and the caller serialises.
+ */
+export function renamedModel(text: string, from: unknown, to: string): string | undefined {
+  if (typeof from !== "string") return undefined;
+  const at = text.indexOf('"model"');
+  if (at === -1 || text.indexOf('"model"', at + 7) !== -1) return undefined;
+  const pair = `"model":${JSON.stringify(from)}`;
+  if (!text.startsWith(pair, at)) return undefined;
+  return `${text.slice(0, at)}"model":${JSON.stringify(to)}${text.slice(at + pair.length)}`;
+}
+
+/** Every `"key"` in the text is followed by `:null` (or there is none): the chunk carries no such value. */
+function onlyNull(text: string, key: string): boolean {
+  for (let at = text.indexOf(key); at !== -1; at = text.indexOf(key, at + key.length)) {
+    if (!text.startsWith(":null", at + key.length)) return false;
+  }
+  return true;
+}
+
+/** Where the JSON string starting at `open` (a quote) ends: the index of its closing quote, or -1. */
+function stringEnd(text: string, open: number): number {
+  for (let q = text.indexOf('"', open + 1); q !== -1; q = text.indexOf('"', q + 1)) {
+    let slashes = 0;
+    while (text.charCodeAt(q - 1 - slashes) === 92) slashes++;
+    if (slashes % 2 === 0) return q;
+  }
+  return -1;
+}
+
+// Output kept unread until its text is counted anyway: bounds a long stream's memory when usage may still come.
+const UNREAD_CHARS = 64 * 1024;
+
+/**
+ * One OpenAI-format stream, chunk by chunk. A content chunk is only edited as text (its model renamed), not
+ * parsed: its JSON is needed for billing only when usage never comes, so it is kept aside and its generated text
+ * is read only then (`generated`), or once UNREAD_CHARS are waiting. A chunk that may carry usage or an error, or
+ * is not in the compact form the edit expects, is parsed whole.
+ */
+export function openOpenaiStream(includeUsage: boolean, modelId: string): StreamTranslator {
+  const to = `"model":${JSON.stringify(modelId)}`;
+  // The upstream's last `"model":"…"` pair, and whether it must be renamed (it names another model).
+  let seenPair = "";
+  let seenRenamed = false;
+  let unread: string[] = [];
+  let unreadChars = 0;
+  let counted = "";
+  let usageSeen = false;
+
+  const countUnread = (): string => {
+    for (const p of unread) {
+      try {
+        const obj = JSON.parse(p) as Partial<ChatCompletionChunk>;
+        if (Array.isArray(obj.choices)) for (const c of obj.choices) counted += generatedText(c.delta);
+      } catch {
+        counted += p; // not JSON after all: its text counts whole rather than not at all
+      }
+    }
+    unread = [];
+    unreadChars = 0;
+    return counted;
+  };
+
+  // The current translation, for what the text edit does not cover.
+  const parsed = (payload: string): StreamStep => {
+    const obj = JSON.parse(payload) as Partial<ChatCompletionChunk & StreamError>;
+    if (obj.error) return { failed: true };
+    const usage = usageOf(obj.usage) ?? undefined;
+    if (usage) {
+      usageSeen = true;
+      unread = [];
+      unreadChars = 0;
+    }
+    const choices = Array.isArray(obj.choices) ? obj.choices : [];
+    if (!usageSeen) {
+      countUnread(); // the text is counted in the order it came
+      for (const c of choices) counted += generatedText(c.delta);
+    }
+    const renamed = "model" in obj && obj.model !== modelId; // every chunk names the model the client asked for
+    if (usage && !includeUsage) {
+      // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
+      if (choices.length === 0) return { usage };
+      delete obj.usage;
+      if (renamed) obj.model = modelId;
+      return { chunk: JSON.stringify(obj), usage };
+    }
+    if (!renamed) return { chunk: payload, usage };
+    return { chunk: renamedModel(payload, obj.model, modelId) ?? JSON.stringify({ ...obj, model: modelId }), usage };
+  };
+
+  // A compact content chunk: its model renamed as text, its output kept unread; undefined when it is not one.
+  const edited = (payload: string): string | undefined => {
+    if (payload.charCodeAt(0) !== 123 || payload.charCodeAt(payload.length - 1) !== 125) return undefined; // { … }
+    if (payload.includes('"error"') || !onlyNull(payload, '"usage"')) return undefined;
+    const at = payload.indexOf('"model"');
+    let chunk = payload;
+    if (at !== -1) {
+      if (payload.indexOf('"model"', at + 7) !== -1 || payload.charCodeAt(at + 7) !== 58 || payload.charCodeAt(at + 8) !== 34) return undefined;
+      const end = stringEnd(payload, at + 8);
+      if (end === -1) return undefined;
+      const pair = payload.slice(at, end + 1);
+      if (pair !== seenPair) {
+        seenRenamed = JSON.parse(pair.slice(8)) !== modelId;
+        seenPair = pair;
+      }
+      if (seenRenamed) chunk = payload.slice(0, at) + to + payload.slice(end + 1);
+    }
+    if (!usageSeen) {
+      unread.push(payload);
+      unreadChars += payload.length;
+      if (unreadChars > UNREAD_CHARS) countUnread();
+    }
+    return chunk;
+  };
+
+  const translate = (payload: string): StreamStep => {
+    if (payload === "[DONE]") return { done: true };
+    const chunk = edited(payload);
+    return chunk === undefined ? parsed(payload) : { chunk };
+  };
+  return Object.assign(translate, { generated: () => (usageSeen ? "" : countUnread()) });
+}
