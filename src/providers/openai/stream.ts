@@ -68,7 +68,9 @@ const UNREAD_CHARS = 64 * 1024;
  * One OpenAI-format stream, chunk by chunk. A content chunk is only edited as text (its model renamed), not
  * parsed: its JSON is needed for billing only when usage never comes, so it is kept aside and its generated text
  * is read only then (`generated`), or once UNREAD_CHARS are waiting. A chunk that may carry usage or an error, or
- * is not in the compact form the edit expects, is parsed whole.
+ * is not in the compact form the edit expects, is parsed whole. The price of not parsing: a payload that looks like
+ * an object (`{…}`) but is not JSON reaches the client as sent instead of failing the stream (anything else, an
+ * HTML page or a cut-off chunk, still fails it).
  */
 export function openOpenaiStream(includeUsage: boolean, modelId: string): StreamTranslator {
   const to = `"model":${JSON.stringify(modelId)}`;
