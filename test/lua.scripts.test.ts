@@ -151,7 +151,7 @@ describe("batch scripts on Redis", () => {
   }
   async function state() {
     const [w, k1, k2, holds, outbox, rate] = await Promise.all([
-      redis.hgetall(W), redis.hgetall(K1), redis.hgetall(K2), redis.zrange(names.holds(shard), 0, -1),
+      redis.hgetall(W), redis.hgetall(K1), redis.hgetall(K2), redis.zrange(names.holds(shard), "0", "-1"),
       redis.xrange(names.outbox(shard), "-", "+"), redis.get(names.rate(shard, wallet, WINDOW)),
     ]);
     return { w, k1, k2, holds: holds.sort(), outbox: outbox.map(([, f]) => JSON.parse(f[1]!)), rate };
@@ -183,7 +183,7 @@ describe("batch scripts on Redis", () => {
   });
 
   test("reserve: the rate limit refuses mid-batch, weighing the previous window", async () => {
-    await redis.set(names.rate(shard, wallet, WINDOW - 1), 4); // 4 × 45/60 = 3 weighted
+    await redis.set(names.rate(shard, wallet, WINDOW - 1), "4"); // 4 × 45/60 = 3 weighted
     const r = await reserve([[1, "a", 1], [1, "b", 1], [1, "c", 1]], { limit: 5 });
     expect(r).toEqual([1, [1, 9_999, 1], [1, 9_998, 0], [0, "RATE_LIMITED", 45_000]]);
     expect((await state()).rate).toBe("2");
