@@ -64,6 +64,11 @@ export class Ledger {
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
   }
 
+  /** Sends every shard's queued reserves and settles now (a drain of the outbox follows). */
+  flushQueued(): void {
+    for (const shard of this.names.allShards()) this.batches.flush(shard);
+  }
+
   /** Whether the scripts' connection is up now: the chat path answers 503 at once rather than queue a reserve. */
   get connected(): boolean {
     return this.scripts.client.connected;
