@@ -10,7 +10,7 @@
  */
 import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { autocannon, redisCommandStats, type Target, type Watch } from "./measure.ts";
+import { autocannon, redisCommandStats, rssKb, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
 import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
@@ -63,6 +63,8 @@ async function main(): Promise<void> {
       for (const r of w[t.name] ?? []) log(`${f}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
     } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, wrk, wrk-gateway, wrk-baseline)`);
   }
+  const rss = rssKb(s.gw.child.proc.pid);
+  log(`gateway RSS now ${f0(rss.rssKb / 1024)} MiB, peak ${f0(rss.hwmKb / 1024)} MiB`);
   if (PROFILE) {
     await stopChild(s.gw.child);
     for (const f of existsSync(s.gw.profileDir) ? readdirSync(s.gw.profileDir) : []) {

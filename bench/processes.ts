@@ -236,6 +236,8 @@ export async function startGateway(
     SIWE_CHAIN_IDS: "31337",
     DEPLOYMENT: "local",
     ...(db ? { DATABASE_URL: db.url } : {}),
+    // The memory hint a deployment runs with (Dockerfile, scripts/start.sh).
+    BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? "536870912",
     // BENCH_GATEWAY_ENV="A=1,B=2": extra gateway settings, to compare configurations with the same runner.
     ...Object.fromEntries((process.env.BENCH_GATEWAY_ENV ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
   };

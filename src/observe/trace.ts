@@ -1,4 +1,4 @@
-import { log } from "../log.ts";
+import { infoVetted, redactText } from "../log.ts";
 import { metrics } from "./metrics.ts";
 
 /**
@@ -91,16 +91,18 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
     metrics.upstreamLatency.observe({ provider: trace.provider ?? "unknown", stream }, trace.upstreamMs / 1000);
     metrics.addedLatency.observe({ stream }, Math.max(0, latencyMs - trace.upstreamMs) / 1000);
   }
-  const write = () => log.info("request", accessFields(trace, pattern, status, latencyMs));
+  const write = () => infoVetted("request", accessFields(trace, pattern, status, latencyMs));
   if (trace.streamEnd) trace.streamEnd.then(write, write);
   else write();
 }
 
+// The line's strings that a client chose (its request id, method, a wallet in the path, the model it named) go
+// through redactText; the rest are numbers and the gateway's own values.
 function accessFields(trace: RequestTrace, route: string, status: number, latencyMs: number): Record<string, unknown> {
-  const f: Record<string, unknown> = { request_id: trace.id, method: trace.method, route, status, latency_ms: round(latencyMs) };
+  const f: Record<string, unknown> = { request_id: redactText(trace.id), method: redactText(trace.method), route, status, latency_ms: round(latencyMs) };
   if (trace.keyId !== undefined) f.key_id = trace.keyId;
-  if (trace.wallet !== undefined) f.wallet = trace.wallet;
-  if (trace.model !== undefined) f.model = trace.model;
+  if (trace.wallet !== undefined) f.wallet = redactText(trace.wallet);
+  if (trace.model !== undefined) f.model = redactText(trace.model);
   if (trace.upstreamMs !== undefined) f.upstream_ms = round(trace.upstreamMs);
   if (trace.chargeUsdc !== undefined) f.charge_usdc = trace.chargeUsdc;
   if (trace.stream) {
