@@ -11,7 +11,7 @@
  */
 import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { autocannon, rssKb, type Target, type Watch } from "./measure.ts";
+import { autocannon, redisCommandStats, rssKb, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
 import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
@@ -34,7 +34,9 @@ async function main(): Promise<void> {
     const sums = { gateway: 0, baseline: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       for (const x of round % 2 ? [t.gateway, t.baseline] : [t.baseline, t.gateway]) {
+        const stats = x.name === "gateway" ? await redisCommandStats(s.redis.url) : {};
         const r = await autocannon(loadgen, x, 32, DURATION_S, watch(x));
+        if (x.name === "gateway") logScripts(stats, await redisCommandStats(s.redis.url), r.total);
         sums[x.name as "gateway" | "baseline"] += r.rps / ROUNDS;
         log(
           `${what} ${x.name}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · redis ${f0(r.redisUsPerRequest)} µs · ` +
@@ -95,3 +97,11 @@ try {
   await cleanup();
 }
 process.exit(0);
+
+/** Script calls and their Redis time per request over one gateway run (INFO commandstats before and after). */
+function logScripts(before: Record<string, { calls: number; usec: number }>, after: typeof before, requests: number): void {
+  const sum = (st: typeof before, k: "calls" | "usec") => (st.evalsha?.[k] ?? 0) + (st.eval?.[k] ?? 0);
+  const calls = sum(after, "calls") - sum(before, "calls");
+  const usec = sum(after, "usec") - sum(before, "usec");
+  log(`  scripts: ${(calls / requests).toFixed(3)} calls/request · ${(usec / requests).toFixed(1)} µs/request in Redis · ${(usec / Math.max(1, calls)).toFixed(1)} µs/call`);
+}

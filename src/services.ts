@@ -68,6 +68,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   await credits.reapplyPending();
   const flusher = new Flusher(scripts.client, sql, redisNames, {
     onRedisLost: () => ensureLedger(ledger, sql),
+    beforeDrain: () => ledger.flushQueued(),
   });
   await flusher.init();
 

@@ -130,7 +130,8 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
       throw new Error(`LEDGER_SEED=${SEED}: step ${n} (${step.name}) diverged from the model: ${(e as Error).message}`, { cause: e });
     }
     if (!outcome) continue; // not applicable now (e.g. no live hold): draw again
-    seen.set(outcome.label, (seen.get(outcome.label) ?? 0) + 1);
+    // A burst's items count as what each of them did.
+    for (const label of [outcome.label, ...(outcome.labels ?? [])]) seen.set(label, (seen.get(label) ?? 0) + 1);
     n++;
   }
   console.log("outcomes:", Object.fromEntries([...seen.entries()].sort()));
@@ -142,6 +143,7 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
       "reserve:KEY_BUDGET_EXCEEDED", "reserve:INSUFFICIENT_BALANCE", "settle:posted", "settle:late-after-expiry",
       "settle:noop-settled", "settle:noop-released", "release:released", "release:noop-settled", "release:noop-released",
       "release:noop-expired", "expire:swept", "expire:still-live",
+      "burst:batched-reserves", "burst:batched-settles", "burst:batched-mixed",
     ]) {
       expect({ label, seen: (seen.get(label) ?? 0) > 0 }).toEqual({ label, seen: true });
     }

@@ -1,6 +1,7 @@
 import type { RedisCommands } from "../redis/connect.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import { ApiKeyState } from "./apiKeyState.ts";
+import { LedgerBatches } from "./batcher.ts";
 import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { LedgerScripts } from "./scripts.ts";
@@ -41,12 +42,16 @@ export type ReserveOutcome = { ok: true; available: number; rateRemaining: numbe
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
 
-/** The TypeScript face of the Lua ledger: one atomic script call per balance change. */
+/**
+ * The TypeScript face of the Lua ledger: every balance change is an atomic script call; the chat path's reserves
+ * and settles are batched per shard (batcher.ts), and any other call or read of a shard is sent after them.
+ */
 export class Ledger {
   /** The epoch this process believes in, per shard; every script call goes through it. */
   readonly fence: LedgerFence;
   /** API keys in Redis: hash → key mapping and each key's state. */
   readonly apiKeys: ApiKeyState;
+  private readonly batches: LedgerBatches;
 
   constructor(
     readonly redis: RedisCommands,
@@ -56,6 +61,12 @@ export class Ledger {
   ) {
     this.fence = new LedgerFence(scripts.client, names);
     this.apiKeys = new ApiKeyState(redis, names, (keyId, wallet) => this.principal(keyId, wallet));
+    this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
+  }
+
+  /** Sends every shard's queued reserves and settles now (a drain of the outbox follows). */
+  flushQueued(): void {
+    for (const shard of this.names.allShards()) this.batches.flush(shard);
   }
 
   /** Whether the scripts' connection is up now: the chat path answers 503 at once rather than queue a reserve. */
@@ -74,17 +85,8 @@ export class Ledger {
    * that was already resolved (a caller bug) and when Redis cannot answer.
    */
   async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
-    const { rateLimitRequests: limit, rateLimitWindowMs: windowMs, holdTtlMs } = this.limits;
-    const k = this.names;
-    const r = await this.fence.run(p.shard, (epoch) => {
-      const now = Date.now();
-      const window = Math.floor(now / windowMs);
-      return this.scripts.reserve(
-        p.walletName, p.apiKeyName, k.holds(p.shard), k.holdMarker(p.shard, holdId),
-        k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1), k.fence(p.shard),
-        holdId, amount, limit, windowMs, now - window * windowMs, holdTtlMs, `${p.wallet}|${p.keyId}`, epoch,
-      );
-    });
+    const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = this.limits;
+    const r = await this.batches.reserves.submit(p.shard, { ...p, holdId, amount });
     if (r[0] === 1) {
       metrics.reserves.inc({ outcome: "ok" });
       holdOpened(holdId, amount);
@@ -113,7 +115,7 @@ export class Ledger {
   }
 
   /**
-   * Redis's clock in ms, of the node holding `shard`: hold expiries (reserve-7, the sweeper, extendHold) all use
+   * Redis's clock in ms, of the node holding `shard`: hold expiries (reserve-batch, the sweeper, extendHold) all use
    * it, never a gateway's.
    */
   private async redisNowMs(shard: string): Promise<number> {
@@ -128,13 +130,8 @@ export class Ledger {
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
   async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<"charged" | "settled" | "released" | "UNKNOWN_HOLD"> {
-    const r = await this.fence
-      .run(p.shard, (epoch) =>
-        this.scripts.settle(
-          ...this.holdKeys(p, holdId),
-          holdId, charge, d.promptTokens, d.completionTokens, d.costMicro, d.model, p.wallet, p.keyId, RESOLUTION_TTL_S, epoch,
-        ),
-      )
+    const r = await this.batches.settles
+      .submit(p.shard, { ...p, ...d, holdId, charge })
       .catch((e: unknown) => {
         metrics.settles.inc({ outcome: "error" });
         throw e;
@@ -156,7 +153,7 @@ export class Ledger {
    * shortens it.
    */
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
-    // Redis's clock, like reserve-7 and the sweeper: a gateway clock running behind must not make this a no-op.
+    // Redis's clock, like reserve-batch and the sweeper: a gateway clock running behind must not make this a no-op.
     const now = await this.redisNowMs(p.shard);
     const holds = this.names.holds(p.shard);
     const changed = await this.scripts.client.send("ZADD", [holds, "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId], holds);
@@ -165,6 +162,7 @@ export class Ledger {
 
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
+    this.batches.flush(p.shard);
     const r = await this.fence.run(p.shard, (epoch) => this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S, epoch));
     holdClosed(holdId);
     if (r[0] === 1) metrics.releases.inc({ reason: "release" });
@@ -175,22 +173,27 @@ export class Ledger {
   async credit(wallet: string, creditId: string, amount: number): Promise<{ applied: boolean; balance: number }> {
     const shard = this.names.shardOf(wallet);
     const k = this.names;
+    this.batches.flush(shard);
     const r = await this.fence.run(shard, (epoch) => this.scripts.credit(k.wallet(shard, wallet), k.credited(shard), k.fence(shard), creditId, amount, epoch));
     return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
   /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
   async balance(wallet: string): Promise<{ balance: number; locked: number }> {
-    const key = this.names.wallet(this.names.shardOf(wallet), wallet);
+    const shard = this.names.shardOf(wallet);
+    const key = this.names.wallet(shard, wallet);
+    // Settles queued behind answers already given go first, so a read after an answer sees its charge.
+    this.batches.flush(shard);
     const [b, l] = (await this.scripts.client.send("HMGET", [key, "balance", "locked"], key)) as (string | null)[];
     return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
   }
 
   /**
-   * Counter fields of API keys (missing ones are 0). Read on the connection the settles go through, so a usage
-   * report asked for after an answer already counts that answer's settle (it was queued before the answer left).
+   * Counter fields of API keys (missing ones are 0). Read on the connection the settles go through, after the
+   * shard's queued settles, so a usage report asked for after an answer already counts that answer's settle.
    */
   async keyCounters(keys: KeyPrincipal[], fields: readonly string[]): Promise<number[][]> {
+    for (const k of keys) this.batches.flush(k.shard);
     const replies = await Promise.all(keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields], k.apiKeyName) as Promise<(string | null)[]>));
     return replies.map((r) => r.map((x) => Number(x ?? 0)));
   }
@@ -199,6 +202,7 @@ export class Ledger {
   async sweepExpired(batch = 200): Promise<number> {
     let released = 0;
     for (const shard of this.names.allShards()) {
+      this.batches.flush(shard);
       const now = await this.redisNowMs(shard);
       const ids = await this.redis.zrangebyscore(this.names.holds(shard), 0, now, "LIMIT", 0, batch);
       for (const holdId of ids) {

@@ -4,13 +4,14 @@ import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" 
 import credit from "../../lua/credit-3.lua" with { type: "text" };
 import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
 import release from "../../lua/release-6.lua" with { type: "text" };
-import reserve from "../../lua/reserve-7.lua" with { type: "text" };
-import settle from "../../lua/settle-6.lua" with { type: "text" };
+import reserveBatch from "../../lua/reserve-batch.lua" with { type: "text" };
+import settleBatch from "../../lua/settle-batch.lua" with { type: "text" };
 
-// Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name.
+// Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name, or
+// from each call for a variadic `name-batch.lua`.
 const SOURCES = {
-  "reserve-7.lua": reserve,
-  "settle-6.lua": settle,
+  "reserve-batch.lua": reserveBatch,
+  "settle-batch.lua": settleBatch,
   "release-6.lua": release,
   "credit-3.lua": credit,
   "compare-and-set-1.lua": compareAndSet,
@@ -28,6 +29,13 @@ export function scriptSource(file: keyof typeof SOURCES): string {
 
 type Arg = string | number;
 
+/** One reserve of a batch: held `{1, available, rate_remaining}`, or `{0, reason, detail?}`. */
+export type ReserveItemReply = [number, number | string, (number | string)?];
+/** One settle of a batch: charged `{1, balance_after}`, or `{0, state}`. */
+export type SettleItemReply = [number, number | string];
+/** A batch script's reply: one reply per item in order, or the whole batch refused by the fence. */
+export type BatchReply<T> = [1, ...T[]] | [0, "FENCED", string];
+
 interface Script {
   sha: string;
   source: string;
@@ -39,19 +47,19 @@ function script(file: keyof typeof SOURCES): Script {
   return {
     sha: new Bun.CryptoHasher("sha1").update(source).digest("hex"),
     source,
-    numKeys: Number(/-(\d+)\.lua$/.exec(file)![1]),
+    numKeys: Number(/-(\d+)\.lua$/.exec(file)?.[1] ?? 0),
   };
 }
 
 /**
  * Runs the ledger scripts where their shard lives (KeyRouter: Bun's native client on one Redis, or per cluster
- * master). The chat path makes two script calls per request; EVALSHA first, EVAL on NOSCRIPT, so a restarted or
+ * master). The chat path makes two script calls per request (batched per shard: batcher.ts); EVALSHA first, EVAL on NOSCRIPT, so a restarted or
  * flushed Redis needs no reload step.
  */
 export class LedgerScripts {
   private readonly scripts = {
-    reserve: script("reserve-7.lua"),
-    settle: script("settle-6.lua"),
+    reserveBatch: script("reserve-batch.lua"),
+    settleBatch: script("settle-batch.lua"),
     release: script("release-6.lua"),
     credit: script("credit-3.lua"),
     compareAndSet: script("compare-and-set-1.lua"),
@@ -77,14 +85,14 @@ export class LedgerScripts {
     await this.client.onConnect((send) => Promise.all(Object.values(this.scripts).map((s) => send("SCRIPT", ["LOAD", s.source]))));
   }
 
-  /** reserve-7.lua: {1, available, rate_remaining} | {0, reason, detail?} (FENCED: detail is the fence). */
-  reserve(...keysThenArgs: Arg[]): Promise<[number, number | string, (number | string)?]> {
-    return this.run(this.scripts.reserve, keysThenArgs) as Promise<[number, number | string, (number | string)?]>;
+  /** reserve-batch.lua: {1, ...one {1, available, rate_remaining} | {0, reason, detail?} per item} | {0, 'FENCED', fence}. */
+  reserveBatch(keys: string[], argv: Arg[]): Promise<BatchReply<ReserveItemReply>> {
+    return this.run({ ...this.scripts.reserveBatch, numKeys: keys.length }, [...keys, ...argv]) as Promise<BatchReply<ReserveItemReply>>;
   }
 
-  /** settle-6.lua: {1, balance_after} | {0, state} | {0, 'FENCED', fence}. */
-  settle(...keysThenArgs: Arg[]): Promise<[number, number | string, string?]> {
-    return this.run(this.scripts.settle, keysThenArgs) as Promise<[number, number | string, string?]>;
+  /** settle-batch.lua: {1, ...one {1, balance_after} | {0, state} per item} | {0, 'FENCED', fence}. */
+  settleBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply>> {
+    return this.run({ ...this.scripts.settleBatch, numKeys: keys.length }, [...keys, ...argv]) as Promise<BatchReply<SettleItemReply>>;
   }
 
   /** release-6.lua: {1, amount_released} | {0, state} | {0, 'FENCED', fence}. */

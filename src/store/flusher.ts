@@ -12,7 +12,6 @@ const CLAIM_IDLE_MS = 60_000;
 
 type Entry = [id: string, fields: string[] | null];
 type Batch = [stream: string, id: string, fields: string[] | null][];
-
 /**
  * The entries of a one-stream XREADGROUP reply: a map stream → entries over RESP3 (Bun's client), a list of
  * [stream, entries] over RESP2 (ioredis, which a cluster router falls back to while a master fails over), null
@@ -33,10 +32,7 @@ function streamEntriesOf(reply: unknown): Batch {
   return out;
 }
 
-/**
- * A ledger event's id in Postgres: `<type>:<hold id>` (one charge, release or expiry per hold). The insert
- * builds it in SQL from the raw outbox JSON (no parse on the flush path); EVENT_ID_SQL is that same format.
- */
+/** A ledger event's id in Postgres: `<type>:<hold id>`; the insert builds the same (EVENT_ID_SQL) from the raw JSON. */
 export const ledgerEventId = (type: string, hold: string) => `${type}:${hold}`;
 const EVENT_ID_SQL = "e.type || ':' || e.hold";
 
@@ -51,7 +47,7 @@ const INSERT_EVENTS = `
 
 /**
  * Inserts outbox events (their JSON texts) into ledger_events; idempotent by event id, so any redelivery is safe.
- * One statement per batch: the entries are JSON already (settle-6 / release-6 write them), passed as one parameter.
+ * One statement per batch: the entries are JSON already (settle-batch / release-6 write them), passed as one parameter.
  */
 export async function insertLedgerEvents(sql: Sql, events: string[]): Promise<void> {
   if (events.length > 0) await sql.unsafe(INSERT_EVENTS, [`[${events.join(",")}]`]);
@@ -68,6 +64,8 @@ export function eventJson(fields: string[] | null): string | null {
 export interface FlusherHooks {
   /** Redis lost its data under us: rebuild the ledger from Postgres before flushing on. */
   onRedisLost?: () => Promise<unknown>;
+  /** Sends ledger calls still queued in this process (ledger/batcher.ts): a drain then sees every answer's charge. */
+  beforeDrain?: () => void;
 }
 
 /**
@@ -149,6 +147,7 @@ export class Flusher {
 
   /** Flushes until the outbox is empty: tests call it instead of sleeping, shutdown calls it last. */
   async drain(): Promise<void> {
+    this.hooks.beforeDrain?.();
     while ((await this.flushOnce()) > 0);
   }
 

@@ -7,7 +7,7 @@
 import { expect } from "bun:test";
 import type { Redis } from "ioredis";
 import { ApiError } from "../../src/errors.ts";
-import type { Ledger } from "../../src/ledger/ledger.ts";
+import type { ChargeDetails, Ledger, ReserveOutcome } from "../../src/ledger/ledger.ts";
 import type { RedisNames } from "../../src/ledger/names.ts";
 import type { LedgerScripts } from "../../src/ledger/scripts.ts";
 import { refusalError } from "../../src/modules/chat/refusals.ts";
@@ -45,7 +45,7 @@ export interface LedgerUnderTest {
 }
 
 /** What one step did: its outcome's label (counted, so a run shows every path was taken) and the holds it touched. */
-export type StepOutcome = { label: string; touched: HoldM[] } | null;
+export type StepOutcome = { label: string; touched: HoldM[]; labels?: string[] } | null;
 type Step = { name: string; weight: number; run(): Promise<StepOutcome> };
 
 export const HOLD_TTL_MS = 3_600_000; // no hold expires by itself during the test: expiry is forced by moving its score
@@ -67,26 +67,37 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     return [h.key.p.walletName, h.key.p.apiKeyName, names.holds(s), names.holdMarker(s, h.id), names.outbox(s), names.fence(s)];
   };
 
-  async function reserveAndCheck(k: KeyM, holdId: string, amount: number): Promise<string> {
+  /**
+   * What reserve must answer, from the model as it is now; the model takes the hold at once (so the next plan of a
+   * burst sees it, as the next item of a batch does) and the returned check compares the ledger's answer.
+   */
+  function planReserve(k: KeyM, holdId: string, amount: number): (run: Promise<ReserveOutcome>) => Promise<string> {
     const want = m.expectedReserve(k, holdId, amount);
-    let got: { available: number } | ApiError;
-    try {
-      const r = await ledger.reserve(k.p, holdId, amount);
-      got = r.ok ? r : refusalError(r);
-    } catch (e) {
-      if (!(e instanceof ApiError)) throw e;
-      got = e;
-    }
-    if (want.ok) {
-      if (got instanceof ApiError) throw new Error(`reserve ${amount} on key ${k.id} rejected with ${got.code}, model accepts`);
-      expect(got.available).toBe(want.available);
-      if (want.fresh) m.holds.set(holdId, { id: holdId, key: k, amount, state: "live" });
-      return want.fresh ? "reserve:held" : "reserve:duplicate";
-    }
-    if (!(got instanceof ApiError)) throw new Error(`reserve ${amount} on key ${k.id} accepted, model says ${want.code}`);
-    expect(got.code).toBe(want.code);
-    if (want.extra) expect(got.extra).toMatchObject(want.extra);
-    return `reserve:${want.code}`;
+    if (want.ok && want.fresh) m.holds.set(holdId, { id: holdId, key: k, amount, state: "live" });
+    return async (run) => {
+      let got: { available: number } | ApiError;
+      try {
+        const r = await run;
+        got = r.ok ? r : refusalError(r);
+      } catch (e) {
+        if (!(e instanceof ApiError)) throw e;
+        got = e;
+      }
+      if (want.ok) {
+        if (got instanceof ApiError) throw new Error(`reserve ${amount} on key ${k.id} rejected with ${got.code}, model accepts`);
+        expect(got.available).toBe(want.available);
+        return want.fresh ? "reserve:held" : "reserve:duplicate";
+      }
+      if (!(got instanceof ApiError)) throw new Error(`reserve ${amount} on key ${k.id} accepted, model says ${want.code}`);
+      expect(got.code).toBe(want.code);
+      if (want.extra) expect(got.extra).toMatchObject(want.extra);
+      return `reserve:${want.code}`;
+    };
+  }
+
+  function reserveAndCheck(k: KeyM, holdId: string, amount: number): Promise<string> {
+    const check = planReserve(k, holdId, amount);
+    return check(ledger.reserve(k.p, holdId, amount));
   }
 
   function chargeEvent(h: HoldM, charge: number, cost: number, pt: number, ct: number): EventM {
@@ -96,27 +107,89 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     };
   }
 
-  async function settleAndCheck(h: HoldM, charge: number): Promise<string> {
+  /** Like planReserve: the model posts the charge now, the returned check compares settle's answer. */
+  function planSettle(h: HoldM, charge: number): { details: ChargeDetails; check: (run: Promise<boolean>) => Promise<string> } {
     const pt = int(0, 5000);
     const ct = int(0, 5000);
     const cost = int(0, charge);
-    const ok = await ledger.settle(h.key.p, h.id, charge, { promptTokens: pt, completionTokens: ct, costMicro: cost, model: "m/model" });
+    const details = { promptTokens: pt, completionTokens: ct, costMicro: cost, model: "m/model" };
     // A live hold posts; an expired one still records the charge (the inference happened); anything else is a no-op.
-    const posts = h.state === "live" || h.state === "expired";
-    expect(ok).toBe(posts);
-    if (!posts) return `settle:noop-${h.state}`;
-    const k = h.key;
     const was = h.state;
-    h.state = "settled";
-    k.wallet.charges += charge;
-    k.spent += charge;
-    k.requests += 1;
-    k.pt += pt;
-    k.ct += ct;
-    k.revenue += charge - cost;
-    m.changes.settle++;
-    m.events.get(k.p.shard)!.push(chargeEvent(h, charge, cost, pt, ct));
-    return was === "live" ? "settle:posted" : "settle:late-after-expiry";
+    const posts = was === "live" || was === "expired";
+    if (posts) {
+      const k = h.key;
+      h.state = "settled";
+      k.wallet.charges += charge;
+      k.spent += charge;
+      k.requests += 1;
+      k.pt += pt;
+      k.ct += ct;
+      k.revenue += charge - cost;
+      m.changes.settle++;
+      m.events.get(k.p.shard)!.push(chargeEvent(h, charge, cost, pt, ct));
+    }
+    const check = async (run: Promise<boolean>) => {
+      expect(await run).toBe(posts);
+      if (!posts) return `settle:noop-${was}`;
+      return was === "live" ? "settle:posted" : "settle:late-after-expiry";
+    };
+    return { details, check };
+  }
+
+  function settleAndCheck(h: HoldM, charge: number): Promise<string> {
+    const { details, check } = planSettle(h, charge);
+    return check(ledger.settle(h.key.p, h.id, charge, details));
+  }
+
+  /**
+   * Concurrent reserves and settles of one shard, not awaited one by one, so the batcher sends them as batches
+   * (the first alone, the rest together when it answers). The model takes them in the order they were made; the
+   * ledger must answer each alike. Reserves and settles of one burst touch different wallets (their calls may
+   * run in either order). Returns the holds touched and how many script calls Redis ran for the burst.
+   */
+  async function burst(): Promise<{ touched: HoldM[]; labels: string[]; mode: string; calls: number }> {
+    const shardOf = (k: KeyM) => k.p.shard;
+    const shard = pick(m.wallets.filter((w) => m.wallets.some((x) => x !== w && x.shard === w.shard))).shard;
+    const [wa, wb] = chance(0.5) ? m.wallets.filter((w) => w.shard === shard) : m.wallets.filter((w) => w.shard === shard).reverse();
+    const mode = pick(["reserves", "settles", "mixed"] as const);
+    const checks: Promise<string>[] = [];
+    const touched = new Set<HoldM>();
+    const before = await evalCalls();
+    const n = int(2, 12);
+    const newIds: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const kind = mode === "mixed" ? pick(["reserve", "settle"] as const) : mode === "reserves" ? "reserve" : "settle";
+      if (kind === "reserve") {
+        const keys = m.keyList.filter((k) => k.wallet === wa);
+        const k = pick(keys);
+        // Fresh ids mostly; sometimes one of this burst again (a retry inside one batch) or a live hold of the wallet.
+        const live = m.liveHolds().filter((h) => h.key.wallet === wa);
+        const id = chance(0.2) && newIds.length > 0 ? pick(newIds) : chance(0.1) && live.length > 0 ? pick(live).id : newHoldId();
+        const hk = m.holds.get(id)?.key ?? k;
+        const amount = chance(0.8) ? int(1, 2_000_000) : int(2_000_001, 40_000_000);
+        newIds.push(id);
+        checks.push(planReserve(hk, id, amount)(ledger.reserve(hk.p, id, amount)));
+        if (m.holds.has(id)) touched.add(m.holds.get(id)!);
+      } else {
+        const wallet = mode === "mixed" ? wb : pick([wa, wb]);
+        const mine = [...m.holds.values()].filter((h) => h.key.wallet === wallet && shardOf(h.key) === shard);
+        if (mine.length === 0) continue;
+        const live = mine.filter((h) => h.state === "live");
+        const h = live.length > 0 && chance(0.7) ? pick(live) : pick(mine);
+        const charge = int(0, h.amount + 1);
+        const { details, check } = planSettle(h, charge);
+        checks.push(check(ledger.settle(h.key.p, h.id, charge, details)));
+        touched.add(h);
+      }
+    }
+    const labels = await Promise.all(checks);
+    return { touched: [...touched], labels, mode, calls: (await evalCalls()) - before };
+  }
+
+  /** EVALSHA + EVAL calls Redis ran so far (INFO commandstats). */
+  async function evalCalls(): Promise<number> {
+    const info = await redis.info("commandstats");
+    return [...info.matchAll(/cmdstat_eval(?:sha)?:calls=(\d+)/g)].reduce((s, x) => s + Number(x[1]), 0);
   }
 
   async function releaseAndCheck(h: HoldM): Promise<string> {
@@ -132,9 +205,19 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     return `release:noop-${h.state}`;
   }
 
-  type Step = { name: string; weight: number; run(): Promise<{ label: string; touched: HoldM[] } | null> };
 
   const steps: Step[] = [
+    {
+      name: "burst",
+      weight: 12,
+      async run() {
+        const b = await burst();
+        if (b.labels.length === 0) return null;
+        // One call for the first reserve and one for the first settle, then one per kind for the rest.
+        expect(b.calls).toBeLessThanOrEqual(Math.min(b.labels.length, b.mode === "mixed" ? 4 : 2));
+        return { label: b.labels.length >= 3 ? `burst:batched-${b.mode}` : "burst:small", touched: b.touched, labels: b.labels };
+      },
+    },
     {
       name: "credit",
       weight: 10,

@@ -1,0 +1,150 @@
+--[[
+  Reserve credit for a batch of inference requests of one shard (variadic: 2 keys of the shard, then 5 per item;
+  a single request is a batch of one). The only gate on the chat path. Items are applied in order, each seeing
+  what the ones before it did (rate counts, key budget, balance), so a batch equals the same calls one after
+  another. Per item, checks in this order and holds nothing unless all pass (a rate-limit pass is still counted):
+  key not revoked, hold id not used before, per-wallet sliding-window rate limit, key budget, wallet available
+  credit. Then it opens a hold that settle-batch / release-6 resolve exactly once, or the sweeper expires.
+  Each redis.call costs ~2 µs inside a script: every wallet, key, marker and rate counter is read once per batch
+  into locals, and written once at the end (HSET of 'locked', one INCRBY per counter, one ZADD); TIME once.
+
+  KEYS[1] holds zset      gw:{sNN}:holds        holdId -> expiry (ms, Redis clock), for the sweeper
+  KEYS[2] shard fence     gw:{sNN}:fence        the ledger epoch while open; 'R:<epoch>' while a rebuild runs
+  then for item i = 1..n, at b = 2 + 5 * (i - 1):
+  KEYS[b+1] wallet hash   gw:{sNN}:w:<wallet>   balance, locked
+  KEYS[b+2] api key hash  gw:{sNN}:k:<keyId>    revoked, budget, spent, locked, counters
+  KEYS[b+3] hold marker   gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId", then settled | released | expired
+  KEYS[b+4] rate counter, current window    gw:{sNN}:rl:<wallet>:<n>
+  KEYS[b+5] rate counter, previous window   gw:{sNN}:rl:<wallet>:<n-1>
+
+  ARGV[1] ledger epoch the caller believes in
+  ARGV[2] rate limit: requests per window
+  ARGV[3] window length, ms
+  ARGV[4] ms elapsed in the current window (gateway clock, same one that picked the window keys)
+  ARGV[5] hold lifetime, ms
+  then for item i, at a = 5 + 3 * (i - 1):
+  ARGV[a+1] hold id (unique per request; a retry with the same id reserves nothing twice)
+  ARGV[a+2] amount to hold, µUSDC
+  ARGV[a+3] "wallet|keyId" of the hold
+
+  Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
+          {1, item_1, ..., item_n}, each item one of
+    {1, available_after, rate_remaining}   held (or already held under this id: rate_remaining 0)
+    {0, 'UNAUTHORIZED'}                    key unknown or revoked
+    {0, 'HOLD_RESOLVED'}                   this hold id was settled, released or expired before
+    {0, 'RATE_LIMITED', retry_after_ms}
+    {0, 'KEY_BUDGET_EXCEEDED', budget_left}
+    {0, 'INSUFFICIENT_BALANCE', available}
+  Bad arguments anywhere: an error reply, nothing changed.
+]]
+local fence = redis.call('GET', KEYS[2])
+if fence ~= ARGV[1] then return {0, 'FENCED', fence or ''} end
+local function whole(v) return v ~= nil and string.match(v, '^%d+$') ~= nil and string.len(v) <= 15 end
+local n = (#KEYS - 2) / 5
+local valid = n >= 1 and n == math.floor(n) and #ARGV == 5 + 3 * n and whole(ARGV[2]) and whole(ARGV[3])
+  and whole(ARGV[4]) and whole(ARGV[5]) and tonumber(ARGV[3]) ~= 0
+for i = 1, valid and n or 0 do
+  local a = 5 + 3 * (i - 1)
+  if ARGV[a + 1] == '' or not whole(ARGV[a + 2]) then valid = false end
+end
+if not valid then return redis.error_reply('reserve-batch: bad arguments') end
+
+local limit, window, elapsed, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+-- Read once per batch, by key name (items of one wallet share them); written back once at the end.
+local wallets, keys, markers, rates = {}, {}, {}, {}
+local walletOrder, keyOrder, rateOrder, holds, newMarkers = {}, {}, {}, {}, {}
+local function wallet(name)
+  local w = wallets[name]
+  if not w then
+    local v = redis.call('HMGET', name, 'balance', 'locked')
+    w = {balance = tonumber(v[1]) or 0, locked = tonumber(v[2]) or 0}
+    wallets[name] = w
+  end
+  return w
+end
+local function apiKey(name)
+  local k = keys[name]
+  if not k then
+    local v = redis.call('HMGET', name, 'revoked', 'budget', 'spent', 'locked')
+    k = {revoked = v[1], budget = v[2], spent = tonumber(v[3]) or 0, locked = tonumber(v[4]) or 0}
+    keys[name] = k
+  end
+  return k
+end
+local function marker(name)
+  if markers[name] == nil then markers[name] = redis.call('GET', name) end
+  return markers[name]
+end
+-- A wallet's two window counters in one MGET (the items of a batch share one window).
+local function ratePair(cur, prev)
+  if not rates[cur] or not rates[prev] then
+    local v = redis.call('MGET', cur, prev)
+    rates[cur] = rates[cur] or {count = tonumber(v[1]) or 0, added = 0}
+    rates[prev] = rates[prev] or {count = tonumber(v[2]) or 0, added = 0}
+  end
+  return rates[cur], rates[prev]
+end
+
+local now
+local results = {1}
+for i = 1, n do
+  local b, a = 2 + 5 * (i - 1), 5 + 3 * (i - 1)
+  local amount = tonumber(ARGV[a + 2])
+  local k = apiKey(KEYS[b + 2])
+  local m = k.revoked == '0' and marker(KEYS[b + 3])
+  local r
+  if k.revoked ~= '0' then
+    r = {0, 'UNAUTHORIZED'}
+  elseif m then
+    if string.sub(m, 1, 5) ~= 'live|' then
+      r = {0, 'HOLD_RESOLVED'}
+    else
+      local w = wallet(KEYS[b + 1])
+      r = {1, w.balance - w.locked, 0}
+    end
+  else
+    local cur, prev = ratePair(KEYS[b + 4], KEYS[b + 5])
+    local weighted = math.floor(prev.count * (window - elapsed) / window) + cur.count
+    if weighted >= limit then
+      r = {0, 'RATE_LIMITED', window - elapsed}
+    else
+      if cur.added == 0 then rateOrder[#rateOrder + 1] = KEYS[b + 4] end
+      cur.count, cur.added = cur.count + 1, cur.added + 1
+      local left = k.budget and k.budget ~= '' and tonumber(k.budget) - k.spent - k.locked
+      if left and left < amount then
+        r = {0, 'KEY_BUDGET_EXCEEDED', left}
+      else
+        local w = wallet(KEYS[b + 1])
+        local available = w.balance - w.locked
+        if available < amount then
+          r = {0, 'INSUFFICIENT_BALANCE', available}
+        else
+          if not now then
+            local t = redis.call('TIME')
+            now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+          end
+          if not w.dirty then w.dirty = true; walletOrder[#walletOrder + 1] = KEYS[b + 1] end
+          if not k.dirty then k.dirty = true; keyOrder[#keyOrder + 1] = KEYS[b + 2] end
+          w.locked, k.locked = w.locked + amount, k.locked + amount
+          holds[#holds + 1] = now + ttl
+          holds[#holds + 1] = ARGV[a + 1]
+          markers[KEYS[b + 3]] = 'live|' .. ARGV[a + 2] .. '|' .. ARGV[a + 3]
+          newMarkers[#newMarkers + 1] = KEYS[b + 3]
+          r = {1, available - amount, limit - weighted - 1}
+        end
+      end
+    end
+  end
+  results[i + 1] = r
+end
+
+local function int(v) return string.format('%d', v) end
+for _, name in ipairs(walletOrder) do redis.call('HSET', name, 'locked', int(wallets[name].locked)) end
+for _, name in ipairs(keyOrder) do redis.call('HSET', name, 'locked', int(keys[name].locked)) end
+for _, name in ipairs(rateOrder) do
+  local added = rates[name].added
+  if redis.call('INCRBY', name, added) == added then redis.call('PEXPIRE', name, window * 2) end
+end
+if #holds > 0 then redis.call('ZADD', KEYS[1], unpack(holds)) end
+for _, name in ipairs(newMarkers) do redis.call('SET', name, markers[name]) end
+return results

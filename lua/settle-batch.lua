@@ -1,0 +1,130 @@
+--[[
+  Post a batch of holds of one shard (variadic: 3 keys of the shard, then 3 per item; a single settle is a batch
+  of one): per item, replace the lock by the actual charge, bump the key's counters and append the charge to the
+  outbox. A hold is resolved exactly once; a settle that arrives after the sweeper expired the hold still records
+  the charge (the inference happened), and any other repeat is a no-op. Items are applied in order, each seeing
+  the ones before it (a hold id twice in one batch charges once), so a batch equals the same calls one by one.
+  Every wallet, key and marker is read once per batch and written once at the end (HSET of the changed fields,
+  one ZREM); TIME once. One XADD per charge: the flusher takes one event per stream entry.
+
+  KEYS[1] holds zset     gw:{sNN}:holds
+  KEYS[2] outbox stream  gw:{sNN}:outbox       one field 'e' per entry: the event as a JSON object (see below)
+  KEYS[3] shard fence    gw:{sNN}:fence        the ledger epoch while open; 'R:<epoch>' while a rebuild runs
+  then for item i = 1..n, at b = 3 + 3 * (i - 1):
+  KEYS[b+1] wallet hash  KEYS[b+2] api key hash
+  KEYS[b+3] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → settled (kept ARGV[2] s)
+
+  ARGV[1] ledger epoch the caller believes in   ARGV[2] marker ttl s
+  then for item i, at a = 2 + 8 * (i - 1):
+  ARGV[a+1] hold id   ARGV[a+2] charge µUSDC   ARGV[a+3] prompt tokens   ARGV[a+4] completion tokens
+  ARGV[a+5] provider cost µUSD   ARGV[a+6] model id   ARGV[a+7] wallet   ARGV[a+8] key id
+
+  Outbox event: {"type":"charge","hold","wallet","key","model","amount","cost","pt","ct","at"} (at: Redis clock,
+  ms). It is JSON so the flusher hands a whole batch to Postgres as one json_to_recordset parameter, unparsed.
+
+  Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
+          {1, item_1, ..., item_n}, each item one of
+    {1, balance_after}           charged (hold posted, or late charge after expiry)
+    {0, 'settled' | 'released'}  already resolved; nothing changed
+    {0, 'UNKNOWN_HOLD'}
+  Bad arguments anywhere: an error reply, nothing changed.
+]]
+local fence = redis.call('GET', KEYS[3])
+if fence ~= ARGV[1] then return {0, 'FENCED', fence or ''} end
+local function whole(v) return v ~= nil and string.match(v, '^%d+$') ~= nil and string.len(v) <= 15 end
+local n = (#KEYS - 3) / 3
+local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 8 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
+for i = 1, valid and n or 0 do
+  local a = 2 + 8 * (i - 1)
+  if ARGV[a + 1] == '' or not (whole(ARGV[a + 2]) and whole(ARGV[a + 3]) and whole(ARGV[a + 4])
+    and string.match(ARGV[a + 5], '^%-?%d+$') and string.len(ARGV[a + 5]) <= 15 and whole(ARGV[a + 8])) then
+    valid = false
+  end
+end
+if not valid then return redis.error_reply('settle-batch: bad arguments') end
+
+-- Read once per batch, by key name (items of one wallet share them); written back once at the end.
+local wallets, keys, markers = {}, {}, {}
+local walletOrder, keyOrder, posted, zrem = {}, {}, {}, {}
+local function wallet(name)
+  local w = wallets[name]
+  if not w then
+    local v = redis.call('HMGET', name, 'balance', 'locked')
+    w = {balance = tonumber(v[1]) or 0, locked = tonumber(v[2]) or 0}
+    wallets[name] = w
+    walletOrder[#walletOrder + 1] = name
+  end
+  return w
+end
+local FIELDS = {'locked', 'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue'}
+local function apiKey(name)
+  local k = keys[name]
+  if not k then
+    local v = redis.call('HMGET', name, unpack(FIELDS))
+    k = {}
+    for f = 1, #FIELDS do k[f] = tonumber(v[f]) or 0 end
+    keys[name] = k
+    keyOrder[#keyOrder + 1] = name
+  end
+  return k
+end
+
+local function int(v) return string.format('%d', v) end
+local at
+local results = {1}
+for i = 1, n do
+  local b, a = 3 + 3 * (i - 1), 2 + 8 * (i - 1)
+  local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
+  local name = KEYS[b + 3]
+  if markers[name] == nil then markers[name] = redis.call('GET', name) end
+  local state = markers[name]
+  if not state then
+    results[i + 1] = {0, 'UNKNOWN_HOLD'}
+  elseif string.sub(state, 1, 5) ~= 'live|' and state ~= 'expired' then
+    results[i + 1] = {0, state}
+  else
+    local held = 0
+    local w = wallet(KEYS[b + 1])
+    if state ~= 'expired' then
+      held = tonumber(string.match(state, '^live|(%-?%d+)|'))
+      w.locked, w.lockedChanged = w.locked - held, true
+      zrem[#zrem + 1] = id
+    end
+    w.balance = w.balance - charge
+    local k = apiKey(KEYS[b + 2])
+    k[1], k[2], k[3] = k[1] - held, k[2] + charge, k[3] + 1
+    k[4], k[5], k[6] = k[4] + tonumber(ARGV[a + 3]), k[5] + tonumber(ARGV[a + 4]), k[6] + charge - tonumber(ARGV[a + 5])
+    markers[name] = 'settled'
+    posted[#posted + 1] = name
+    if not at then
+      local t = redis.call('TIME')
+      at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+    end
+    redis.call('XADD', KEYS[2], '*', 'e', '{"type":"charge","hold":' .. cjson.encode(id) .. ',"wallet":'
+      .. cjson.encode(ARGV[a + 7]) .. ',"key":' .. int(tonumber(ARGV[a + 8])) .. ',"model":' .. cjson.encode(ARGV[a + 6])
+      .. ',"amount":' .. int(charge) .. ',"cost":' .. int(tonumber(ARGV[a + 5])) .. ',"pt":' .. int(tonumber(ARGV[a + 3]))
+      .. ',"ct":' .. int(tonumber(ARGV[a + 4])) .. ',"at":' .. at .. '}')
+    results[i + 1] = {1, w.balance}
+  end
+end
+
+for _, name in ipairs(walletOrder) do
+  local w = wallets[name]
+  if w.lockedChanged then
+    redis.call('HSET', name, 'balance', int(w.balance), 'locked', int(w.locked))
+  else
+    redis.call('HSET', name, 'balance', int(w.balance))
+  end
+end
+for _, name in ipairs(keyOrder) do
+  local k, fields = keys[name], {}
+  for f = 1, #FIELDS do
+    fields[#fields + 1] = FIELDS[f]
+    fields[#fields + 1] = int(k[f])
+  end
+  redis.call('HSET', name, unpack(fields))
+end
+if #zrem > 0 then redis.call('ZREM', KEYS[1], unpack(zrem)) end
+local ttl = tonumber(ARGV[2])
+for _, name in ipairs(posted) do redis.call('SET', name, 'settled', 'EX', ttl) end
+return results

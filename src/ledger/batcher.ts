@@ -1,0 +1,151 @@
+import type { LedgerFence } from "./fence.ts";
+import type { RedisNames } from "./names.ts";
+import type { BatchReply, LedgerScripts, ReserveItemReply, SettleItemReply } from "./scripts.ts";
+
+/** Items per script call at most: a call's Lua time stays well under a millisecond. */
+const MAX_BATCH = 64;
+
+interface Waiting<I, R> {
+  item: I;
+  resolve(r: R): void;
+  reject(e: unknown): void;
+}
+
+/**
+ * Natural batching per shard: an item goes out at once when no call of its kind is in flight for its shard
+ * (concurrency 1 never waits), else it waits for the in-flight call's answer and goes with everything queued
+ * meanwhile as the next call. Redis (and the client) then pay one script call per batch instead of one per item.
+ * `call` must put its command on the connection synchronously: `flush` relies on it to keep commands in order.
+ */
+export class ShardBatcher<I, R> {
+  private readonly queues = new Map<string, Waiting<I, R>[]>();
+  private readonly inFlight = new Map<string, number>();
+
+  constructor(
+    private readonly call: (shard: string, items: I[]) => Promise<R[]>,
+    private readonly cap = MAX_BATCH,
+  ) {}
+
+  /** The item's own reply; rejects when its call failed (every item of that call fails alike). */
+  submit(shard: string, item: I): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      let q = this.queues.get(shard);
+      if (!q) this.queues.set(shard, (q = []));
+      q.push({ item, resolve, reject });
+      if (!this.inFlight.get(shard) || q.length >= this.cap) this.send(shard);
+    });
+  }
+
+  /**
+   * Sends what waits for `shard` now, even while a call is in flight: whatever is sent for the shard after this
+   * (a balance read, a release of a hold whose reserve is queued) runs in Redis after these items.
+   */
+  flush(shard: string): void {
+    while (this.queues.get(shard)?.length) this.send(shard);
+  }
+
+  private send(shard: string): void {
+    const q = this.queues.get(shard);
+    if (!q?.length) return;
+    const batch = q.splice(0, this.cap);
+    this.inFlight.set(shard, (this.inFlight.get(shard) ?? 0) + 1);
+    let reply: Promise<R[]>;
+    try {
+      reply = this.call(shard, batch.map((w) => w.item));
+    } catch (e) {
+      reply = Promise.reject(e);
+    }
+    reply
+      .then((rs) => {
+        if (rs.length !== batch.length) throw new Error(`batch of ${batch.length} answered with ${rs.length} replies`);
+        batch.forEach((w, i) => w.resolve(rs[i]!));
+      })
+      .catch((e: unknown) => batch.forEach((w) => w.reject(e)))
+      .finally(() => {
+        const left = this.inFlight.get(shard)! - 1;
+        this.inFlight.set(shard, left);
+        if (left === 0) this.send(shard);
+      });
+  }
+}
+
+/** A reserve of one request, as the batch script takes it. */
+export interface ReserveItem {
+  walletName: string;
+  apiKeyName: string;
+  wallet: string;
+  keyId: number;
+  holdId: string;
+  amount: number;
+}
+
+/** A settle of one request, as the batch script takes it. */
+export interface SettleItem {
+  walletName: string;
+  apiKeyName: string;
+  wallet: string;
+  keyId: number;
+  holdId: string;
+  charge: number;
+  promptTokens: number;
+  completionTokens: number;
+  costMicro: number;
+  model: string;
+}
+
+export interface BatchLimits {
+  rateLimitRequests: number;
+  rateLimitWindowMs: number;
+  holdTtlMs: number;
+  resolutionTtlS: number;
+}
+
+/** The chat path's two ledger calls, batched per shard (reserve-batch.lua, settle-batch.lua) and fenced per batch. */
+export class LedgerBatches {
+  readonly reserves: ShardBatcher<ReserveItem, ReserveItemReply>;
+  readonly settles: ShardBatcher<SettleItem, SettleItemReply>;
+
+  constructor(scripts: LedgerScripts, fence: LedgerFence, names: RedisNames, limits: BatchLimits) {
+    this.reserves = new ShardBatcher((shard, list) =>
+      fence
+        .run(shard, (epoch) => {
+          // The window is the gateway clock's at send time, like one call's: every item of a batch shares it.
+          const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = limits;
+          const now = Date.now();
+          const window = Math.floor(now / windowMs);
+          const keys = [names.holds(shard), names.fence(shard)];
+          const argv: (string | number)[] = [epoch, limit, windowMs, now - window * windowMs, limits.holdTtlMs];
+          for (const it of list) {
+            keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId), names.rate(shard, it.wallet, window), names.rate(shard, it.wallet, window - 1));
+            argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`);
+          }
+          return scripts.reserveBatch(keys, argv);
+        })
+        .then(perItem),
+    );
+    this.settles = new ShardBatcher((shard, list) =>
+      fence
+        .run(shard, (epoch) => {
+          const keys = [names.holds(shard), names.outbox(shard), names.fence(shard)];
+          const argv: (string | number)[] = [epoch, limits.resolutionTtlS];
+          for (const it of list) {
+            keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId));
+            argv.push(it.holdId, it.charge, it.promptTokens, it.completionTokens, it.costMicro, it.model, it.wallet, it.keyId);
+          }
+          return scripts.settleBatch(keys, argv);
+        })
+        .then(perItem),
+    );
+  }
+
+  /** Sends the shard's queued reserves and settles now: a read or another ledger call of the shard follows them. */
+  flush(shard: string): void {
+    this.reserves.flush(shard);
+    this.settles.flush(shard);
+  }
+}
+
+/** The per-item replies of a batch that passed the fence (fence.run retried any FENCED reply). */
+function perItem<T>(r: BatchReply<T>): T[] {
+  return r.slice(1) as T[];
+}
