@@ -1,7 +1,7 @@
 /**
  * The metered stream alone, in process: CPU µs per stream for the bench's short answer (8 events arriving in one
- * read) and a long one (200 reads of one event each), consumed by a plain reader. Settles go nowhere (a stub), so
- * this is the stream's own work: SSE decoding, translation, timers, enqueueing; no HTTP, no Redis.
+ * read) and longer ones (200 and 1000 reads of one event each), consumed by a plain reader. Settles go nowhere
+ * (a stub), so this is the stream's own work: SSE decoding, translation, timers, enqueueing; no HTTP, no Redis.
  *   bun bench/streamCost.ts [tree]    # tree: a checkout to measure (default this one), for A/B against main
  */
 const tree = process.argv[2] ?? new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -18,6 +18,8 @@ const tail = `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk",
 const shapes: Record<string, Uint8Array[]> = {
   "8 events in one read": [enc.encode(chunk({ role: "assistant", content: "" }) + words(5).join("") + chunk({}, "stop") + tail)],
   "200 reads of one event": [chunk({ role: "assistant", content: "" }), ...words(198), chunk({}, "stop") + tail].map((s) => enc.encode(s)),
+  // Past the translator's unread limit (64 KiB): most of its output is parsed on the way, as before.
+  "1000 reads of one event": [chunk({ role: "assistant", content: "" }), ...words(998), chunk({}, "stop") + tail].map((s) => enc.encode(s)),
 };
 const settler = { settleBehind() {}, release: async () => {} };
 const ledger = { extendHold: async () => {}, holdRefreshMs: 60_000 };
@@ -31,7 +33,7 @@ async function one(parts: Uint8Array[]) {
   await m.ended;
 }
 for (const [name, parts] of Object.entries(shapes)) {
-  const n = name.startsWith("8") ? 20_000 : 500;
+  const n = name.startsWith("8") ? 20_000 : name.startsWith("200") ? 500 : 100;
   for (let i = 0; i < n / 10; i++) await one(parts);
   const best: number[] = [];
   for (let rep = 0; rep < 5; rep++) {
