@@ -91,6 +91,8 @@ export interface LoadResult {
   cpuUsPerRequest: number;
   /** CPU time of redis-server per answered request, µs (the gateway's ledger calls and its flusher). */
   redisUsPerRequest: number;
+  /** The ledger scripts' time inside Redis per answered request, µs (INFO commandstats around a gateway run). */
+  scriptUsPerRequest?: number;
   rps: number;
   total: number;
   ok2xx: number;
@@ -256,6 +258,12 @@ export async function checkAnswer(t: Target): Promise<void> {
     ok = false;
   }
   if (!ok) throw new Error(`sanity request to ${t.name} (${t.url}) failed: ${res.status} ${text.slice(0, 300)}`);
+}
+
+/** µs the ledger scripts ran inside Redis between two `redisCommandStats` readings. */
+export function scriptUsec(before: Record<string, { calls: number; usec: number }>, after: typeof before): number {
+  const sum = (st: typeof before) => (st.evalsha?.usec ?? 0) + (st.eval?.usec ?? 0);
+  return sum(after) - sum(before);
 }
 
 /** Redis `INFO commandstats` as { command: { calls, usec } }. */
