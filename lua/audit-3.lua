@@ -14,7 +14,7 @@
   ARGV[1] number of wallet hashes   ARGV[2] number of api key hashes
 
   Returns {now_ms, wallets, keys, markers, holds, credited, outbox_entries, outbox_last}
-    now_ms    Redis clock (settle-6's "at" clock): outbox events at or after it are not in this read
+    now_ms    Redis clock (settle-batch's "at" clock): outbox events at or after it are not in this read
     wallets   per wallet hash {balance, locked}
     keys      per key hash {revoked, budget, spent, locked, requests, prompt_tokens, completion_tokens, revenue}
     markers   per hold marker its value ("live|amount|wallet|keyId", a resolved state, or nil)

@@ -1,11 +1,11 @@
 --[[
   Void or expire a hold: give the locked credit back, charge nothing, append the event to the outbox.
   'expire' (the sweeper) only acts on a hold whose expiry has passed on the Redis clock, so it can never race a
-  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-6.
+  live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-batch.
 
   KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset
   KEYS[4] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → released | expired (kept ARGV[3] s)
-  KEYS[5] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON, like settle-6's event)
+  KEYS[5] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON, like settle-batch's event)
   KEYS[6] shard fence  gw:{sNN}:fence  the ledger epoch while open; 'R:<epoch>' while a rebuild runs
   ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s   ARGV[4] ledger epoch the caller believes in
 

@@ -15,10 +15,10 @@ import { privateRedis } from "./helpers/services.ts";
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "63e4df29d51ea5dfc84c4f5dcb40bfd8ee6b2c4c",
   "settle-batch.lua": "47c439a0a4589947aacc764d4dabc0e7be5e2815",
-  "release-6.lua": "a87933ec22f7c68caa763cac9416e40adf534a37",
+  "release-6.lua": "d9320ddb51569a0f7fcf850507b8ad151a76b8de",
   "credit-3.lua": "b471c2af7d2056556a6275f35829e2d113c39dab",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
-  "audit-3.lua": "fd267bd7390254af0c5476cc57cd57f12d025416",
+  "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
   "rebuild-write-2.lua": "a75ce4ca85393513dd1ecdca58ae63e1808df470",
 }
 

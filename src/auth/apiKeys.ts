@@ -35,7 +35,7 @@ export function hashApiKey(key: string): string {
 
 /**
  * Resolves `Authorization: Bearer sk-…` to its key id and wallet. The hash → (id, wallet) mapping never changes,
- * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-7
+ * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-batch
  * (chat) or `assertActive` (other endpoints), so a revoke bites on the very next request.
  */
 export class ApiKeyAuth {
@@ -80,7 +80,7 @@ export class ApiKeyAuth {
     this.misses.delete(hash);
   }
 
-  /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-7). */
+  /** 401 unless the key is active now (the non-chat endpoints; chat checks inside reserve-batch). */
   async assertActive(p: KeyPrincipal): Promise<void> {
     if (!(await this.ledger.apiKeys.isActive(p))) throw new ApiError("UNAUTHORIZED");
   }

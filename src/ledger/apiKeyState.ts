@@ -8,7 +8,7 @@ export interface KeyState {
   budget: number | null;
 }
 
-/** The field/value pairs of a key's state, as reserve-7.lua reads them (revoked "1"/"0"; budget "" for none). */
+/** The field/value pairs of a key's state, as reserve-batch.lua reads them (revoked "1"/"0"; budget "" for none). */
 export function keyStateFields(s: KeyState): { revoked: string; budget: string } {
   return { revoked: s.revoked ? "1" : "0", budget: s.budget === null ? "" : String(s.budget) };
 }
@@ -58,12 +58,12 @@ export class ApiKeyState {
     await this.redis.set(this.names.keyHash(hash), mapping(p));
   }
 
-  /** Revokes a key: reserve-7 refuses it from its very next request. */
+  /** Revokes a key: reserve-batch refuses it from its very next request. */
   async revoke(p: KeyPrincipal): Promise<void> {
     await this.redis.hset(p.apiKeyName, "revoked", "1");
   }
 
-  /** Whether the key is active now (the non-chat endpoints; chat checks inside reserve-7). */
+  /** Whether the key is active now (the non-chat endpoints; chat checks inside reserve-batch). */
   async isActive(p: KeyPrincipal): Promise<boolean> {
     return (await this.redis.hget(p.apiKeyName, "revoked")) === "0";
   }

@@ -45,7 +45,7 @@ export class Settler {
     const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
     call.trace.chargeUsdc = charge;
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
-    // attempt that runs later is harmless: settle-6 posts a hold once.
+    // attempt that runs later is harmless: settle-batch posts a hold once.
     const attempt = () => withDeadline(this.ledger.settleOutcome(call.principal, call.holdId, charge, details), SETTLE_ATTEMPT_MS);
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(

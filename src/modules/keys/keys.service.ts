@@ -24,7 +24,7 @@ interface KeyRow {
 }
 
 /**
- * API key life cycle. Postgres is written first (the record), then Redis (the state reserve-7 checks), so a
+ * API key life cycle. Postgres is written first (the record), then Redis (the state reserve-batch checks), so a
  * crash in between leaves a key that the auth path repairs, or a revoke that a retried DELETE completes.
  */
 export class KeyService {
