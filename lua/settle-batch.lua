@@ -5,10 +5,11 @@
   the charge (the inference happened), and any other repeat is a no-op. Items are applied in order, each seeing
   the ones before it (a hold id twice in one batch charges once), so a batch equals the same calls one by one.
   Every wallet, key and marker is read once per batch and written once at the end (HSET of the changed fields,
-  one ZREM); TIME once. One XADD per charge: the flusher takes one event per stream entry.
+  one ZREM); TIME once. One XADD per batch: its entry holds every charge of the batch.
 
   KEYS[1] holds zset     gw:{sNN}:holds
-  KEYS[2] outbox stream  gw:{sNN}:outbox       one field 'e' per entry: the event as a JSON object (see below)
+  KEYS[2] outbox stream  gw:{sNN}:outbox       one field 'e' per entry: the batch's charge events as JSON objects
+                                               separated by commas (see below), so '[' .. e .. ']' is a JSON array
   KEYS[3] shard fence    gw:{sNN}:fence        the ledger epoch while open; 'R:<epoch>' while a rebuild runs
   then for item i = 1..n, at b = 3 + 3 * (i - 1):
   KEYS[b+1] wallet hash  KEYS[b+2] api key hash
@@ -20,7 +21,7 @@
   ARGV[a+5] provider cost µUSD   ARGV[a+6] model id   ARGV[a+7] wallet   ARGV[a+8] key id
 
   Outbox event: {"type":"charge","hold","wallet","key","model","amount","cost","pt","ct","at"} (at: Redis clock,
-  ms). It is JSON so the flusher hands a whole batch to Postgres as one json_to_recordset parameter, unparsed.
+  ms). It is JSON so the flusher hands its entries to Postgres as one json_to_recordset parameter, unparsed.
 
   Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
           {1, item_1, ..., item_n}, each item one of
@@ -71,7 +72,7 @@ end
 
 local function int(v) return string.format('%d', v) end
 local at
-local results = {1}
+local results, events = {1}, {}
 for i = 1, n do
   local b, a = 3 + 3 * (i - 1), 2 + 8 * (i - 1)
   local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
@@ -100,10 +101,10 @@ for i = 1, n do
       local t = redis.call('TIME')
       at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
     end
-    redis.call('XADD', KEYS[2], '*', 'e', '{"type":"charge","hold":' .. cjson.encode(id) .. ',"wallet":'
+    events[#events + 1] = '{"type":"charge","hold":' .. cjson.encode(id) .. ',"wallet":'
       .. cjson.encode(ARGV[a + 7]) .. ',"key":' .. int(tonumber(ARGV[a + 8])) .. ',"model":' .. cjson.encode(ARGV[a + 6])
       .. ',"amount":' .. int(charge) .. ',"cost":' .. int(tonumber(ARGV[a + 5])) .. ',"pt":' .. int(tonumber(ARGV[a + 3]))
-      .. ',"ct":' .. int(tonumber(ARGV[a + 4])) .. ',"at":' .. at .. '}')
+      .. ',"ct":' .. int(tonumber(ARGV[a + 4])) .. ',"at":' .. at .. '}'
     results[i + 1] = {1, w.balance}
   end
 end
@@ -125,6 +126,7 @@ for _, name in ipairs(keyOrder) do
   redis.call('HSET', name, unpack(fields))
 end
 if #zrem > 0 then redis.call('ZREM', KEYS[1], unpack(zrem)) end
+if #events > 0 then redis.call('XADD', KEYS[2], '*', 'e', table.concat(events, ',')) end
 local ttl = tonumber(ARGV[2])
 for _, name in ipairs(posted) do redis.call('SET', name, 'settled', 'EX', ttl) end
 return results

@@ -60,7 +60,7 @@ async function checkAll(touched: HoldM[]) {
   const p = redis.pipeline();
   for (const w of m.wallets) p.hmget(names.wallet(w.shard, w.addr), "balance", "locked");
   for (const k of m.keyList) p.hmget(k.p.apiKeyName, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
-  for (const s of names.allShards()) p.zcard(names.holds(s)).xlen(names.outbox(s));
+  for (const s of names.allShards()) p.zcard(names.holds(s)).xrange(names.outbox(s), "-", "+");
   for (const h of touched) p.get(names.holdMarker(h.key.p.shard, h.id)).zscore(names.holds(h.key.p.shard), h.id);
   const res = (await p.exec())!.map(([err, v]) => {
     if (err) throw err;
@@ -94,7 +94,10 @@ async function checkAll(touched: HoldM[]) {
   }
   for (const s of names.allShards()) {
     const live = m.liveHolds().filter((h) => h.key.p.shard === s).length;
-    expect({ shard: s, zcard: res[i++], outbox: res[i++] }).toEqual({ shard: s, zcard: live, outbox: m.events.get(s)!.length });
+    const zcard = res[i++];
+    // Events, not entries: a settle batch's charges share one entry.
+    const outbox = (res[i++] as [string, string[]][]).reduce((n, [, f]) => n + (JSON.parse(`[${f[1]!}]`) as unknown[]).length, 0);
+    expect({ shard: s, zcard, outbox }).toEqual({ shard: s, zcard: live, outbox: m.events.get(s)!.length });
   }
   for (const h of touched) {
     const marker = res[i++];
@@ -149,28 +152,32 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
     }
   }
 
-  // The outbox m.holds exactly one entry per state-changing settle / release / expire, in order, per shard.
+  // The outbox holds exactly one event per state-changing settle / release / expire, in order, per shard (a settle
+  // batch's events share one entry).
   const perHold = [...m.holds.values()].reduce((n, h) => n + (h.state === "live" ? 0 : 1) + (h.state === "settled" && h.expiredOnce ? 1 : 0), 0);
   expect(m.changes.settle + m.changes.release + m.changes.expire).toBe(perHold);
-  let xlenTotal = 0;
+  let eventsTotal = 0;
   for (const s of names.allShards()) {
     const xlen = await redis.xlen(names.outbox(s));
-    xlenTotal += xlen;
     const entries = await redis.xrange(names.outbox(s), "-", "+");
     expect(entries.length).toBe(xlen);
-    const asEvents = entries.map(([, fields]) => {
-      // One field 'e': the event as JSON; the model keeps every value as the string it was given as.
+    const asEvents = entries.flatMap(([, fields]) => {
+      // One field 'e': the entry's events as JSON objects, comma-separated; the model keeps every value as the
+      // string it was given as.
       expect(fields[0]).toBe("e");
-      const f: Record<string, string> = {};
-      for (const [k, v] of Object.entries(JSON.parse(fields[1]!) as Record<string, string | number>)) f[k] = String(v);
-      expect(Number(f.at)).toBeGreaterThan(1_600_000_000_000);
-      expect(Number(f.at)).toBeLessThan(4_000_000_000_000);
-      delete f.at;
-      return f;
+      return (JSON.parse(`[${fields[1]!}]`) as Record<string, string | number>[]).map((e) => {
+        const f: Record<string, string> = {};
+        for (const [k, v] of Object.entries(e)) f[k] = String(v);
+        expect(Number(f.at)).toBeGreaterThan(1_600_000_000_000);
+        expect(Number(f.at)).toBeLessThan(4_000_000_000_000);
+        delete f.at;
+        return f;
+      });
     });
+    eventsTotal += asEvents.length;
     expect(asEvents).toEqual(m.events.get(s)! as unknown as Record<string, string>[]);
   }
-  expect(xlenTotal).toBe(m.changes.settle + m.changes.release + m.changes.expire);
+  expect(eventsTotal).toBe(m.changes.settle + m.changes.release + m.changes.expire);
   expect(m.changes.settle).toBe((seen.get("settle:posted") ?? 0) + (seen.get("settle:late-after-expiry") ?? 0));
   expect(m.changes.release).toBe(seen.get("release:released") ?? 0);
 }, 120_000);

@@ -14,7 +14,7 @@ import { privateRedis } from "./helpers/services.ts";
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "63e4df29d51ea5dfc84c4f5dcb40bfd8ee6b2c4c",
-  "settle-batch.lua": "47c439a0a4589947aacc764d4dabc0e7be5e2815",
+  "settle-batch.lua": "1ae68d173c9bbe4e4744f07b2389c94593cf32ba",
   "release-6.lua": "d9320ddb51569a0f7fcf850507b8ad151a76b8de",
   "credit-3.lua": "b471c2af7d2056556a6275f35829e2d113c39dab",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
@@ -154,7 +154,7 @@ describe("batch scripts on Redis", () => {
       redis.hgetall(W), redis.hgetall(K1), redis.hgetall(K2), redis.zrange(names.holds(shard), "0", "-1"),
       redis.xrange(names.outbox(shard), "-", "+"), redis.get(names.rate(shard, wallet, WINDOW)),
     ]);
-    return { w, k1, k2, holds: holds.sort(), outbox: outbox.map(([, f]) => JSON.parse(f[1]!)), rate };
+    return { w, k1, k2, holds: holds.sort(), outbox: outbox.flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as Record<string, unknown>[]), entries: outbox.length, rate };
   }
 
   test("reserve: ok and refused items in one batch, each seeing the ones before it; a repeated hold id holds once", async () => {
@@ -229,6 +229,8 @@ describe("batch scripts on Redis", () => {
       { type: "charge", hold: "b", wallet, key: 2, model: "m/x", amount: 700, cost: 800, pt: 100, ct: 20 },
       { type: "charge", hold: "d", wallet, key: 1, model: "m/x", amount: 40, cost: 10, pt: 100, ct: 20 },
     ]);
+    // One outbox entry for the batch's three charges.
+    expect(s.entries).toBe(1);
   });
 
   test("settle: a fenced batch or bad arguments change nothing", async () => {

@@ -183,9 +183,11 @@ async function readOutbox(scripts: LedgerScripts, key: string, last: string, pag
     const page = (await scripts.client.send("XRANGE", [key, from, last, "COUNT", String(pageSize)], key)) as [string, string[] | null][];
     for (const [, fields] of page) {
       const json = eventJson(fields);
-      const e = json ? (JSON.parse(json) as { type: string; hold: string; wallet: string; key: number; amount: number; cost?: number; pt?: number; ct?: number; at: number }) : null;
-      if (e?.type !== "charge") continue;
-      charges.push({ eventId: ledgerEventId(e.type, e.hold), wallet: e.wallet, keyId: e.key, amount: e.amount, cost: e.cost ?? 0, pt: e.pt ?? 0, ct: e.ct ?? 0, at: e.at });
+      const events = json ? (JSON.parse(`[${json}]`) as { type: string; hold: string; wallet: string; key: number; amount: number; cost?: number; pt?: number; ct?: number; at: number }[]) : [];
+      for (const e of events) {
+        if (e.type !== "charge") continue;
+        charges.push({ eventId: ledgerEventId(e.type, e.hold), wallet: e.wallet, keyId: e.key, amount: e.amount, cost: e.cost ?? 0, pt: e.pt ?? 0, ct: e.ct ?? 0, at: e.at });
+      }
     }
     if (page.length < pageSize) break;
     from = `(${page[page.length - 1]![0]}`;

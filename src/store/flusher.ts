@@ -53,7 +53,7 @@ export async function insertLedgerEvents(sql: Sql, events: string[]): Promise<vo
   if (events.length > 0) await sql.unsafe(INSERT_EVENTS, [`[${events.join(",")}]`]);
 }
 
-/** The event JSON of an outbox entry's field list (`e <json>`); null for an entry deleted meanwhile. */
+/** An outbox entry's events (`e <json>`): one JSON object or a settle batch's, comma-separated; null if deleted. */
 export function eventJson(fields: string[] | null): string | null {
   if (!fields) return null;
   for (let i = 0; i < fields.length; i += 2) if (fields[i] === "e") return fields[i + 1]!;
