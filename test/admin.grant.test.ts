@@ -1,16 +1,10 @@
 /** `admin grant`: money in without a payment, recorded in Postgres, applied once, safe to run again with --id. */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { AdminUsageError, parseAdmin } from "../src/admin.ts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway();
 
 const admin = (...args: string[]) => parseAdmin(args)(gw.services);
 const freshWallet = () => privateKeyToAccount(generatePrivateKey()).address.toLowerCase();

@@ -1,16 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { countTokens, encodeChat } from "gpt-tokenizer/model/gpt-4o";
 import { inputTokensFor, REPLY } from "./helpers/anthropicStandin.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { LONG_TOOL, LONG_WORDS, REPLY_WORDS } from "./helpers/openaiStandin.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway();
 
 const messages = [
   { role: "system" as const, content: "You are a careful meteorologist." },

@@ -1,16 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { APIError } from "openai";
 import { REPLY } from "./helpers/anthropicStandin.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 
 // A short deadline so the stand-in's "slow" (2 s) and "hang" models trip it.
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway({ UPSTREAM_TIMEOUT_MS: "300" });
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway({ UPSTREAM_TIMEOUT_MS: "300" });
 
 const messages = [{ role: "user", content: "hi" }];
 const chat = (key: string, body: unknown) => gw.call("POST", "/v1/chat/completions", body, { authorization: `Bearer ${key}` });

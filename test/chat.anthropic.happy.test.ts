@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parseCatalog } from "../src/providers/catalog.ts";
 import {
@@ -11,15 +11,9 @@ import {
   TOOL_INTRO,
   TOOL_JSON,
 } from "./helpers/anthropicStandin.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway();
 
 const SONNET = "claude/claude-sonnet-4-5";
 const messages = [

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { Redis } from "ioredis";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway();
 
 test("100 concurrent requests on a balance that covers 10 reserves never overdraw", async () => {
   const { wallet, key } = await gw.newWallet(0);

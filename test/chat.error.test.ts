@@ -1,14 +1,8 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { sharedGateway } from "./helpers/gateway.ts";
 
 // A short deadline so the stand-in's "slow" model (2 s) trips it; a small rate limit to reach 429 quickly.
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway({ UPSTREAM_TIMEOUT_MS: "300", RATE_LIMIT_REQUESTS: "5", RATE_LIMIT_WINDOW_S: "60" });
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway({ UPSTREAM_TIMEOUT_MS: "300", RATE_LIMIT_REQUESTS: "5", RATE_LIMIT_WINDOW_S: "60" });
 
 const messages = [{ role: "user", content: "hi" }];
 const chat = (key: string | null, body: unknown) =>

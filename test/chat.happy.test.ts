@@ -1,14 +1,8 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway();
 
 const messages = [
   { role: "system" as const, content: "You are terse." },

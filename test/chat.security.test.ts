@@ -3,23 +3,17 @@
  * their bytes, raced against a small wallet and a small key budget, must never spend more than the credit; fields
  * that would raise the provider's bill behind the hold are refused before any reserve and reach no provider.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { setLogLevel } from "../src/log.ts";
 import { holdOverruns } from "../src/modules/chat/holdOverruns.ts";
 import { REFUSED_FIELDS } from "../src/providers/fields.ts";
 import { IMAGE_TOKENS as CLAUDE_IMAGE_TOKENS, REPLY } from "./helpers/anthropicStandin.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { IMAGE_TOKENS, REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  // A rate limit out of the way of the bursts below.
-  gw = await startGateway({ RATE_LIMIT_REQUESTS: "100000" });
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+// A rate limit out of the way of the bursts below.
+const gw = sharedGateway({ RATE_LIMIT_REQUESTS: "100000" });
 
 const IMAGE_URL = "https://img.example/cat.png"; // 27 bytes that a provider bills 1,445 tokens at high detail
 const imageMessages = (n: number, detail = "high") => [

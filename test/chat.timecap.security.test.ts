@@ -5,18 +5,12 @@
  * took when it was waiting on the provider; the hold's completion part when output sat unread, since the provider
  * may have generated (and billed) all of it meanwhile.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { countTokens, encodeChat } from "gpt-tokenizer/model/gpt-4o";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway({ STREAM_MAX_MS: "300" });
-}, 60_000); // PGlite can take several seconds to start on a busy machine
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway({ STREAM_MAX_MS: "300" });
 
 const messages = [{ role: "user" as const, content: "Tell me a very long story about the sea." }];
 // The tokenizer's own count (gpt-tokenizer's GPT-4o chat encoding), what the gateway bills when no usage came.

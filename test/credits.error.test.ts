@@ -2,17 +2,11 @@
  * A settled payment that cannot be applied logs "grant it by hand" only when no repair job will apply it: if
  * Postgres has its row (or may have it), the repair job applies it and an operator granting too would credit twice.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { setLogLevel } from "../src/log.ts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway({}, { forwardRedis: true, forwardPostgres: true });
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway({}, { forwardRedis: true, forwardPostgres: true });
 
 async function captureErrors(fn: () => Promise<unknown>): Promise<string> {
   const lines: string[] = [];

@@ -2,17 +2,10 @@
  * The credits reconciler (the repair job's credits.reapplyPending): a credit half applied by a crash, on either
  * side, ends up applied exactly once. Real redis-server and Postgres, the gateway in process.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-// PGlite takes a few seconds to start on a busy machine: give the shared gateway room.
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-}, 30_000);
+const gw = sharedGateway();
 
 describe("credits reconciler", () => {
   test("a credit in Postgres that never reached Redis is applied exactly once, however often the reconciler runs", async () => {

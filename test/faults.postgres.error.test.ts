@@ -3,16 +3,10 @@
  * no reconnect stall), answer normally within a second of its return, and a shutdown is not held up by it.
  * Real Postgres (or PGlite) behind a forwarder the test closes and reopens (helpers/forwarder.ts).
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway({}, { forwardPostgres: true });
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway({}, { forwardPostgres: true });
 
 const UNAVAILABLE = { error: "SERVICE_UNAVAILABLE", message: expect.any(String) };
 

@@ -5,20 +5,13 @@
  * flushOnce(). The rebuild of a lost Redis is in ledger.rebuild.happy.test.ts, the credits reconciler in
  * credits.recovery.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import type { Redis } from "ioredis";
 import { Flusher } from "../src/store/flusher.ts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 import { CHARGE, COST, ledgerTraffic, usage } from "./helpers/ledgerTraffic.ts";
 
-let gw: TestGateway;
-// PGlite takes a few seconds to start on a busy machine: give the shared gateway room.
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-}, 30_000);
+const gw = sharedGateway();
 
 const GROUP = "flusher";
 const { streams, chat, outboxLength, rows } = ledgerTraffic(() => gw);

@@ -2,19 +2,13 @@
  * Requests that real clients send slightly wrong: every one gets the spec's error shape (or is served, where the
  * intent is clear), and none changes anything.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MAX_BODY_BYTES } from "../src/app.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway();
 
 const messages = [{ role: "user", content: "hi" }];
 const chatBody = JSON.stringify({ model: "standin/echo", messages });

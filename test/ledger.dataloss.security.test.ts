@@ -3,16 +3,10 @@
  * must not bring back a revoked key nor drop an applied credit: the repair job reconciles both from Postgres.
  * The lost writes are removed by hand, exactly as the lagging replica would not have them, and the repair runs now.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway();
 
 const chat = (key: string) =>
   gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hello" }] }, { authorization: `Bearer ${key}` });

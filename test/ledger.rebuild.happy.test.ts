@@ -4,20 +4,13 @@
  * issued while a rebuild runs wait for it and apply on top. Real redis-server and Postgres, the gateway in process.
  * Races against other processes and a stalled rebuilder are in ledger.rebuild.security.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { hashApiKey } from "../src/auth/apiKeys.ts";
 import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 import { CHARGE, COST, ledgerTraffic, usage } from "./helpers/ledgerTraffic.ts";
 
-let gw: TestGateway;
-// PGlite takes a few seconds to start on a busy machine: give the shared gateway room.
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-}, 30_000);
+const gw = sharedGateway();
 
 const { chat, chatStatus, outboxLength, rows } = ledgerTraffic(() => gw);
 

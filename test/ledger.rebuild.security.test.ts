@@ -5,22 +5,16 @@
  * an admin command as another, both on this file's private Redis and database, with credits and charges racing
  * each step of the rebuild; nothing may be lost or applied twice.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { hashRedeemCode } from "../src/modules/keys/keys.service.ts";
 import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
 import { RebuildLock, RebuildLockLost } from "../src/store/rebuildLock.ts";
 import { reconcileFromPostgres } from "../src/store/reconcile.ts";
 import { spawnMain, startChildGateway, freePort, type ChildGateway } from "./helpers/child.ts";
-import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway({}, { redisPort: freePort() });
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway({}, { redisPort: freePort() });
 
 const fences = async () => Promise.all(gw.services.ledger.names.allShards().map((s) => gw.services.redis.get(gw.services.ledger.names.fence(s))));
 

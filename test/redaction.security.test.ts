@@ -2,22 +2,16 @@
  * RPC URLs carry the node provider's API key in their path (https://base-mainnet.g.alchemy.com/v2/<key>): they
  * never reach a log line nor `payment_checks.reason`. The error text is viem's own, from a real failed call.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { createPublicClient, http } from "viem";
 import { log, setLogLevel } from "../src/log.ts";
 import type { MatchedPayment } from "../src/payments/payment.ts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 
 const SECRET = "k3yS3cretAlchemy0123456789abcdef";
 const RPC_URL = `http://127.0.0.1:9/v2/${SECRET}`; // port 9: nothing listens, the call fails at once
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway();
 
 /** Runs `fn` with stderr/stdout captured (the logger writes JSON lines there) at log level warn. */
 async function captureLogs(fn: () => Promise<void>): Promise<string> {

@@ -3,17 +3,11 @@
  * reach Redis is kept in Postgres and posted later, exactly once, even after the sweeper expired the hold.
  * Real redis-server and Postgres; the ledger driven directly.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import type { KeyPrincipal } from "../src/ledger/ledger.ts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw?.close();
-});
+const gw = sharedGateway();
 
 const details = { promptTokens: 11, completionTokens: 5, costMicro: 62, model: "standin/echo" };
 

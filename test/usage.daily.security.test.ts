@@ -1,14 +1,8 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { sharedGateway } from "./helpers/gateway.ts";
 
-let gw: TestGateway;
-beforeAll(async () => {
-  gw = await startGateway();
-}, 60_000);
-afterAll(async () => {
-  await gw.close();
-});
+const gw = sharedGateway();
 
 describe("GET /v1/usage/{wallet}/daily needs credentials of that wallet", () => {
   test("no credentials, another wallet's key or SIWE, a revoked key, a bad signature: 401", async () => {

@@ -87,12 +87,12 @@ export class LedgerScripts {
 
   /** reserve-batch.lua: {1, ...one {1, available, rate_remaining} | {0, reason, detail?} per item} | {0, 'FENCED', fence}. */
   reserveBatch(keys: string[], argv: Arg[]): Promise<BatchReply<ReserveItemReply>> {
-    return this.run({ ...this.scripts.reserveBatch, numKeys: keys.length }, [...keys, ...argv]) as Promise<BatchReply<ReserveItemReply>>;
+    return this.runVariadic(this.scripts.reserveBatch, keys, argv) as Promise<BatchReply<ReserveItemReply>>;
   }
 
   /** settle-batch.lua: {1, ...one {1, balance_after} | {0, state} per item} | {0, 'FENCED', fence}. */
   settleBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply>> {
-    return this.run({ ...this.scripts.settleBatch, numKeys: keys.length }, [...keys, ...argv]) as Promise<BatchReply<SettleItemReply>>;
+    return this.runVariadic(this.scripts.settleBatch, keys, argv) as Promise<BatchReply<SettleItemReply>>;
   }
 
   /** release-6.lua: {1, amount_released} | {0, state} | {0, 'FENCED', fence}. */
@@ -112,16 +112,21 @@ export class LedgerScripts {
 
   /** audit-3.lua (read only): one shard's books as of one instant, for `admin audit`; its key count varies. */
   audit(keys: string[], argv: Arg[]): Promise<unknown[]> {
-    return this.run({ ...this.scripts.audit, numKeys: keys.length }, [...keys, ...argv]) as Promise<unknown[]>;
+    return this.runVariadic(this.scripts.audit, keys, argv) as Promise<unknown[]>;
   }
 
   /** rebuild-write-2.lua: one fenced batch of a rebuild into one shard; its key count varies. */
   rebuildWrite(keys: string[], argv: Arg[]): Promise<[1, number] | [0, "FENCED", string]> {
-    return this.run({ ...this.scripts.rebuildWrite, numKeys: keys.length }, [...keys, ...argv]) as Promise<[1, number] | [0, "FENCED", string]>;
+    return this.runVariadic(this.scripts.rebuildWrite, keys, argv) as Promise<[1, number] | [0, "FENCED", string]>;
   }
 
   close(): void {
     this.client.close();
+  }
+
+  /** A script whose key count comes with each call (the batches, the audit's read, a rebuild's write). */
+  private runVariadic(s: Script, keys: string[], argv: Arg[]): Promise<unknown> {
+    return this.run({ ...s, numKeys: keys.length }, [...keys, ...argv]);
   }
 
   private async run(s: Script, keysThenArgs: Arg[]): Promise<unknown> {

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -100,6 +101,27 @@ export interface TestGateway {
   /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */
   sharedEnv(): Record<string, string>;
   close(): Promise<void>;
+}
+
+/**
+ * The gateway a test file shares: started before its first test (PGlite takes a few seconds to start on a busy
+ * machine, hence the room), closed after its last. The returned object reads through to that gateway, so tests
+ * use it as they would the gateway itself.
+ */
+export function sharedGateway(env: Record<string, string> = {}, opts: GatewayOptions = {}): TestGateway {
+  let gw: TestGateway | undefined;
+  beforeAll(async () => {
+    gw = await startGateway(env, opts);
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.close();
+  }, 30_000);
+  return new Proxy({} as TestGateway, {
+    get(_, prop) {
+      if (!gw) throw new Error("the test file's gateway is used before its beforeAll started it");
+      return Reflect.get(gw, prop);
+    },
+  });
 }
 
 /** Builds the real gateway (private redis-server, fresh database, stand-in provider) for one test file. */
