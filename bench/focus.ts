@@ -11,7 +11,7 @@
  */
 import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { autocannon, redisCommandStats, rssKb, type Target, type Watch } from "./measure.ts";
+import { autocannon, redisCommandStats, rssKb, scriptDelta, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
 import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
@@ -100,8 +100,6 @@ process.exit(0);
 
 /** Script calls and their Redis time per request over one gateway run (INFO commandstats before and after). */
 function logScripts(before: Record<string, { calls: number; usec: number }>, after: typeof before, requests: number): void {
-  const sum = (st: typeof before, k: "calls" | "usec") => (st.evalsha?.[k] ?? 0) + (st.eval?.[k] ?? 0);
-  const calls = sum(after, "calls") - sum(before, "calls");
-  const usec = sum(after, "usec") - sum(before, "usec");
+  const { calls, usec } = scriptDelta(before, after);
   log(`  scripts: ${(calls / requests).toFixed(3)} calls/request · ${(usec / requests).toFixed(1)} µs/request in Redis · ${(usec / Math.max(1, calls)).toFixed(1)} µs/call`);
 }

@@ -260,10 +260,10 @@ export async function checkAnswer(t: Target): Promise<void> {
   if (!ok) throw new Error(`sanity request to ${t.name} (${t.url}) failed: ${res.status} ${text.slice(0, 300)}`);
 }
 
-/** µs the ledger scripts ran inside Redis between two `redisCommandStats` readings. */
-export function scriptUsec(before: Record<string, { calls: number; usec: number }>, after: typeof before): number {
-  const sum = (st: typeof before) => (st.evalsha?.usec ?? 0) + (st.eval?.usec ?? 0);
-  return sum(after) - sum(before);
+/** Script calls and the µs they ran inside Redis between two `redisCommandStats` readings. */
+export function scriptDelta(before: Record<string, { calls: number; usec: number }>, after: typeof before): { calls: number; usec: number } {
+  const sum = (st: typeof before, k: "calls" | "usec") => (st.evalsha?.[k] ?? 0) + (st.eval?.[k] ?? 0);
+  return { calls: sum(after, "calls") - sum(before, "calls"), usec: sum(after, "usec") - sum(before, "usec") };
 }
 
 /** Redis `INFO commandstats` as { command: { calls, usec } }. */

@@ -5,7 +5,7 @@
  */
 import { STANDIN_KEY } from "../test/helpers/catalog.ts";
 import { type LoopStall, LoopMonitor } from "./loopStall.ts";
-import { autocannon, type LoadResult, redisCommandStats, scriptUsec, sequentialLatency, type Target, type Watch } from "./measure.ts";
+import { autocannon, type LoadResult, redisCommandStats, scriptDelta, sequentialLatency, type Target, type Watch } from "./measure.ts";
 import { apiKeyWithCredit, freshDatabase, type Gateway, startGateway, startRedis, startUpstreams, type Upstream } from "./processes.ts";
 import { type DelayResult, f0, f2, f3, mean, type StreamRate, type StreamResult, type WrkFigures } from "./report.ts";
 import { directBody, directStreamBody, gatewayBody, gatewayStreamBody, log, S } from "./settings.ts";
@@ -205,7 +205,7 @@ export async function throughputPhase(s: Setup, results: DelayResult[], loadgen:
         await monitor?.reset();
         const stats0 = x.name === "gateway" ? await redisCommandStats(s.redis.url) : undefined;
         const res = await load(x, S.durationS, watch(x));
-        if (stats0) res.scriptUsPerRequest = scriptUsec(stats0, await redisCommandStats(s.redis.url)) / Math.max(1, res.ok2xx);
+        if (stats0) res.scriptUsPerRequest = scriptDelta(stats0, await redisCommandStats(s.redis.url)).usec / Math.max(1, res.ok2xx);
         const st = await monitor?.read(`JSON c${S.connections}, ${r.delayMs} ms, round ${round + 1}${x.name === "baseline" ? " — **baseline proxy**" : ""}`);
         if (st) r.stalls.push(st);
         r.throughput[x.name].push(res);
