@@ -4,6 +4,7 @@ import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 
 import { ApiFailure, explain } from "../src/dashboard/page/api.ts";
 import { injectWallet, launchBrowser, newPage, screenshot, servedGateway, STEP_MS, type TestWallet, waitForText } from "./helpers/browser.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 // What a wallet owner reads when something goes wrong: real failures in Chromium where they can be caused for
 // real (a declined signature, an empty wallet, a refused session, an unreachable facilitator), and the wording
@@ -31,6 +32,7 @@ afterAll(async () => {
   await unpaid?.close();
   await chain?.stop();
 }, 30_000);
+const errors = captureErrors(/"payment facilitator unavailable"/);
 
 /** A page with the wallet of `account` connected (on the payment network already). */
 async function connected(origin: string, account: PrivateKeyAccount): Promise<{ page: Page; wallet: TestWallet }> {
@@ -117,6 +119,7 @@ describe("errors in the browser", () => {
     const { page } = await connected(deadFacilitator.origin, account);
     await topUp(page, "2");
     expect(await page.locator("#topup-error").innerText()).toContain("The payment service (facilitator) cannot be reached right now.");
+    expect(errors.take(/"payment facilitator unavailable"/)).toHaveLength(1);
     expect(await chain.balanceOf(chain.usdc.address, account.address)).toBe(before);
     expect(await deadFacilitator.gw.ledgerState(account.address.toLowerCase())).toEqual({ balance: 0, locked: 0 });
     await screenshot(page, "dashboard-error-503");

@@ -13,8 +13,10 @@ import { RebuildLock, RebuildLockLost } from "../src/store/rebuildLock.ts";
 import { reconcileFromPostgres } from "../src/store/reconcile.ts";
 import { spawnMain, startChildGateway, freePort, type ChildGateway } from "./helpers/child.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 const gw = sharedGateway({}, { redisPort: freePort() });
+const errors = captureErrors(/"the ledger rebuild lock was (taken over|not renewed)/);
 
 const fences = async () => Promise.all(gw.services.ledger.names.allShards().map((s) => gw.services.redis.get(gw.services.ledger.names.fence(s))));
 
@@ -122,6 +124,7 @@ describe("the rebuild lock", () => {
       },
     });
     await expect(rebuild).rejects.toBeInstanceOf(RebuildLockLost);
+    expect(errors.take(/"the ledger rebuild lock was taken over/)).toHaveLength(1);
     expect(await gw.services.redis.get(ledger.names.rebuildLock)).toBe("intruder");
     expect(await fences()).toEqual((await fences()).map(() => expect.stringMatching(/^R:\d+$/)));
 
@@ -142,6 +145,7 @@ describe("a rebuild that stalled past its lock", () => {
       lock.assertHeld();
       Bun.sleepSync(300); // a stall of the whole process: no renewal can run, and none was confirmed
       expect(() => lock.assertHeld()).toThrow(RebuildLockLost);
+      expect(errors.take(/"the ledger rebuild lock was not renewed/)).toHaveLength(1);
     } finally {
       await lock.release();
     }
