@@ -40,6 +40,21 @@ function importsOf(file: string): string[] {
   return specifiers.map((s) => relative(SRC, normalize(join(SRC, dirname(file), s)))).filter((p) => p.endsWith(".ts") && !p.startsWith(".."));
 }
 
+/**
+ * Test files are named `<area>[.<topic>].<kind>.test.ts`, so a reader finds a scenario by what it exercises:
+ * happy (the contract served), error (failures and bad input, what the caller and the books see), security
+ * (attacks, greed and money under concurrency), unit (pure code, no service), model (seeded reference-model runs).
+ */
+const TEST_NAME = /^[a-z0-9]+(\.[a-z0-9]+)?\.(happy|error|security|unit|model)\.test\.ts$/;
+
+describe("the tests' names", () => {
+  test("every test file says its area and its kind", () => {
+    const tests = [...new Glob("*.test.ts").scanSync(import.meta.dir)].sort();
+    expect(tests.length).toBeGreaterThan(40);
+    expect(tests.filter((f) => !TEST_NAME.test(f))).toEqual([]);
+  });
+});
+
 describe("the source's layout", () => {
   test("sees the source (a glob that found nothing would pass everything below)", () => {
     expect(files.length).toBeGreaterThan(50);
