@@ -45,13 +45,13 @@ describe("the fence", () => {
     const epoch = (await gw.services.redis.get(k.fence(s)))!;
     expect(epoch).toMatch(/^\d+$/);
     const stale = String(Number(epoch) - 1);
-    expect(await scripts.credit(k.wallet(s, wallet), k.credited(s), k.fence(s), "grant:stale", 5, stale)).toEqual([0, "FENCED", epoch]);
+    expect(await scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], stale, "grant:stale", 5)).toEqual([0, "FENCED", epoch]);
     expect(await gw.services.redis.hget(k.credited(s), "grant:stale")).toBeNull();
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
     // A bad amount is refused before the first write too: nothing marked applied.
-    await expect(scripts.credit(k.wallet(s, wallet), k.credited(s), k.fence(s), "grant:bad", "1.5", epoch)).rejects.toThrow(/bad credit id or amount/);
+    await expect(scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:bad", "1.5")).rejects.toThrow(/bad credit id or amount/);
     expect(await gw.services.redis.hget(k.credited(s), "grant:bad")).toBeNull();
-    expect(await scripts.credit(k.wallet(s, wallet), k.credited(s), k.fence(s), "grant:stale", 5, epoch)).toEqual([1, 5]);
+    expect(await scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:stale", 5)).toEqual([1, 5]);
   });
 
   test("live holds survive a rebuild with their locks; a credit committed after the snapshot stays unapplied for its own writer", async () => {

@@ -79,7 +79,7 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
     return byState.size === 0 ? null : pick(pick([...byState.values()]));
   }
 
-  /** What the model says reserve must do, given the checks' order in reserve-7.lua. */
+  /** What the model says reserve must do, given the checks' order in reserve-batch.lua. */
   function expectedReserve(k: KeyM, holdId: string, amount: number): ExpectedReserve {
     if (k.revoked) return { ok: false, code: "UNAUTHORIZED" };
     const available = balanceOf(k.wallet) - lockedOfWallet(k.wallet);

@@ -193,7 +193,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
   }
 
   async function releaseAndCheck(h: HoldM): Promise<string> {
-    const r = await scripts.release(...holdKeys(h), h.id, "release", MARKER_TTL_S, EPOCH);
+    const r = await scripts.release(holdKeys(h), EPOCH, h.id, "release", MARKER_TTL_S);
     if (h.state === "live") {
       expect(r).toEqual([1, h.amount]);
       h.state = "released";
@@ -368,7 +368,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
       async run() {
         const k = pick(m.keyList);
         const id = newHoldId();
-        const r = await scripts.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S, EPOCH);
+        const r = await scripts.release(holdKeys({ id, key: k, amount: 0, state: "live" }), EPOCH, id, "release", MARKER_TTL_S);
         expect(r).toEqual([0, "UNKNOWN_HOLD"]);
         return { label: "release:unknown-hold", touched: [] };
       },
@@ -401,7 +401,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         if (live.length === 0) return null;
         const h = pick(live);
         // The sweeper's path on a hold whose expiry has not passed never touches it.
-        expect(await scripts.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S, EPOCH)).toEqual([0, "LIVE"]);
+        expect(await scripts.release(holdKeys(h), EPOCH, h.id, "expire", MARKER_TTL_S)).toEqual([0, "LIVE"]);
         expect(await ledger.sweepExpired()).toBe(0);
         return { label: "expire:still-live", touched: [h] };
       },
