@@ -32,6 +32,7 @@ export const CLAUDE_MODELS = [
   "stream-overloaded",
   "hang",
   "slow",
+  "greedy",
 ];
 
 /**
@@ -41,7 +42,7 @@ export const CLAUDE_MODELS = [
  * context window.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless"];
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless", "greedy"];
   return {
     providers: {
       standin: standinProvider(standinUrl),
