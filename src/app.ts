@@ -18,7 +18,7 @@ import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
-import type { Services } from "./services.ts";
+import type { Services } from "./wiring.ts";
 
 function validationMessage(error: ValidationError): string {
   try {

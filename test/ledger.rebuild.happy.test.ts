@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { hashApiKey } from "../src/auth/apiKeys.ts";
-import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
+import { ensureLedger, rebuildLedger } from "../src/rebuild/rebuild.ts";
 import { sharedGateway } from "./helpers/gateway.ts";
 import { CHARGE, COST, ledgerTraffic, usage } from "./helpers/ledgerTraffic.ts";
 import { captureErrors } from "./helpers/logs.ts";

@@ -8,9 +8,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { hashRedeemCode } from "../src/modules/keys/keys.service.ts";
-import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
-import { RebuildLock, RebuildLockLost } from "../src/store/rebuildLock.ts";
-import { reconcileFromPostgres } from "../src/store/reconcile.ts";
+import { ensureLedger, rebuildLedger } from "../src/rebuild/rebuild.ts";
+import { RebuildLock, RebuildLockLost } from "../src/rebuild/lock.ts";
+import { reconcileFromPostgres } from "../src/rebuild/reconcile.ts";
 import { spawnMain, startChildGateway, freePort, type ChildGateway } from "./helpers/child.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { captureErrors } from "./helpers/logs.ts";

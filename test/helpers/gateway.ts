@@ -8,7 +8,7 @@ import { createSiweMessage, generateSiweNonce } from "viem/siwe";
 import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
-import { buildServices, type Connections, type Services } from "../../src/services.ts";
+import { buildServices, type Connections, type Services } from "../../src/wiring.ts";
 import { IMAGE_TOKENS as CLAUDE_IMAGE_TOKENS, startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { catalogModel, STANDIN_KEY, standinProvider } from "./catalog.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";

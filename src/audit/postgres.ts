@@ -1,4 +1,4 @@
-import type { Sql } from "./db.ts";
+import type { Sql } from "../store/db.ts";
 
 /** Charges summed per (wallet, key). */
 export interface ChargeSum {
