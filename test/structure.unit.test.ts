@@ -26,7 +26,7 @@ const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
   ["rebuild, audit", (f) => /^(rebuild|audit)\//.test(f)],
   ["ledger, providers, payments, store", (f) => /^(ledger|providers|payments|store|embedded)\//.test(f)],
   ["redis clients", (f) => f.startsWith("redis/")],
-  ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "money.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
+  ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "deadline.ts", "money.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
 ];
 
 function floorOf(file: string): number {
