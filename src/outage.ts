@@ -19,6 +19,9 @@ export class DependencyDown extends Error {
 // A Redis reply that means "not now" rather than "wrong": loading its data, a script running too long, a replica
 // that cannot take writes, a cluster in failover, out of memory.
 const REDIS_TRANSIENT = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|OOM|NOREPLICAS)\b/;
+// ioredis' Cluster giving up on a command it could not route: redirected or cut off past maxRedirections while a
+// master fails over, no slot map (every node refused the refresh), or no node to start from.
+const IOREDIS_CLUSTER = /^(Too many Cluster redirections\b|None of startup nodes is available$|Failed to refresh slots cache\.$|Cluster isn't ready and enableOfflineQueue)/;
 // postgres.js' own codes for a connection lost or never made.
 const PG_CONNECTION = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT"]);
 // Socket errors of a connect or a live connection (postgres.js passes them on unchanged).
@@ -35,6 +38,7 @@ export function isRedisDown(e: unknown): boolean {
   const { name, code, message } = fields(e);
   if (code.startsWith("ERR_REDIS_CONNECTION") || code === "ERR_REDIS_IDLE_TIMEOUT") return true; // Bun's client
   if (name === "MaxRetriesPerRequestError" || message === "Connection is closed." || message.startsWith("Stream isn't writeable")) return true; // ioredis
+  if (name === "ClusterAllFailedError" || IOREDIS_CLUSTER.test(message)) return true; // ioredis' Cluster
   return REDIS_TRANSIENT.test(message);
 }
 

@@ -121,7 +121,9 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     startBackground() {
       flusher.start();
       sweeper = setInterval(() => {
-        ledger.sweepExpired().catch((e) => log.error("hold sweep failed", { error: e }));
+        // Redis failing over or down is an outage the next round outlives (the holds wait, they do not move): a
+        // warning; anything else is a defect.
+        ledger.sweepExpired().catch((e) => (outageOf(e) ? log.warn("hold sweep postponed: Redis unavailable", { error: e }) : log.error("hold sweep failed", { error: e })));
       }, SWEEP_INTERVAL_MS);
       repairer = setInterval(() => {
         void runJobs();

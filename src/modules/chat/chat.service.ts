@@ -86,18 +86,19 @@ export class ChatService {
    * The reserve, answering 503 fast when Redis cannot: at once while the ledger's connection is down (nothing is
    * sent, so nothing is held), and after RESERVE_DEADLINE_MS when Redis does not answer. A reserve whose reply
    * was lost (connection dropped, deadline) may still have opened its hold, now or when a queued command runs on
-   * reconnect: a release by its hold id follows it on the same connection, behind the answer (the request's
-   * second and last Redis call); should that fail too, the sweeper expires the hold with its lifetime.
+   * reconnect, or once a cluster's failover is over: a release by its hold id follows its outcome, behind the
+   * answer (the request's second and last Redis call); should that fail too, the sweeper expires the hold.
    */
   private async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number }> {
     if (!this.ledger.connected) throw ApiError.unavailable(1);
     let outcome: ReserveOutcome;
+    const reserving = this.ledger.reserve(principal, holdId, amount);
     try {
-      outcome = await withinDeadline(this.ledger.reserve(principal, holdId, amount), RESERVE_DEADLINE_MS, "redis", "reserve");
+      outcome = await withinDeadline(reserving, RESERVE_DEADLINE_MS, "redis", "reserve");
     } catch (e) {
       // Refused by the fence: nothing was held.
       if (e instanceof LedgerRebuilding) throw e;
-      this.settler.releaseBehind(principal, holdId);
+      this.settler.releaseBehind(principal, holdId, reserving);
       if (!isRedisDown(e)) throw e;
       log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
       throw ApiError.unavailable(1);

@@ -10,6 +10,9 @@ import { checkHoldOverrun } from "./holdOverruns.ts";
 const SETTLE_ATTEMPTS = 35;
 const SETTLE_ATTEMPT_MS = 2_000;
 const RELEASE_ATTEMPTS = 5;
+// How long a release behind a lost reserve reply waits for that reserve's own outcome before it goes anyway (the
+// reserve is then stuck behind an outage; should it run later, the sweeper expires its hold with its lifetime).
+const RESERVE_OUTCOME_WAIT_MS = 30_000;
 
 /**
  * The second Redis call of a request, made durable: settles run behind their answers with retries and a deadline
@@ -62,17 +65,26 @@ export class Settler {
   }
 
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
-  async release(hold: { principal: KeyPrincipal; holdId: string }): Promise<void> {
+  async release(hold: { principal: KeyPrincipal; holdId: string }, attempts = RELEASE_ATTEMPTS): Promise<void> {
     // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
     const attempt = () => withDeadline(this.ledger.release(hold.principal, hold.holdId), SETTLE_ATTEMPT_MS);
-    await retry("release", attempt, { hold: hold.holdId }, RELEASE_ATTEMPTS).catch(() => {
+    await retry("release", attempt, { hold: hold.holdId }, attempts).catch(() => {
       // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
     });
   }
 
-  /** Releases a hold that may or may not exist (its reserve reply was lost), without making anyone wait. */
-  releaseBehind(principal: KeyPrincipal, holdId: string): void {
-    const p: Promise<void> = this.release({ principal, holdId }).finally(() => this.releasing.delete(p));
+  /**
+   * Releases a hold that may or may not exist (its reserve's reply did not come in time), without making anyone
+   * wait. That reserve may still run: queued in its shard's batcher behind a call in flight, redirected by the
+   * Cluster client through a failover, queued for a reconnect. A release that ran first would find no hold, and the
+   * reserve would then open one nobody resolves (its credit locked until the sweeper): so the release goes once
+   * `reserve` has its outcome (or after RESERVE_OUTCOME_WAIT_MS), and retries as long as a settle does, through a
+   * failover.
+   */
+  releaseBehind(principal: KeyPrincipal, holdId: string, reserve: Promise<unknown>): void {
+    const p: Promise<void> = outcomeOf(reserve, RESERVE_OUTCOME_WAIT_MS)
+      .then(() => this.release({ principal, holdId }, SETTLE_ATTEMPTS))
+      .finally(() => this.releasing.delete(p));
     this.releasing.add(p);
   }
 
@@ -87,6 +99,14 @@ export class Settler {
     await Promise.all(left.map((k) => this.pending.record(k)));
     return left.length;
   }
+}
+
+/** Resolves when `p` has settled either way, or after `ms`. */
+function outcomeOf(p: Promise<unknown>, ms: number): Promise<void> {
+  return withDeadline(p, ms).then(
+    () => {},
+    () => {},
+  );
 }
 
 /** Rejects when `p` takes longer than `ms` (p itself runs on). */
