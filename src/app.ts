@@ -19,7 +19,7 @@ import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
 import { bodyTooLarge, declaredTooLarge, jsonBody } from "./requestBody.ts";
-import type { Services } from "./services.ts";
+import type { Services } from "./wiring.ts";
 
 function validationMessage(error: ValidationError): string {
   try {

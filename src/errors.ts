@@ -94,7 +94,7 @@ export class BareError extends Error {
 
 /**
  * A bad setting: start-up stops with one line that names the variable. Here, below everything, because checks on
- * every floor raise it (the environment in config.ts, a Redis the ledger cannot trust in store/redisChecks.ts).
+ * every floor raise it (the environment in config.ts, a Redis the ledger cannot trust in rebuild/redisChecks.ts).
  */
 export class ConfigError extends Error {
   constructor(

@@ -1,11 +1,11 @@
-import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
+import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
 import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { LedgerRebuilding } from "./ledger/fence.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
 import { serverLimits } from "./requestBody.ts";
-import { buildServices, type Services } from "./services.ts";
+import { buildServices, type Services } from "./wiring.ts";
 import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
 

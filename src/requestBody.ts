@@ -1,4 +1,5 @@
 import type { Config } from "./config.ts";
+import { withDeadline } from "./deadline.ts";
 import { ApiError } from "./errors.ts";
 
 /** How much of a request body the gateway reads, and how long it waits for it (MAX_BODY_BYTES, BODY_TIMEOUT_MS). */
@@ -24,8 +25,9 @@ export function declaredTooLarge(request: Request, limits: BodyLimits): boolean 
 }
 
 // A body without Content-Length (chunked) is counted as it arrives and refused at the first byte past the limit.
-async function readCapped(body: ReadableStream<Uint8Array>, limits: BodyLimits): Promise<string> {
+async function readCapped(body: ReadableStream<Uint8Array>, limits: BodyLimits, late: AbortSignal): Promise<string> {
   const reader = body.getReader();
+  late.addEventListener("abort", () => reader.cancel().catch(() => {}), { once: true });
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -46,16 +48,17 @@ async function readCapped(body: ReadableStream<Uint8Array>, limits: BodyLimits):
  * headers (408). A declared length was checked before (`declaredTooLarge`) and Bun delivers no more than it.
  */
 export async function readBody(request: Request, limits: BodyLimits): Promise<string> {
-  if (!request.body) return "";
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(bodyTooSlow(limits)), limits.bodyTimeoutMs)));
-  const text = request.headers.has("content-length") ? request.text() : readCapped(request.body, limits);
-  text.catch(() => {}); // refused late: the read fails when the connection closes, and nobody waits for it
-  try {
-    return await Promise.race([text, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const body = request.body;
+  if (!body) return "";
+  return withDeadline(
+    limits.bodyTimeoutMs,
+    (signal) => {
+      const text = request.headers.has("content-length") ? request.text() : readCapped(body, limits, signal);
+      text.catch(() => {}); // refused late: the read fails when the connection closes, and nobody waits for it
+      return text;
+    },
+    () => bodyTooSlow(limits),
+  );
 }
 
 /**

@@ -5,7 +5,7 @@
  *   gone, the ledger is rebuilt from Postgres under the fence, and `admin audit` finds Redis and Postgres in agreement.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { runAudit } from "../src/store/audit.ts";
+import { runAudit } from "../src/audit/audit.ts";
 import { accountOn, startCluster, type TestCluster } from "./helpers/cluster.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";

@@ -83,7 +83,7 @@ export class ApiKeyState {
   }
 }
 
-/** A rebuilt key's whole hash, state and counters: the rebuild writes it through its fenced batches (rebuildBatch.ts). */
+/** A rebuilt key's whole hash, state and counters: the rebuild writes it through its fenced batches (rebuild/batch.ts). */
 export function rebuiltKeyFields(state: KeyState, counters: Record<string, number>): Record<string, string | number> {
   return { ...keyStateFields(state), ...counters };
 }

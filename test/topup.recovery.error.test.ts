@@ -9,6 +9,7 @@ import { startChain, type DevChain } from "./helpers/chain.ts";
 import { startFacilitator, type FacilitatorServer } from "./helpers/facilitator.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { capturePayment, v1Fetch, v2Fetch } from "./helpers/x402.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 let chain: DevChain;
 let slow: FacilitatorServer;
@@ -53,6 +54,8 @@ async function topupRows(gw: TestGateway, payer: string) {
   ];
 }
 
+const errors = captureErrors(/"payment facilitator unavailable"/);
+
 describe("settlement outcome unknown", () => {
   test("the facilitator settles but answers after the timeout: 503, then the check credits it exactly once", async () => {
     const gw = viaSlow;
@@ -64,6 +67,7 @@ describe("settlement outcome unknown", () => {
     const res = await gw.call("POST", "/v1/topup", { amount: 4 }, { [payment.name]: payment.value });
     expect(res.status).toBe(503);
     expect(res.body).toEqual({ error: "payment facilitator unavailable" });
+    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual(["facilitator settle timed out after 1000 ms"]);
     const settled = await slow.settlements.at(-1)!;
     expect(settled.success).toBe(true);
     const after = await onChain(payer);
@@ -115,6 +119,7 @@ describe("settlement outcome unknown", () => {
     const before = await onChain(payer);
     const res = await gw.call("POST", "/v1/topup", { amount: 2 }, { [payment.name]: payment.value });
     expect(res.status).toBe(503);
+    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual(["facilitator settle timed out after 1000 ms"]);
     expect(await checks(gw, wallet)).toEqual([{ state: "pending", tx_hash: null, amount_usdc: 2_000_000 }]);
 
     expect(await gw.services.topup.recovery.checkPending()).toBe(0); // still usable: it could settle yet

@@ -1,7 +1,7 @@
 /** `admin grant`: money in without a payment, recorded in Postgres, applied once, safe to run again with --id. */
 import { describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { AdminUsageError, parseAdmin } from "../src/admin.ts";
+import { AdminUsageError, parseAdmin } from "../src/admin/dispatch.ts";
 import { sharedGateway } from "./helpers/gateway.ts";
 
 const gw = sharedGateway();

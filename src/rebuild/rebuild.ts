@@ -2,12 +2,12 @@ import { rebuiltKeyFields } from "../ledger/apiKeyState.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
 import { inChunks, scanKeys } from "../redis/connect.ts";
-import { Credits, type CreditInput } from "./credits.ts";
-import type { Sql } from "./db.ts";
-import { eventJson, insertLedgerEvents } from "./flusher.ts";
+import { Credits, type CreditInput } from "../store/credits.ts";
+import type { Sql } from "../store/db.ts";
+import { eventJson, insertLedgerEvents } from "../store/flusher.ts";
 import { restoreRevocations } from "./reconcile.ts";
-import { FencedShardWriter } from "./rebuildBatch.ts";
-import { RebuildLock, RebuildLockLost } from "./rebuildLock.ts";
+import { FencedShardWriter } from "./batch.ts";
+import { RebuildLock, RebuildLockLost } from "./lock.ts";
 import { recordShardCount } from "./redisChecks.ts";
 
 /** Test seams: awaited between the rebuild's steps, so a test can race writers against each one. */

@@ -1,10 +1,10 @@
 import type { RedisNames } from "../ledger/names.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
 import { inChunks, type RedisCommands, scanKeys } from "../redis/connect.ts";
-import type { CreditInput } from "./credits.ts";
-import type { Sql } from "./db.ts";
-import { eventJson, ledgerEventId } from "./flusher.ts";
-import type { ChargeRow } from "./auditPostgres.ts";
+import type { CreditInput } from "../store/credits.ts";
+import type { Sql } from "../store/db.ts";
+import { eventJson, ledgerEventId } from "../store/flusher.ts";
+import type { ChargeRow } from "./postgres.ts";
 
 /** An API key hash as Redis holds it; counters missing in Redis read as 0. */
 export interface RedisKeyState {

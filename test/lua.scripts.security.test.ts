@@ -4,22 +4,23 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { keyStateFields } from "../src/ledger/apiKeyState.ts";
 import { RedisNames } from "../src/ledger/names.ts";
-import { LedgerScripts, SCRIPT_FILES, scriptSource } from "../src/ledger/scripts.ts";
+import { LedgerScripts, SCRIPT_FILES, scriptFile, scriptSource } from "../src/ledger/scripts.ts";
 import { privateRedis } from "./helpers/services.ts";
 
 /**
  * The SHA1 of every ledger script as shipped. Redis runs them by this SHA1 (EVALSHA), and every balance in the
  * system depends on their exact text: changing a script must be a deliberate act that updates this table.
- * Recompute with `sha1sum lua/*.lua`.
+ * The SHA1 is of the script as Redis runs it, its includes in place; recompute with
+ * `bun -e 'import { SCRIPT_FILES, scriptSource } from "./src/ledger/scripts.ts"; for (const f of SCRIPT_FILES) console.log(f, new Bun.CryptoHasher("sha1").update(scriptSource(f)).digest("hex"))'`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-batch.lua": "63e4df29d51ea5dfc84c4f5dcb40bfd8ee6b2c4c",
-  "settle-batch.lua": "1ae68d173c9bbe4e4744f07b2389c94593cf32ba",
-  "release-6.lua": "d9320ddb51569a0f7fcf850507b8ad151a76b8de",
-  "credit-3.lua": "b471c2af7d2056556a6275f35829e2d113c39dab",
+  "reserve-batch.lua": "277e24687441aa48f52c8d94ff819bcd37678f1f",
+  "settle-batch.lua": "95f50691dd73d8903795b230124a6efc1dcd141e",
+  "release-6.lua": "29cf696ba93d5357169983d01777cd45ec5c36fa",
+  "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
-  "rebuild-write-2.lua": "a75ce4ca85393513dd1ecdca58ae63e1808df470",
+  "rebuild-write-2.lua": "f36e334912f8a38f427e2486532be6a61f362fc2",
 }
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");
@@ -39,7 +40,30 @@ describe("ledger Lua scripts", () => {
   test("the shipped set is exactly the lua/ folder, byte for byte", () => {
     const onDisk = readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua")).sort();
     expect([...SCRIPT_FILES].sort() as string[]).toEqual(onDisk);
-    for (const file of SCRIPT_FILES) expect(scriptSource(file)).toBe(readFileSync(join(LUA_DIR, file), "utf8"));
+    for (const file of SCRIPT_FILES) expect(scriptFile(file)).toBe(readFileSync(join(LUA_DIR, file), "utf8"));
+  });
+
+  test("every include of lua/includes/ is used, and pulled in whole where a script names it", () => {
+    const includes = readdirSync(join(LUA_DIR, "includes")).filter((f) => f.endsWith(".lua"));
+    expect(includes.length).toBeGreaterThan(0);
+    for (const inc of includes) {
+      const name = `includes/${inc.replace(/\.lua$/, "")}`;
+      const users = SCRIPT_FILES.filter((f) => scriptFile(f).includes(`--- @include "${name}"\n`));
+      expect(users.length).toBeGreaterThan(0);
+      for (const f of users) expect(scriptSource(f)).toContain(readFileSync(join(LUA_DIR, "includes", inc), "utf8"));
+    }
+    for (const f of SCRIPT_FILES) expect(scriptSource(f)).not.toContain("@include");
+  });
+
+  test("every script that checks the shard fence does it through the include, with the epoch in ARGV[1]", () => {
+    const fenced = SCRIPT_FILES.filter((f) => /shard fence/.test(split(scriptFile(f)).header));
+    expect(fenced.sort()).toEqual(["credit-3.lua", "rebuild-write-2.lua", "release-6.lua", "reserve-batch.lua", "settle-batch.lua"]);
+    for (const f of fenced) {
+      const { header, code } = split(scriptFile(f));
+      expect(code).toContain('--- @include "includes/fence"');
+      expect(code).not.toMatch(/'FENCED'/);
+      expect(header).toMatch(/ARGV\[1\] (ledger epoch the caller believes in|the closed fence this rebuild set)/);
+    }
   });
 
   test("every script's SHA1 is pinned", () => {
@@ -91,7 +115,7 @@ describe("ledger Lua scripts", () => {
 
 /**
  * What reserve-batch and settle-batch do, called directly on a private redis-server: every case of the former
- * one-call scripts (reserve-7, settle-6) through a batch, and what only a batch can do (ok and refused items
+ * one-call scripts (the reserve and settle that came before the batches) through a batch, and what only a batch can do (ok and refused items
  * mixed, one hold id twice, each item seeing the ones before it).
  */
 describe("batch scripts on Redis", () => {

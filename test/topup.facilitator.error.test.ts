@@ -4,6 +4,7 @@ import { startChain, type DevChain } from "./helpers/chain.ts";
 import { startFacilitator, startHangingFacilitator, type FacilitatorServer } from "./helpers/facilitator.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { capturePayment, v1Fetch, v2Fetch } from "./helpers/x402.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 let chain: DevChain;
 let facilitator: FacilitatorServer;
@@ -56,6 +57,8 @@ describe("HTTP facilitator (FACILITATOR_URL, x402's reference facilitator librar
   });
 });
 
+const errors = captureErrors(/"payment facilitator unavailable"/, /"credit not recorded in Postgres after retries/);
+
 describe("facilitator unreachable or timing out: 503 {error}, nothing credited", () => {
   test.each([
     ["HTTP facilitator down (closed port)", () => ({ FACILITATOR: "http", FACILITATOR_URL: "http://127.0.0.1:9" })],
@@ -70,6 +73,8 @@ describe("facilitator unreachable or timing out: 503 {error}, nothing credited",
     const res = await gw.call("POST", "/v1/topup", { amount: 5 }, { [payment.name]: payment.value });
     expect(res.status).toBe(503);
     expect(res.body).toEqual({ error: "payment facilitator unavailable" });
+    // The operator is told, in one error line.
+    expect(errors.take(/"payment facilitator unavailable"/)).toHaveLength(1);
     expect(await gw.ledgerState(payer.address.toLowerCase())).toEqual({ balance: 0, locked: 0 });
     expect(await chainBalances(payer)).toEqual(before);
     const [row] = await gw.services.sql`SELECT count(*)::int AS n FROM credits WHERE kind = 'topup'`;
@@ -104,6 +109,7 @@ describe("a failure between settlement and the Postgres write loses nothing", ()
     expect(await res.json()).toEqual({ balance_usdc: 2_000_000, credited_usdc: 2_000_000 });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000, locked: 0 });
     expect(Object.keys(await gw.services.redis.hgetall(gw.services.ledger.names.creditOutbox))).toHaveLength(1);
+    expect(errors.take(/"credit not recorded in Postgres after retries/)).toHaveLength(1);
     expect(await sql`SELECT 1 FROM credits WHERE wallet = ${wallet}`).toHaveLength(0);
 
     // The flusher's idle hook; called directly instead of waiting for it.

@@ -1,7 +1,7 @@
 import type { RedisNames } from "../ledger/names.ts";
-import type { CreditInput } from "./credits.ts";
-import type { ChargeEvent, LateWrites, LedgerNames, ShardBooks } from "./auditRedis.ts";
-import type { PostgresBooks } from "./auditPostgres.ts";
+import type { CreditInput } from "../store/credits.ts";
+import type { ChargeEvent, LateWrites, LedgerNames, ShardBooks } from "./redis.ts";
+import type { PostgresBooks } from "./postgres.ts";
 
 /** A field where Redis disagrees with what it should hold (from Postgres and the outbox, or from the live holds). */
 export interface Difference {

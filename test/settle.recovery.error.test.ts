@@ -6,8 +6,10 @@
 import { describe, expect, test } from "bun:test";
 import type { KeyPrincipal } from "../src/ledger/ledger.ts";
 import { sharedGateway } from "./helpers/gateway.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 const gw = sharedGateway();
+const errors = captureErrors(/"deferred settle: Redis no longer knows the hold/);
 
 const details = { promptTokens: 11, completionTokens: 5, costMicro: 62, model: "standin/echo" };
 
@@ -63,6 +65,7 @@ describe("a settle that could not reach Redis is posted later from Postgres", ()
     const holdId = crypto.randomUUID(); // never reserved here: as after Redis lost it
     await gw.services.pendingSettles.record({ holdId, wallet, keyId, charge: 7_000, details });
     expect(await gw.services.pendingSettles.replay()).toBe(1);
+    expect(errors.take(/"deferred settle: Redis no longer knows the hold/)).toEqual([expect.objectContaining({ hold: holdId, charge: 7_000 })]);
     const rows = await gw.services.sql<{ unresolved: boolean; charge_usdc: number }[]>`
       SELECT unresolved, charge_usdc FROM pending_settles WHERE hold_id = ${holdId}`;
     expect([...rows]).toEqual([{ unresolved: true, charge_usdc: 7_000 }]);

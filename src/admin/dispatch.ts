@@ -1,13 +1,13 @@
 /** The admin command table and its dispatch; the commands themselves live in src/admin/ (credit.ts, keys.ts). */
-import { type AdminCommand, AdminHelp, AdminUsageError, noArgs } from "./admin/command.ts";
-import { balance, createRedeemCodes, createRefCode, grant, referrals } from "./admin/credit.ts";
-import { audit, listKeys, revokeKey } from "./admin/keys.ts";
-import type { Config } from "./config.ts";
-import { buildServices } from "./services.ts";
-import { openStack } from "./stack.ts";
-import { assertEmbeddedDataExists, checkDependencies } from "./startup.ts";
+import { type AdminCommand, AdminHelp, AdminUsageError, noArgs } from "./command.ts";
+import { balance, createRedeemCodes, createRefCode, grant, referrals } from "./credit.ts";
+import { audit, listKeys, revokeKey } from "./keys.ts";
+import type { Config } from "../config.ts";
+import { buildServices } from "../wiring.ts";
+import { openStack } from "../stack.ts";
+import { assertEmbeddedDataExists, checkDependencies } from "../startup.ts";
 
-export { type AdminCommand, AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError } from "./admin/command.ts";
+export { type AdminCommand, AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError } from "./command.ts";
 
 /** One admin command: its words, its arguments, what it does, and its parser (which validates before anything opens). */
 interface AdminEntry {

@@ -23,9 +23,9 @@ import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
 import { PgHealth } from "./store/pgHealth.ts";
 import { DependencyDown, outageOf, withinDeadline } from "./outage.ts";
-import { reconcileFromPostgres } from "./store/reconcile.ts";
-import { ensureLedger } from "./store/rebuild.ts";
-import { checkRedisForLedger } from "./store/redisChecks.ts";
+import { reconcileFromPostgres } from "./rebuild/reconcile.ts";
+import { ensureLedger } from "./rebuild/rebuild.ts";
+import { checkRedisForLedger } from "./rebuild/redisChecks.ts";
 
 import type { Services } from "./modules/services.ts";
 

@@ -13,7 +13,7 @@ export class RebuildLockLost extends Error {}
  * a rebuilder that stalled past the lifetime can neither release nor extend a lock someone else now holds.
  * Only Redis's answer proves the lock still held: once a lifetime has passed since the last confirmed renewal
  * (renewals failing, or this process paused and its timer never ran), the lock counts as lost. The rebuild's
- * writes also check the fence in Redis itself (rebuildBatch.ts), which a stale rebuilder cannot get past.
+ * writes also check the fence in Redis itself (batch.ts), which a stale rebuilder cannot get past.
  */
 export class RebuildLock {
   private lost = false;

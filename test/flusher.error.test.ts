@@ -3,7 +3,7 @@
  * re-delivery and takeover of a dead consumer's entries. Real redis-server, real Postgres (TEST_DATABASE_URL) or
  * PGlite, the gateway in process. Nothing runs in the background: every test moves the outbox itself with drain() /
  * flushOnce(). The rebuild of a lost Redis is in ledger.rebuild.happy.test.ts, the credits reconciler in
- * credits.recovery.test.ts.
+ * credits.recovery.error.test.ts.
  */
 import { describe, expect, test } from "bun:test";
 import type { Redis } from "ioredis";

@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { AdminUsageError, parseAdmin } from "../src/admin.ts";
-import { auditLedger, auditOnce, runAudit, type AuditResult } from "../src/store/audit.ts";
+import { AdminUsageError, parseAdmin } from "../src/admin/dispatch.ts";
+import { auditLedger, auditOnce, runAudit, type AuditResult } from "../src/audit/audit.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 

@@ -1,4 +1,4 @@
-import type { Sql } from "./db.ts";
+import type { Sql } from "../store/db.ts";
 
 /** Charges summed per (wallet, key). */
 export interface ChargeSum {
@@ -36,7 +36,7 @@ export interface PostgresBooks {
   pendingSettles: { count: number; amount: number; unresolved: number };
 }
 
-// settle-5 stamps a charge with Redis's clock in ms; the flusher stores it as occurred_at (exact to the ms).
+// settle-batch stamps a charge with Redis's clock in ms; the flusher stores it as occurred_at (exact to the ms).
 const AT_MS = `(extract(epoch FROM occurred_at) * 1000)::bigint`;
 const ROW = `event_id AS "eventId", wallet, api_key_id AS "keyId", amount_usdc AS amount, cost_usd_micro AS cost,
              prompt_tokens AS pt, completion_tokens AS ct, ${AT_MS} AS at`;

@@ -19,13 +19,14 @@ const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
  * The first matching rule decides, so the routes inside modules/ are told apart from their services.
  */
 const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
-  ["composition root", (f) => ["main.ts", "admin.ts", "app.ts", "services.ts", "stack.ts", "startup.ts"].includes(f) || f.startsWith("admin/")],
+  ["composition root", (f) => ["main.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts"].includes(f) || f.startsWith("admin/")],
   ["routes", (f) => /^modules\/[^/]+\/[^/]+\.routes\.ts$/.test(f) || f.startsWith("dashboard/") || f.startsWith("openapi/") || f === "cors.ts" || f === "requestBody.ts"],
   ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
   ["config", (f) => f === "config.ts"],
+  ["rebuild, audit", (f) => /^(rebuild|audit)\//.test(f)],
   ["ledger, providers, payments, store", (f) => /^(ledger|providers|payments|store|embedded)\//.test(f)],
   ["redis clients", (f) => f.startsWith("redis/")],
-  ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "money.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
+  ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "deadline.ts", "money.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
 ];
 
 function floorOf(file: string): number {
@@ -40,10 +41,25 @@ function importsOf(file: string): string[] {
   return specifiers.map((s) => relative(SRC, normalize(join(SRC, dirname(file), s)))).filter((p) => p.endsWith(".ts") && !p.startsWith(".."));
 }
 
+/**
+ * Test files are named `<area>[.<topic>].<kind>.test.ts`, so a reader finds a scenario by what it exercises:
+ * happy (the contract served), error (failures and bad input, what the caller and the books see), security
+ * (attacks, greed and money under concurrency), unit (pure code, no service), model (seeded reference-model runs).
+ */
+const TEST_NAME = /^[a-z0-9]+(\.[a-z0-9]+)?\.(happy|error|security|unit|model)\.test\.ts$/;
+
+describe("the tests' names", () => {
+  test("every test file says its area and its kind", () => {
+    const tests = [...new Glob("*.test.ts").scanSync(import.meta.dir)].sort();
+    expect(tests.length).toBeGreaterThan(40);
+    expect(tests.filter((f) => !TEST_NAME.test(f))).toEqual([]);
+  });
+});
+
 describe("the source's layout", () => {
   test("sees the source (a glob that found nothing would pass everything below)", () => {
     expect(files.length).toBeGreaterThan(50);
-    expect(importsOf("services.ts")).toContain("ledger/ledger.ts");
+    expect(importsOf("wiring.ts")).toContain("ledger/ledger.ts");
   });
 
   test("every file sits on a floor, and no import runs up a floor", () => {

@@ -25,14 +25,14 @@ import type { RedisNames } from "../ledger/names.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
 import { inChunks, type RedisCommands } from "../redis/connect.ts";
-import { compareBooks, lateCandidates, type AuditPass, type Difference } from "./auditCompare.ts";
-import { readPostgresBooks } from "./auditPostgres.ts";
-import { listLedgerNames, readCreditOutbox, readShard, writtenSinceRead } from "./auditRedis.ts";
-import { formatAudit } from "./auditReport.ts";
-import type { Credits } from "./credits.ts";
-import type { Sql } from "./db.ts";
-import type { Flusher } from "./flusher.ts";
-import { rebuildLedger } from "./rebuild.ts";
+import { compareBooks, lateCandidates, type AuditPass, type Difference } from "./compare.ts";
+import { readPostgresBooks } from "./postgres.ts";
+import { listLedgerNames, readCreditOutbox, readShard, writtenSinceRead } from "./redis.ts";
+import { formatAudit } from "./report.ts";
+import type { Credits } from "../store/credits.ts";
+import type { Sql } from "../store/db.ts";
+import type { Flusher } from "../store/flusher.ts";
+import { rebuildLedger } from "../rebuild/rebuild.ts";
 
 /** What the audit reads through: the gateway's own connections. */
 export interface AuditDeps {

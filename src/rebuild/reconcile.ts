@@ -1,7 +1,7 @@
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
 import { inChunks } from "../redis/connect.ts";
-import type { Sql } from "./db.ts";
+import type { Sql } from "../store/db.ts";
 
 /**
  * How far back the periodic job looks for applied credits: a Redis that lost recent writes (failover to a

@@ -1,5 +1,5 @@
 import type { Ledger } from "../ledger/ledger.ts";
-import { RebuildLockLost, type RebuildLock } from "./rebuildLock.ts";
+import { RebuildLockLost, type RebuildLock } from "./lock.ts";
 
 // Far below Lua's unpack limit (~8,000 values) and short enough that one script call never stalls Redis.
 const MAX_ARGS = 4_000;
