@@ -6,40 +6,36 @@ import type { ChatRequest } from "./types.ts";
 // (runs of spaces), SentencePiece pieces (Gemini, Llama 2, Mistral) are at most 16 characters unless trained
 // otherwise. A character is at least one UTF-8 byte, so counting characters never counts more than bytes.
 const MAX_TOKEN_CHARS = 256;
-const SPACE = 0x20;
 
 /**
  * Fewer tokens than a text can possibly take: one per space-separated word, and one per MAX_TOKEN_CHARS of a
  * longer word. No tokenizer of a catalog provider makes one token of two words: BPE vocabularies split words apart
  * before merging (the pre-tokenizer's regex: a token carries at most one leading space), SentencePiece splits at
  * spaces. Only the space splits words here (a newline or tab joins its neighbours into one longer word, which only
- * lowers the count); spaces themselves, message framing and tool definitions count for nothing.
+ * lowers the count); spaces themselves, message framing and tool definitions count for nothing. Counting stops
+ * once past `stopAbove`.
  */
-export function textTokensAtLeast(text: string): number {
+export function textTokensAtLeast(text: string, stopAbove = Infinity): number {
   let tokens = 0;
-  let word = 0;
-  for (let i = 0; i < text.length; i++) {
-    if (text.charCodeAt(i) !== SPACE) word++;
-    else if (word > 0) {
-      tokens += Math.ceil(word / MAX_TOKEN_CHARS);
-      word = 0;
-    }
+  for (let start = 0; start < text.length && tokens <= stopAbove; ) {
+    let end = text.indexOf(" ", start);
+    if (end === -1) end = text.length;
+    if (end > start) tokens += Math.ceil((end - start) / MAX_TOKEN_CHARS);
+    start = end + 1;
   }
-  return tokens + Math.ceil(word / MAX_TOKEN_CHARS);
+  return tokens;
 }
 
 /** A lower bound of a chat request's prompt tokens: its messages' text (string content, text and refusal parts). */
-export function promptTokensAtLeast(body: ChatRequest): number {
+export function promptTokensAtLeast(body: ChatRequest, stopAbove = Infinity): number {
   let tokens = 0;
+  const add = (text: unknown) => {
+    if (typeof text === "string" && tokens <= stopAbove) tokens += textTokensAtLeast(text, stopAbove - tokens);
+  };
   for (const m of body.messages as { content?: unknown }[]) {
     const content = m?.content;
-    if (typeof content === "string") tokens += textTokensAtLeast(content);
-    else if (Array.isArray(content)) {
-      for (const part of content as { text?: unknown; refusal?: unknown }[]) {
-        if (typeof part?.text === "string") tokens += textTokensAtLeast(part.text);
-        else if (typeof part?.refusal === "string") tokens += textTokensAtLeast(part.refusal);
-      }
-    }
+    if (typeof content === "string") add(content);
+    else if (Array.isArray(content)) for (const part of content as { text?: unknown; refusal?: unknown }[]) add(part?.text ?? part?.refusal);
   }
   return tokens;
 }
@@ -52,10 +48,7 @@ export function promptTokensAtLeast(body: ChatRequest): number {
  * window (shorten the cap, or refuse unbilled) costs nothing.
  */
 export function refuseOverlongPrompt(model: Model, body: ChatRequest): void {
-  const tokens = promptTokensAtLeast(body);
-  if (tokens <= model.contextLength) return;
-  throw new ApiError({
-    code: "VALIDATION_ERROR",
-    message: `messages: the prompt is at least ${tokens} tokens, more than the context window of ${model.id} (${model.contextLength} tokens)`,
-  });
+  // Counting stops past the window: a 24 MB prompt costs what its first window's worth of words does.
+  if (promptTokensAtLeast(body, model.contextLength) <= model.contextLength) return;
+  throw new ApiError({ code: "VALIDATION_ERROR", message: `messages: the prompt is longer than the context window of ${model.id} (${model.contextLength} tokens)` });
 }
