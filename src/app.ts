@@ -18,6 +18,7 @@ import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
+import { bodyTooLarge, declaredTooLarge, jsonBody } from "./requestBody.ts";
 import type { Services } from "./wiring.ts";
 
 function validationMessage(error: ValidationError): string {
@@ -44,6 +45,8 @@ function renderError(code: string | number, error: unknown, s: Services): Respon
     }
     return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: validationMessage(error as ValidationError) }));
   }
+  // The body reader's 408 / 413 reach here wrapped in Elysia's ParseError.
+  if (code === "PARSE" && (error as Error).cause instanceof ApiError) return errorResponse((error as Error).cause as ApiError);
   if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }));
   if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }));
   // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
@@ -57,12 +60,6 @@ function renderError(code: string | number, error: unknown, s: Services): Respon
   return errorResponse(new ApiError("INTERNAL_ERROR"));
 }
 
-/**
- * Largest request body: a full 1M-token context is ~4 MB of text and images come base64-encoded, so 32 MiB serves
- * any real request while a runaway upload is refused before it is read. main passes it on to Bun.serve too.
- */
-export const MAX_BODY_BYTES = 32 * 1024 * 1024;
-
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
@@ -72,14 +69,15 @@ export function createApp(s: Services) {
     .onRequest(({ request, set }) => {
       const trace = startTrace(request);
       set.headers["x-request-id"] = trace.id;
-      const length = request.headers.get("content-length");
-      if (length !== null && Number(length) > MAX_BODY_BYTES) {
+      if (declaredTooLarge(request, s.config)) {
         // Answered before routing: no after-response hook runs, so the request is counted and logged here.
-        const res = errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: `Request body too large (at most ${MAX_BODY_BYTES} bytes)` }));
+        const res = errorResponse(bodyTooLarge(s.config));
         finishTrace(trace, undefined, res.status);
         return res;
       }
     })
+    // Every body is read here, under the size limit and the body deadline, before any route sees it.
+    .onParse({ as: "global" }, jsonBody(s.config))
     .onAfterResponse((c) => {
       const trace = traceOf(c.request);
       const wallet = (c.params as Record<string, string> | undefined)?.wallet;

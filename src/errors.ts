@@ -6,6 +6,10 @@ export const ERROR_STATUS = {
   INSUFFICIENT_BALANCE: 402,
   KEY_BUDGET_EXCEEDED: 402,
   NOT_FOUND: 404,
+  // Beyond the spec's table (it names no status for either): a body that did not arrive within the body deadline,
+  // and one past the size limit. Both are refused before anything is read further or held.
+  REQUEST_TIMEOUT: 408,
+  PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   // The status is the one the model returned; 400 is only the fallback.
   UPSTREAM_CLIENT_ERROR: 400,

@@ -1,9 +1,10 @@
 import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
-import { createApp, MAX_BODY_BYTES } from "./app.ts";
+import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { LedgerRebuilding } from "./ledger/fence.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
+import { serverLimits } from "./requestBody.ts";
 import { buildServices, type Services } from "./wiring.ts";
 import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
@@ -40,7 +41,7 @@ function logProviders(config: Config): void {
 
 async function serve(config: Config): Promise<void> {
   bufferStdout(); // one access-log line per request: written in batches, not one write each
-  const options = { port: config.port, hostname: config.host, idleTimeout: 0, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 };
+  const options = { port: config.port, hostname: config.host, ...serverLimits(config) };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
   // Until the services are up, requests get 503.
   let server: ReturnType<typeof Bun.serve>;
@@ -63,7 +64,6 @@ async function serve(config: Config): Promise<void> {
   }
   services.startBackground();
   const app = createApp(services);
-  // A body without Content-Length is cut off by Bun just above the app's own limit (which answers in the spec's shape).
   server.reload({ ...options, fetch: app.fetch });
   log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size });
 

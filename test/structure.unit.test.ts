@@ -20,7 +20,7 @@ const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
  */
 const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
   ["composition root", (f) => ["main.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts"].includes(f) || f.startsWith("admin/")],
-  ["routes", (f) => /^modules\/[^/]+\/[^/]+\.routes\.ts$/.test(f) || f.startsWith("dashboard/") || f.startsWith("openapi/") || f === "cors.ts"],
+  ["routes", (f) => /^modules\/[^/]+\/[^/]+\.routes\.ts$/.test(f) || f.startsWith("dashboard/") || f.startsWith("openapi/") || f === "cors.ts" || f === "requestBody.ts"],
   ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
   ["config", (f) => f === "config.ts"],
   ["rebuild, audit", (f) => /^(rebuild|audit)\//.test(f)],

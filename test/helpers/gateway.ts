@@ -42,7 +42,7 @@ export const CLAUDE_MODELS = [
  * context window.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless", "greedy"];
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless", "greedy", "flood"];
   return {
     providers: {
       standin: standinProvider(standinUrl),

@@ -44,6 +44,8 @@ export interface Standin {
   generated: number;
   /** Resolves once `generated` reaches `n`. */
   generatedAtLeast(n: number): Promise<void>;
+  /** Bytes the "flood" streams have sent so far (they send only as fast as the gateway reads). */
+  flooded: number;
   stop(): void;
 }
 
@@ -121,6 +123,11 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
   const billed: BilledUsage[] = [];
   const state = { cancelled: 0, waiters: [] as { n: number; resolve: () => void }[] };
   const generated = { words: 0, waiters: [] as { n: number; resolve: () => void }[] };
+  const flood = { bytes: 0 };
+  const cancelled = () => {
+    state.cancelled++;
+    state.waiters = state.waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
+  };
   const server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
@@ -144,6 +151,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       const usage = usageFor(body.messages.length, mediaTokensOf(body.messages));
       const base = { id: "chatcmpl-standin", created: Math.floor(Date.now() / 1000), model: mode, system_fingerprint: "fp_standin" };
       if (mode === "no-usage-long") return longAnswer(base, body.stream === true);
+      if (mode === "flood" && body.stream) return floodAnswer(base, flood, cancelled);
       if (mode === "greedy") {
         const bill = greedyUsage(body, Buffer.byteLength(raw));
         billed.push(bill);
@@ -193,8 +201,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
         },
         cancel() {
           stopped = true;
-          state.cancelled++;
-          state.waiters = state.waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
+          cancelled();
         },
       });
       return new Response(stream, { headers: { "content-type": "text/event-stream" } });
@@ -213,10 +220,31 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     get generated() {
       return generated.words;
     },
+    get flooded() {
+      return flood.bytes;
+    },
     generatedAtLeast: (n) =>
       new Promise<void>((resolve) => (generated.words >= n ? resolve() : generated.waiters.push({ n, resolve }))),
     stop: () => server.stop(true),
   };
+}
+
+// ~4 KB of text a chunk, never ending, produced only when pulled: an upstream exactly as fast as the gateway reads
+// it, so that what the gateway pulls from a client that does not read shows in `flooded`.
+function floodAnswer(base: Record<string, unknown>, flood: { bytes: number }, cancelled: () => void): Response {
+  const enc = new TextEncoder();
+  const chunk = enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: " more".repeat(800) }, finish_reason: null }] })}\n\n`);
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      pull(ctrl) {
+        flood.bytes += chunk.byteLength;
+        ctrl.enqueue(chunk);
+      },
+      cancel: cancelled,
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(stream, { headers: { "content-type": "text/event-stream" } });
 }
 
 // A provider that reports no usage at all: the text word by word, then a tool call whose arguments arrive in

@@ -7,6 +7,7 @@ import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import { isRedisDown, withinDeadline } from "../../outage.ts";
 import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
 import { refuseRepricingFields } from "../../providers/fields.ts";
+import { refuseOverlongPrompt } from "../../providers/promptFloor.ts";
 import { adapterFor } from "../../providers/index.ts";
 import { completionCap, reserveFor } from "../../providers/reserve.ts";
 import type { ChatRequest } from "../../providers/types.ts";
@@ -54,6 +55,8 @@ export class ChatService {
     trace.model = String(body.model).slice(0, 200);
     const model = this.catalog.models.get(body.model);
     if (!model) throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, String(body.model)) });
+    // Before the hold, whose prompt bound stops at the context window: a prompt that cannot fit is 400, not 402.
+    refuseOverlongPrompt(model, body);
 
     const stream = body.stream === true;
     // The reserve is what the provider can bill at most (reserve.ts): the prompt's upper bound from the upstream
