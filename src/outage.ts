@@ -14,6 +14,11 @@ export class DependencyDown extends Error {
     super(message);
     this.name = "DependencyDown";
   }
+
+  /** A call to `dependency` that did not answer within `ms`: the `late` of a withDeadline (deadline.ts). */
+  static late(dependency: Dependency, what: string, ms: number): DependencyDown {
+    return new DependencyDown(dependency, `${what} did not answer within ${ms} ms`);
+  }
 }
 
 // A Redis reply that means "not now" rather than "wrong": loading its data, a script running too long, a replica
@@ -58,13 +63,4 @@ export function outageOf(e: unknown): Dependency | undefined {
   if (isRedisDown(e)) return "redis";
   if (isPostgresDown(e)) return "postgres";
   return undefined;
-}
-
-/** Rejects with DependencyDown when `p` takes longer than `ms` (p itself runs on: its outcome is the caller's to handle). */
-export function withinDeadline<T>(p: Promise<T>, ms: number, dependency: Dependency, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DependencyDown(dependency, `${what} did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }

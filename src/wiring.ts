@@ -22,7 +22,8 @@ import { Flusher } from "./store/flusher.ts";
 import { PendingSettles } from "./store/pendingSettles.ts";
 import { migrate } from "./store/migrate.ts";
 import { PgHealth } from "./store/pgHealth.ts";
-import { DependencyDown, outageOf, withinDeadline } from "./outage.ts";
+import { withDeadline } from "./deadline.ts";
+import { DependencyDown, outageOf } from "./outage.ts";
 import { reconcileFromPostgres } from "./rebuild/reconcile.ts";
 import { ensureLedger } from "./rebuild/rebuild.ts";
 import { checkRedisForLedger } from "./rebuild/redisChecks.ts";
@@ -160,7 +161,7 @@ async function startupStep<T>(name: "Postgres" | "Redis", cleanup: () => unknown
   const dependency = name === "Redis" ? "redis" : "postgres";
   const p = step();
   try {
-    return await withinDeadline(p, STARTUP_DEADLINE_MS, dependency, name);
+    return await withDeadline(STARTUP_DEADLINE_MS, () => p, () => DependencyDown.late(dependency, name, STARTUP_DEADLINE_MS));
   } catch (e) {
     p.catch(() => {});
     await Promise.resolve(cleanup()).catch(() => {});

@@ -4,7 +4,8 @@ import { LedgerRebuilding } from "../../ledger/fence.ts";
 import type { KeyPrincipal, Ledger, ReserveOutcome } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
-import { isRedisDown, withinDeadline } from "../../outage.ts";
+import { withDeadline } from "../../deadline.ts";
+import { DependencyDown, isRedisDown } from "../../outage.ts";
 import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
 import { refuseRepricingFields } from "../../providers/fields.ts";
 import { refuseOverlongPrompt } from "../../providers/promptFloor.ts";
@@ -97,7 +98,7 @@ export class ChatService {
     let outcome: ReserveOutcome;
     const reserving = this.ledger.reserve(principal, holdId, amount);
     try {
-      outcome = await withinDeadline(reserving, RESERVE_DEADLINE_MS, "redis", "reserve");
+      outcome = await withDeadline(RESERVE_DEADLINE_MS, () => reserving, () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS));
     } catch (e) {
       // Refused by the fence: nothing was held.
       if (e instanceof LedgerRebuilding) throw e;

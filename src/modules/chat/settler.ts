@@ -1,5 +1,7 @@
+import { withDeadline } from "../../deadline.ts";
 import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
 import { log } from "../../log.ts";
+import { DependencyDown } from "../../outage.ts";
 import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
 import type { PendingSettle, PendingSettles } from "../../store/pendingSettles.ts";
 import type { Call } from "./call.ts";
@@ -49,7 +51,7 @@ export class Settler {
     call.trace.chargeUsdc = charge;
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
     // attempt that runs later is harmless: settle-batch posts a hold once.
-    const attempt = () => withDeadline(this.ledger.settleOutcome(call.principal, call.holdId, charge, details), SETTLE_ATTEMPT_MS);
+    const attempt = () => withDeadline(SETTLE_ATTEMPT_MS, () => this.ledger.settleOutcome(call.principal, call.holdId, charge, details), () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS));
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
         (outcome) => {
@@ -67,7 +69,7 @@ export class Settler {
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
   async release(hold: { principal: KeyPrincipal; holdId: string }, attempts = RELEASE_ATTEMPTS): Promise<void> {
     // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
-    const attempt = () => withDeadline(this.ledger.release(hold.principal, hold.holdId), SETTLE_ATTEMPT_MS);
+    const attempt = () => withDeadline(SETTLE_ATTEMPT_MS, () => this.ledger.release(hold.principal, hold.holdId), () => DependencyDown.late("redis", "release", SETTLE_ATTEMPT_MS));
     await retry("release", attempt, { hold: hold.holdId }, attempts).catch(() => {
       // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
     });
@@ -103,17 +105,10 @@ export class Settler {
 
 /** Resolves when `p` has settled either way, or after `ms`. */
 function outcomeOf(p: Promise<unknown>, ms: number): Promise<void> {
-  return withDeadline(p, ms).then(
+  return withDeadline(ms, () => p, () => new Error(`no outcome within ${ms} ms`)).then(
     () => {},
     () => {},
   );
-}
-
-/** Rejects when `p` takes longer than `ms` (p itself runs on). */
-function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** Retries a ledger call (it is idempotent by hold id) with capped backoff; a settle must not be lost to a blip. */
