@@ -1,8 +1,7 @@
 import { Elysia, ValidationError } from "elysia";
 import { cors } from "./cors.ts";
 import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
-import { ApiError, BareError, errorResponse } from "./errors.ts";
-import { LedgerRebuilding } from "./ledger/fence.ts";
+import { ApiError, errorResponse, HttpError } from "./errors.ts";
 import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -34,9 +33,7 @@ function validationMessage(error: ValidationError): string {
 
 /** The spec's error answer for anything thrown while serving; detail goes to the log only. */
 function renderError(code: string | number, error: unknown, s: Services): Response {
-  if (error instanceof ApiError) return errorResponse(error);
-  if (error instanceof BareError) return Response.json({ error: error.message }, { status: error.status });
-  if (error instanceof LedgerRebuilding) return errorResponse(ApiError.unavailable(error.retryAfterS, error.message));
+  if (error instanceof HttpError) return error.toResponse();
   if (code === "VALIDATION") {
     // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
     if ((error as ValidationError).type === "response") {
@@ -46,7 +43,7 @@ function renderError(code: string | number, error: unknown, s: Services): Respon
     return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: validationMessage(error as ValidationError) }));
   }
   // The body reader's 408 / 413 reach here wrapped in Elysia's ParseError.
-  if (code === "PARSE" && (error as Error).cause instanceof ApiError) return errorResponse((error as Error).cause as ApiError);
+  if (code === "PARSE" && (error as Error).cause instanceof HttpError) return ((error as Error).cause as HttpError).toResponse();
   if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }));
   if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }));
   // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).

@@ -2,7 +2,6 @@ import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin
 import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
-import { LedgerRebuilding } from "./ledger/fence.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
 import { serverLimits } from "./requestBody.ts";
 import { buildServices, type Services } from "./wiring.ts";
@@ -93,7 +92,7 @@ async function serve(config: Config): Promise<void> {
 function oneLine(e: unknown): string {
   // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
   if (e instanceof ConfigError) return `configuration error: ${e.message}`;
-  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError || e instanceof LedgerRebuilding) return e.message;
+  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
   const message = e instanceof Error ? e.message : String(e);
   return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;
 }
