@@ -12,7 +12,9 @@ import { LedgerScripts } from "./ledger/scripts.ts";
 import { openRedis, type RedisCommands } from "./redis/connect.ts";
 import type { RedisTarget } from "./redis/target.ts";
 import { log } from "./log.ts";
+import { Holds } from "./billing/holds.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
+import { Forwarder } from "./modules/chat/forward.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
 import { UsageService } from "./modules/usage/usage.service.ts";
@@ -74,7 +76,9 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   await flusher.init();
 
   const pendingSettles = new PendingSettles(sql, ledger);
-  const chat = new ChatService(apiKeyAuth, ledger, config.catalog, config.upstreamTimeoutMs, pendingSettles, config.streamMaxMs);
+  // One Holds for every endpoint that bills a model call: its settles in flight are what shutdown waits for.
+  const holds = new Holds(ledger, pendingSettles);
+  const chat = new ChatService(apiKeyAuth, config.catalog, holds, new Forwarder(holds, ledger, config.upstreamTimeoutMs, config.streamMaxMs));
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);

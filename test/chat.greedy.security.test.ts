@@ -8,7 +8,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { holdOverruns } from "../src/modules/chat/holdOverruns.ts";
+import { holdOverruns } from "../src/billing/overruns.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { GREEDY_DEFAULT_OUTPUT, REPLY_WORDS } from "./helpers/openaiStandin.ts";
 

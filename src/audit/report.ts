@@ -1,4 +1,4 @@
-import { formatUsd } from "../money.ts";
+import { formatUsd } from "../billing/money.ts";
 import type { AuditPass, Difference } from "./compare.ts";
 
 /** Plain-text table: columns padded to their widest cell, numbers right-aligned. */

@@ -1,6 +1,5 @@
 import { inChunks, type RedisCommands } from "../redis/connect.ts";
-import type { KeyPrincipal } from "./ledger.ts";
-import type { RedisNames } from "./names.ts";
+import type { KeyPrincipal, RedisNames } from "./names.ts";
 
 /** An API key's mutable state, as Postgres records it. */
 export interface KeyState {

@@ -5,15 +5,9 @@ import { LedgerBatches } from "./batcher.ts";
 import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { LedgerScripts } from "./scripts.ts";
+import type { KeyPrincipal } from "./names.ts";
 
-/** An authenticated API key with its Redis key names computed once (the key → wallet mapping never changes). */
-export interface KeyPrincipal {
-  keyId: number;
-  wallet: string;
-  shard: string;
-  walletName: string;
-  apiKeyName: string;
-}
+export type { KeyPrincipal } from "./names.ts";
 
 export interface LedgerLimits {
   rateLimitRequests: number;

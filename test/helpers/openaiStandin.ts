@@ -132,6 +132,8 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     port: 0,
     hostname: "127.0.0.1",
     idleTimeout: 0,
+    // A stream the stand-in breaks on purpose ("stream-break") is not an error to print with a code frame.
+    development: false,
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return errorBody(404, "not_found");

@@ -11,7 +11,7 @@ import { ApiError } from "../../src/errors.ts";
 import type { ChargeDetails, Ledger, ReserveOutcome } from "../../src/ledger/ledger.ts";
 import type { RedisNames } from "../../src/ledger/names.ts";
 import type { LedgerScripts } from "../../src/ledger/scripts.ts";
-import { refusalError } from "../../src/modules/chat/refusals.ts";
+import { refusalError } from "../../src/billing/refusals.ts";
 import type { HoldM, KeyM, ReferenceModel } from "./reference.ts";
 
 /** mulberry32: a tiny 32-bit PRNG, enough to make every run replayable from its seed. */

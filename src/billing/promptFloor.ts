@@ -1,6 +1,6 @@
 import { ApiError } from "../errors.ts";
-import type { Model } from "./catalog.ts";
-import type { ChatRequest } from "./types.ts";
+import type { Model } from "../providers/catalog.ts";
+import type { ChatRequest } from "../providers/types.ts";
 
 // The most characters one token covers, with room: the longest tokens of o200k_base and cl100k_base are 128 bytes
 // (runs of spaces), SentencePiece pieces (Gemini, Llama 2, Mistral) are at most 16 characters unless trained
@@ -44,7 +44,7 @@ export function promptTokensAtLeast(body: ChatRequest, stopAbove = Infinity): nu
  * A prompt that cannot fit the model's context window is refused (400 VALIDATION_ERROR) before any hold: the
  * bound is a lower one, so a prompt that fits is never refused (one that does not, but looks short to this
  * count, goes on to the provider, which refuses it unbilled). A large max_tokens alone is no reason: it is
- * clamped to the model's maximum output (reserve.ts), and whatever a provider does when prompt + cap exceed the
+ * clamped to the model's maximum output (holdBound.ts), and whatever a provider does when prompt + cap exceed the
  * window (shorten the cap, or refuse unbilled) costs nothing.
  */
 export function refuseOverlongPrompt(model: Model, body: ChatRequest): void {

@@ -1,5 +1,5 @@
-import { ApiError } from "../../errors.ts";
-import type { ReserveRefusal } from "../../ledger/ledger.ts";
+import { ApiError } from "../errors.ts";
+import type { ReserveRefusal } from "../ledger/ledger.ts";
 
 /** Where a client short of credit tops up: the 402's hint (spec). */
 const TOPUP_HINT = { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 };

@@ -1,11 +1,30 @@
-import { withDeadline } from "../../deadline.ts";
-import type { ChargeDetails, KeyPrincipal, Ledger } from "../../ledger/ledger.ts";
-import { log } from "../../log.ts";
-import { DependencyDown } from "../../outage.ts";
-import { billedMicro, costMicro, type Usage } from "../../providers/pricing.ts";
-import type { PendingSettle, PendingSettles } from "../../store/pendingSettles.ts";
-import type { Call } from "./call.ts";
-import { checkHoldOverrun } from "./holdOverruns.ts";
+import { withDeadline } from "../deadline.ts";
+import { ApiError } from "../errors.ts";
+import { LedgerRebuilding } from "../ledger/fence.ts";
+import type { ChargeDetails, KeyPrincipal, Ledger, ReserveOutcome } from "../ledger/ledger.ts";
+import { log } from "../log.ts";
+import type { RequestTrace } from "../observe/trace.ts";
+import { DependencyDown, isRedisDown } from "../outage.ts";
+import type { Model } from "../providers/catalog.ts";
+import type { Usage } from "../providers/types.ts";
+import type { PendingSettle, PendingSettles } from "../store/pendingSettles.ts";
+import type { ReserveBound } from "./holdBound.ts";
+import { checkHoldOverrun } from "./overruns.ts";
+import { billedMicro, costMicro } from "./price.ts";
+import { refusalError } from "./refusals.ts";
+
+/** What a hold's settle needs of its request: who pays, which hold, the model's prices, what the hold covers. */
+export interface HeldCall {
+  principal: KeyPrincipal;
+  holdId: string;
+  model: Model;
+  bound: ReserveBound;
+  /** The access-log line and metrics of the request: the charge is written there. */
+  trace: RequestTrace;
+}
+
+// A reserve takes well under a millisecond in Redis; one that has not answered in this long is not coming soon.
+const RESERVE_DEADLINE_MS = 2_000;
 
 // A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
 // goes to Postgres (pending_settles) for the repair job.
@@ -17,10 +36,11 @@ const RELEASE_ATTEMPTS = 5;
 const RESERVE_OUTCOME_WAIT_MS = 30_000;
 
 /**
- * The second Redis call of a request, made durable: settles run behind their answers with retries and a deadline
- * per attempt, a settle that keeps failing goes to Postgres, and shutdown can wait for (or keep) what is in flight.
+ * A request's two Redis calls, as one hold's life: the reserve (under a deadline, refused in the spec's words), then
+ * the settle or the release, durable: settles run behind their answers with retries and a deadline per attempt, a
+ * settle that keeps failing goes to Postgres, and shutdown can wait for (or keep) what is in flight.
  */
-export class Settler {
+export class Holds {
   /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
   private readonly settling = new Map<Promise<void>, PendingSettle>();
   /** Releases of holds whose reserve reply was lost. */
@@ -32,12 +52,37 @@ export class Settler {
   ) {}
 
   /**
+   * Holds `amount` for the request, answering 503 fast when Redis cannot: at once while the ledger's connection is
+   * down (nothing is sent, so nothing is held), and after RESERVE_DEADLINE_MS when Redis does not answer. A reserve
+   * whose reply was lost (connection dropped, deadline) may still open its hold, now or when a queued command runs
+   * on reconnect, or once a cluster's failover is over: a release by its hold id follows its outcome, behind the
+   * answer; should that fail too, the sweeper expires the hold. A refusal is the spec's 401/402/429.
+   */
+  async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number }> {
+    if (!this.ledger.connected) throw ApiError.unavailable(1);
+    let outcome: ReserveOutcome;
+    const reserving = this.ledger.reserve(principal, holdId, amount);
+    try {
+      outcome = await withDeadline(RESERVE_DEADLINE_MS, () => reserving, () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS));
+    } catch (e) {
+      // Refused by the fence: nothing was held.
+      if (e instanceof LedgerRebuilding) throw e;
+      this.releaseBehind(principal, holdId, reserving);
+      if (!isRedisDown(e)) throw e;
+      log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
+      throw ApiError.unavailable(1);
+    }
+    if (!outcome.ok) throw refusalError(outcome);
+    return outcome;
+  }
+
+  /**
    * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
    * command is queued on the ledger's Redis connection before the response (or the stream's end) leaves, so a
    * balance read that follows on that connection sees the charge. Saves one Redis round trip of added latency.
    * It retries for about a minute; after that the charge is kept in Postgres for the repair job.
    */
-  settleBehind(call: Call, usage: Usage): void {
+  settleBehind(call: HeldCall, usage: Usage): void {
     const charge = billedMicro(call.model, usage);
     // Charged all the same (the provider billed it), but the hold should have covered it.
     checkHoldOverrun(charge, call.bound, { model: call.model.id, hold: call.holdId, usage });

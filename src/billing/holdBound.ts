@@ -1,15 +1,10 @@
-import type { Model } from "./catalog.ts";
-import { billedMicro } from "./pricing.ts";
-import type { ChatRequest } from "./types.ts";
+import type { Model } from "../providers/catalog.ts";
+import { billedMicro } from "./price.ts";
+import { adapterFor } from "../providers/index.ts";
+import type { ChatRequest } from "../providers/types.ts";
 
 /** The spec's default max_tokens: the completion cap of a request that names none. */
 export const DEFAULT_MAX_TOKENS = 1024;
-
-/** The most prompt tokens one image part can cost, by its `detail` ("auto" and absent bill as "high"). */
-export interface ImageTokens {
-  low: number;
-  high: number;
-}
 
 /** How many of each part a request carries: the shape logged with a settle above its hold (never content). */
 export interface RequestShape {
@@ -111,4 +106,17 @@ export function reserveFor(
   const promptTokens = unbounded ? model.contextLength : Math.min(bytes + 8 + imageTokens + hiddenPromptTokens, model.contextLength);
   const completionTokens = maxTokens * shape.choices;
   return { promptTokens, completionTokens, micro: billedMicro(model, { prompt_tokens: promptTokens, completion_tokens: completionTokens }), unbounded, shape };
+}
+
+/**
+ * The upstream request as it will be sent, and the hold that covers it: what the provider can bill at most (the
+ * prompt's upper bound from the upstream body, images at their maximum, what the provider adds unseen, at most the
+ * context window; plus the completion cap per choice, decided here once and sent upstream as it is held).
+ */
+export function boundedRequest(model: Model, body: ChatRequest, stream: boolean) {
+  const adapter = adapterFor(model.provider.type);
+  const maxTokens = completionCap(model, body);
+  const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens });
+  const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens, maxTokens);
+  return { adapter, url, init, bound };
 }

@@ -1,10 +1,10 @@
-import { log } from "../../log.ts";
-import type { Usage } from "../../providers/pricing.ts";
-import type { ReserveBound } from "../../providers/reserve.ts";
+import { log } from "../log.ts";
+import type { Usage } from "../providers/types.ts";
+import type { ReserveBound } from "./holdBound.ts";
 
 /**
  * Settles above their hold since the process started. Each one is still charged (the provider billed it) but is
- * a defect of the reserve bound (providers/reserve.ts): counted here for /metrics, logged where it happens.
+ * a defect of the reserve bound (holdBound.ts): counted here for /metrics, logged where it happens.
  */
 const overruns = { count: 0, excessMicro: 0 };
 
