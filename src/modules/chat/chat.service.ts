@@ -8,7 +8,19 @@ import { admit } from "./admit.ts";
 import type { Forwarder } from "./forward.ts";
 
 /**
- * POST /v1/chat/completions, top to bottom: admit (key, model, fields), bound (the upstream request and the hold
+ * How a front door that speaks another API (the Responses API, the Messages API) reshapes the chat-completions
+ * answer the core produced: the core bills it either way (the chat answer's usage, the metered chat stream), the
+ * door only rewrites what the client reads. Its request reaches `complete` already as a chat-completions request.
+ */
+export interface AnswerShape {
+  /** The JSON answer, from the chat-completions JSON (text). */
+  json(chat: string): string;
+  /** The SSE answer, from the chat-completions SSE (which carries a usage chunk: a door asks for include_usage). */
+  stream(chat: ReadableStream<Uint8Array>): ReadableStream<Uint8Array>;
+}
+
+/**
+ * POST /v1/chat/completions (and every front door through it), top to bottom: admit (key, model, fields), bound (the upstream request and the hold
  * that covers it), reserve (the first Redis call), forward (the provider, under its deadline), settle the usage or
  * release the hold (the second and last Redis call, behind the answer).
  */
@@ -20,7 +32,7 @@ export class ChatService {
     private readonly forwarder: Forwarder,
   ) {}
 
-  async complete(authorization: string | null, body: ChatRequest, trace: RequestTrace = newTrace()): Promise<Response> {
+  async complete(authorization: string | null, body: ChatRequest, trace: RequestTrace = newTrace(), shape?: AnswerShape): Promise<Response> {
     const { principal, model } = await admit(this.auth, this.catalog, authorization, body, trace);
 
     const stream = body.stream === true;
@@ -32,7 +44,9 @@ export class ChatService {
     trace.stream = stream;
 
     const call = { principal, holdId, model, adapter, body, bound, headers: { "x-ratelimit-remaining": String(rateRemaining) }, trace };
-    return stream ? this.forwarder.streamed(call, url, init, body.stream_options?.include_usage === true) : this.forwarder.single(call, url, init);
+    const answer = stream ? await this.forwarder.streamed(call, url, init, body.stream_options?.include_usage === true) : await this.forwarder.single(call, url, init);
+    if (!shape) return answer;
+    return new Response(stream ? shape.stream(answer.body!) : shape.json(await answer.text()), { status: answer.status, headers: answer.headers });
   }
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */
