@@ -147,7 +147,7 @@ describe("stored conversations that are not there", () => {
     const { wallet, key } = await gw.newWallet(1);
     const client = gw.openai(key);
     const unstored = await client.responses.create({ model: ECHO, input: "hi", store: false });
-    expect(unstored.store).toBe(false);
+    expect((unstored as unknown as { store: boolean }).store).toBe(false);
     const e = await rejection(client.responses.create({ model: ECHO, previous_response_id: unstored.id, input: "again" }));
     expect(e.code).toBe("previous_response_not_found");
     const stored = await client.responses.create({ model: ECHO, input: "hi" });

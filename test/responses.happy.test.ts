@@ -48,7 +48,7 @@ for (const model of [ECHO, SONNET] as const) {
       expect(r.output_text).toBe(m.reply);
       expect(r.output).toHaveLength(1);
       expect(r.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: m.reply, annotations: [] }] });
-      expect(r.usage).toEqual({ input_tokens: input, input_tokens_details: { cached_tokens: 0 }, output_tokens: output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + output });
+      expect(r.usage).toEqual({ input_tokens: input, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + output });
       await charged(wallet, input, output);
     });
 
