@@ -67,7 +67,9 @@ export class ResponsesService {
       stream: (chat) => responsesStream(chat, frame, save),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape);
-    if (output && res.ok) await save(output);
+    // Kept behind the answer: the MULTI is queued on the store's connection now, so a next turn's read (same
+    // connection, same slot) comes after it; the client does not wait for Redis to confirm it.
+    if (output && res.ok) void save(output);
     return res;
   }
 }
