@@ -27,6 +27,10 @@ function lastClaude() {
   return { request, prompt: inputTokensFor(request) };
 }
 
+// The SDK's types name every optional field as required (citations, caller…): answers are compared as plain data.
+const blocks = (m: Anthropic.Message): unknown[] => m.content;
+const usage = (m: Anthropic.Message): unknown => m.usage;
+
 /** The OpenAI stand-in's prompt tokens for a request of `n` chat messages. */
 const echoPrompt = (n: number) => 10 * n + 1;
 
@@ -52,8 +56,8 @@ describe("messages.create", () => {
     const { request, prompt } = lastClaude();
     expect(request).toEqual({ model: "claude-sonnet-4-5", max_tokens: 100, system: [{ type: "text", text: "You are terse." }], messages: [{ role: "user", content: "Say hello." }] });
     expect(msg).toMatchObject({ id: "msg_01StandinMessage", type: "message", role: "assistant", model: SONNET, stop_reason: "end_turn", stop_sequence: null });
-    expect(msg.content).toEqual([{ type: "text", text: REPLY.join("") }]);
-    expect(msg.usage).toEqual({ input_tokens: prompt, output_tokens: REPLY.length, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+    expect(blocks(msg)).toEqual([{ type: "text", text: REPLY.join("") }]);
+    expect(usage(msg)).toEqual({ input_tokens: prompt, output_tokens: REPLY.length, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
     const charge = expectedCharge(prompt, REPLY.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charge, locked: 0 });
     expect(await pgCharges(wallet)).toEqual([{ amount_usdc: charge, prompt_tokens: prompt, completion_tokens: REPLY.length, model: SONNET }]);
@@ -76,9 +80,9 @@ describe("messages.create", () => {
       user: "user-7",
       messages: [{ role: "system", content: [{ type: "text", text: "Be brief." }] }, { role: "user", content: [{ type: "text", text: "Hi" }] }],
     });
-    expect(msg.content).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
+    expect(blocks(msg)).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
     expect(msg.id).toBe("msg_chatcmpl-standin");
-    expect(msg.usage).toMatchObject({ input_tokens: echoPrompt(2), output_tokens: REPLY_WORDS.length });
+    expect(usage(msg)).toMatchObject({ input_tokens: echoPrompt(2), output_tokens: REPLY_WORDS.length });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - expectedCharge(echoPrompt(2), REPLY_WORDS.length), locked: 0 });
   });
 
@@ -104,9 +108,9 @@ describe("messages.stream", () => {
       stream.on("text", (t) => (text += t));
       const msg = await stream.finalMessage();
       expect(text).toBe(words.join(""));
-      expect(msg.content).toEqual([{ type: "text", text: words.join("") }]);
+      expect(blocks(msg)).toEqual([{ type: "text", text: words.join("") }]);
       expect(msg.stop_reason).toBe("end_turn");
-      expect(msg.usage).toMatchObject({ input_tokens: prompt(), output_tokens: words.length });
+      expect(usage(msg)).toMatchObject({ input_tokens: prompt(), output_tokens: words.length });
       expect(await gw.ledgerState(wallet)).toEqual({ balance: START - expectedCharge(prompt(), words.length), locked: 0 });
     });
   }
@@ -127,12 +131,12 @@ describe("messages.stream", () => {
   test("thinking: a signed thinking block before the text, streamed and not", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const client = anthropic(key);
-    const params = { model: SONNET, max_tokens: 2_000, thinking: { type: "enabled", budget_tokens: 1_024 }, messages: [{ role: "user", content: "Think." }] } as const;
+    const params = { model: SONNET, max_tokens: 2_000, thinking: { type: "enabled", budget_tokens: 1_024 }, messages: [{ role: "user", content: "Think." }] } satisfies Anthropic.MessageCreateParamsNonStreaming;
     const one = await client.messages.create(params);
     expect(lastClaude().request.thinking).toEqual({ type: "enabled", budget_tokens: 1_024 });
     const two = await client.messages.stream(params).finalMessage();
     for (const msg of [one, two]) {
-      expect(msg.content).toEqual([
+      expect(blocks(msg)).toEqual([
         { type: "thinking", thinking: THINKING.join(""), signature: SIGNATURE },
         { type: "text", text: REPLY.join("") },
       ]);
@@ -143,37 +147,43 @@ describe("messages.stream", () => {
 });
 
 describe("a tool round trip", () => {
-  test("Anthropic-type model: tool_use (JSON and stream), then tool_result with the thinking sent back", async () => {
+  test("Anthropic-type model: tool_use (JSON and stream), then tool_result with the signed thinking sent back", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const client = anthropic(key);
     const ask: Anthropic.MessageParam = { role: "user", content: "Weather in Paris?" };
-    const first = await client.messages.create({ model: SONNET, max_tokens: 100, tools: [weather], tool_choice: { type: "auto" }, messages: [ask] });
+    const thinking = { type: "enabled", budget_tokens: 1_024 } as const;
+    const first = await client.messages.create({ model: SONNET, max_tokens: 2_000, thinking, tools: [weather], tool_choice: { type: "auto" }, messages: [ask] });
     const firstPrompt = lastClaude().prompt;
     expect(lastClaude().request.tools).toEqual([{ name: "get_weather", description: weather.description, input_schema: weather.input_schema }]);
+    expect(lastClaude().request.tool_choice).toEqual({ type: "auto" });
     expect(first.stop_reason).toBe("tool_use");
-    expect(first.content).toEqual([
+    const answer = [
+      { type: "thinking", thinking: THINKING.join(""), signature: SIGNATURE },
       { type: "text", text: TOOL_INTRO.join("") },
       { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT },
-    ]);
-    const streamed = await client.messages.stream({ model: SONNET, max_tokens: 100, tools: [weather], messages: [ask] }).finalMessage();
-    expect(streamed.content).toEqual(first.content);
+    ];
+    expect(blocks(first)).toEqual(answer);
+    const streamed = await client.messages.stream({ model: SONNET, max_tokens: 2_000, thinking, tools: [weather], messages: [ask] }).finalMessage();
+    expect(blocks(streamed)).toEqual(answer);
     expect(streamed.stop_reason).toBe("tool_use");
 
     const second = await client.messages.create({
       model: SONNET,
-      max_tokens: 100,
+      max_tokens: 2_000,
+      thinking,
       tools: [weather],
       messages: [ask, { role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "21°C, sunny" }] }],
     });
     const { request, prompt } = lastClaude();
+    // Anthropic needs the signed thinking before the tool call when the conversation goes on: it is sent back as it came.
     expect(request.messages.slice(1)).toEqual([
-      { role: "assistant", content: [{ type: "text", text: TOOL_INTRO.join("") }, { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT }] },
+      { role: "assistant", content: answer },
       { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "21°C, sunny" }] },
     ]);
-    expect(second.content).toEqual([{ type: "text", text: AFTER_TOOL.join("") }]);
+    expect(blocks(second)).toEqual([answer[0], { type: "text", text: AFTER_TOOL.join("") }]);
     expect(second.stop_reason).toBe("end_turn");
-    const toolTokens = TOOL_INTRO.length + 4; // the stand-in's four JSON fragments
-    const charged = 2 * expectedCharge(firstPrompt, toolTokens) + expectedCharge(prompt, AFTER_TOOL.length);
+    const toolTokens = THINKING.length + TOOL_INTRO.length + 4; // the stand-in's four JSON fragments
+    const charged = 2 * expectedCharge(firstPrompt, toolTokens) + expectedCharge(prompt, THINKING.length + AFTER_TOOL.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charged, locked: 0 });
   });
 
@@ -184,7 +194,7 @@ describe("a tool round trip", () => {
     const ask: Anthropic.MessageParam = { role: "user", content: "Record it." };
     const first = await client.messages.stream({ model: "standin/no-usage-long", max_tokens: 1_000, tools: [tool], messages: [ask] }).finalMessage();
     const call = first.content.find((b) => b.type === "tool_use")!;
-    expect(call).toEqual({ type: "tool_use", id: LONG_TOOL.id, name: LONG_TOOL.name, input: JSON.parse(LONG_TOOL.arguments.join("")) });
+    expect(call as unknown).toEqual({ type: "tool_use", id: LONG_TOOL.id, name: LONG_TOOL.name, input: JSON.parse(LONG_TOOL.arguments.join("")) });
     expect(first.stop_reason).toBe("tool_use");
     // The provider reported no usage: the answer reports the counted usage, and that is what was charged.
     const firstCharge = expectedCharge(first.usage.input_tokens, first.usage.output_tokens);
@@ -202,7 +212,7 @@ describe("a tool round trip", () => {
       { role: "assistant", content: expect.any(String), tool_calls: [{ id: LONG_TOOL.id, type: "function", function: { name: LONG_TOOL.name, arguments: JSON.stringify(call.input) } }] },
       { role: "tool", tool_call_id: LONG_TOOL.id, content: [{ type: "text", text: "saved" }] },
     ]);
-    expect(second.content).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
+    expect(blocks(second)).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - firstCharge - expectedCharge(echoPrompt(3), REPLY_WORDS.length), locked: 0 });
   });
 });
