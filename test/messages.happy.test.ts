@@ -10,6 +10,7 @@ import { countPromptTokens } from "../src/providers/tokens.ts";
 import { AFTER_TOOL, inputTokensFor, REPLY, SIGNATURE, THINKING, TOOL_ID, TOOL_INTRO } from "./helpers/anthropicStandin.ts";
 import { BASE, expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { LONG_TOOL, REPLY_WORDS } from "./helpers/openaiStandin.ts";
+import { conformance } from "./helpers/openapi.ts";
 
 const gw = sharedGateway();
 
@@ -251,3 +252,24 @@ describe("client disconnect", () => {
     expect(rows[0]!.amount_usdc).toBe(expectedCharge(rows[0]!.prompt_tokens, rows[0]!.completion_tokens));
   });
 });
+
+describe("the OpenAPI document", () => {
+  test("lists both routes; their live answers (JSON, stream, count, 400, 401, 402) match it", async () => {
+    const { conforms } = await conformance(gw);
+    const { key } = await gw.newWallet(10);
+    const auth = { "x-api-key": key };
+    const body = { model: SONNET, max_tokens: 50, messages: [{ role: "user", content: "Hi" }] };
+    const answer = await conforms("POST", "/v1/messages", await post("/v1/messages", body, auth));
+    expect(answer.type).toBe("message");
+    expect(await conforms("POST", "/v1/messages", await post("/v1/messages", { ...body, stream: true }, auth))).toContain("event: message_stop");
+    expect(await conforms("POST", "/v1/messages/count_tokens", await post("/v1/messages/count_tokens", body, auth))).toHaveProperty("input_tokens");
+    await conforms("POST", "/v1/messages", await post("/v1/messages", { model: SONNET, messages: body.messages }, auth));
+    await conforms("POST", "/v1/messages", await post("/v1/messages", body, {}));
+    await conforms("POST", "/v1/messages", await post("/v1/messages", body, { "x-api-key": (await gw.newWallet(0)).key }));
+    await conforms("POST", "/v1/messages/count_tokens", await post("/v1/messages/count_tokens", body, {}));
+  });
+});
+
+function post(path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+  return gw.handle(new Request(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }));
+}

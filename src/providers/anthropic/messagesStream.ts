@@ -85,8 +85,14 @@ export function messagesEvents(model: string): (payload: string) => string {
       const delta = { stop_reason: stopReason(finish ?? "stop"), stop_sequence: null };
       return out + event("message_delta", { delta, usage: messagesUsage(usage) }) + event("message_stop", {});
     }
-    const chunk = JSON.parse(payload) as ChatCompletionChunk & { error?: unknown };
-    if (chunk.error !== undefined) {
+    let chunk: ChatCompletionChunk & { error?: unknown };
+    try {
+      chunk = JSON.parse(payload) as typeof chunk;
+    } catch {
+      // A provider's garbled chunk, which chat passes on as text (README, failures): nothing a Messages client can read.
+      return "";
+    }
+    if (chunk?.error !== undefined) {
       ended = true;
       return event("error", { error: STREAM_FAILED });
     }
