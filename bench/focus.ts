@@ -6,6 +6,7 @@
  *   BENCH_FOCUS=json BENCH_PROFILE=1 bun bench/focus.ts  # the same with the gateway under the CPU profiler
  *   BENCH_FOCUS=wrk,stream bun bench/focus.ts
  *   BENCH_FOCUS=stream,ttfb bun bench/focus.ts           # streams/s at c32, then the streamed first byte at c1
+ *   BENCH_FOCUS=doors bun bench/focus.ts                 # CPU µs/request of /v1/responses vs /v1/chat/completions (JSON, stream)
  *
  * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs. Prints one line per run on stderr.
  */
@@ -15,7 +16,7 @@ import { autocannon, redisCommandStats, rssKb, scriptDelta, type Target, type Wa
 import { setUp, targetsFor } from "./phases.ts";
 import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
-import { log, PROFILE, RESULTS, S } from "./settings.ts";
+import { log, MESSAGES, PROFILE, RESULTS, S } from "./settings.ts";
 import { streamLatency, wrkRotating } from "./tail.ts";
 
 const FOCUS = (process.env.BENCH_FOCUS || "json").split(",").map((x) => x.trim());
@@ -47,8 +48,34 @@ async function main(): Promise<void> {
     }
     log(`${what} ratio ${f2(sums.gateway / sums.baseline)}`);
   };
+  // The same answer through each front door, c32, the doors alternating per round: the gateway's CPU per request.
+  const doors = async (stream: boolean) => {
+    const chat = targetsFor(s, 0, stream).gateway;
+    const input = MESSAGES.map((m) => ({ role: m.role, content: m.content }));
+    const responses = (store: boolean): Target => ({
+      ...chat,
+      url: chat.url.replace("/v1/chat/completions", "/v1/responses"),
+      body: JSON.stringify({ model: "standin0/echo", input, max_output_tokens: S.maxTokens, store, ...(stream ? { stream } : {}) }),
+    });
+    const runs: [string, Target][] = [["chat", chat], ["responses", responses(false)], ["responses+store", responses(true)]];
+    const cpu: Record<string, number> = {};
+    for (const [, t] of runs) await autocannon(loadgen, t, 32, 2, watch(t)); // warm-up
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [label, t] of round % 2 ? [...runs].reverse() : runs) {
+        const r = await autocannon(loadgen, t, 32, DURATION_S, watch(t));
+        cpu[label] = (cpu[label] ?? 0) + r.cpuUsPerRequest / ROUNDS;
+        log(`doors ${stream ? "stream" : "json"} c32 ${label}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · non-2xx ${r.non2xx + r.errors}`);
+      }
+    }
+    for (const label of ["responses", "responses+store"]) {
+      log(`doors ${stream ? "stream" : "json"}: ${label} ${f0(cpu[label]!)} µs vs chat ${f0(cpu.chat!)} µs CPU/request (${f2(cpu[label]! / cpu.chat!)}×, +${f0(cpu[label]! - cpu.chat!)} µs)`);
+    }
+  };
   for (const f of FOCUS) {
-    if (f === "json") await pair("json c32", targetsFor(s, 0));
+    if (f === "doors") {
+      await doors(false);
+      await doors(true);
+    } else if (f === "json") await pair("json c32", targetsFor(s, 0));
     else if (f === "stream") await pair("stream c32", targetsFor(s, 0, true));
     else if (f === "ttfb") {
       // The streamed first byte at concurrency 1, direct / baseline / gateway interleaved (BENCH_STREAM_N each).
@@ -76,7 +103,7 @@ async function main(): Promise<void> {
       log(`${f} starts`);
       const w = await wrkRotating(dir, [t], DURATION_S, 1);
       for (const r of w[t.name] ?? []) log(`${f}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
-    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, ttfb, wrk, wrk-gateway, wrk-baseline)`);
+    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, ttfb, wrk, wrk-gateway, wrk-baseline, doors)`);
   }
   const rss = rssKb(s.gw.child.proc.pid);
   log(`gateway RSS now ${f0(rss.rssKb / 1024)} MiB, peak ${f0(rss.hwmKb / 1024)} MiB`);

@@ -65,7 +65,8 @@ export const ISSUE14 = {
   redisUsPerCharge: { now: "~52 µs", target: 30 },
 };
 
-const MESSAGES = [{ role: "user", content: "Say hello to the benchmark." }];
+/** The conversation every benchmark request sends (chat messages; the Responses door sends them as input items). */
+export const MESSAGES = [{ role: "user", content: "Say hello to the benchmark." }];
 /** The request body straight to a stand-in (and through the baseline proxy). */
 export const directBody = JSON.stringify({ model: "echo", messages: MESSAGES, max_tokens: S.maxTokens });
 /** The same request through the gateway, to the catalog model of the stand-in with this delay. */

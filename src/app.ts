@@ -12,6 +12,7 @@ import { siweRoutes } from "./modules/keys/siwe.routes.ts";
 import { messagesRoutes } from "./modules/messages/messages.routes.ts";
 import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
+import { responsesRoutes } from "./modules/responses/responses.routes.ts";
 import { topupHistoryRoutes } from "./modules/topup/history.routes.ts";
 import { topupPayRoutes } from "./modules/topup/pay.routes.ts";
 import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
@@ -85,6 +86,8 @@ export function createApp(s: Services) {
       finishTrace(trace, c.route || undefined, status);
     })
     .use(openapiDocs())
+    // Before the app's error handler: its route answers errors in OpenAI's shape with its own (Elysia runs the first).
+    .use(responsesRoutes(s))
     .onError(({ code, error, request }) => {
       const res = renderError(code, error, s);
       traceOf(request).status = res.status;

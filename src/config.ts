@@ -43,6 +43,8 @@ export interface Config {
   /** Total time cap of one stream (a client that stops reading keeps it open); it is then charged what it produced. */
   streamMaxMs: number;
   ledgerShards: number;
+  /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
+  responsesStoreTtlS: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
   payments: PaymentsConfig;
@@ -236,6 +238,8 @@ export function loadConfig(env: Env = process.env): Config {
     streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
     // 48 spreads evenly over 2, 3, 4, 6 or 8 cluster masters (keys.ts); a ledger built with another count keeps it.
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
+    // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
+    responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),
   };

@@ -16,6 +16,8 @@ import { Holds } from "./billing/holds.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { Forwarder } from "./modules/chat/forward.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
+import { ConversationStore } from "./modules/responses/conversations.ts";
+import { ResponsesService } from "./modules/responses/responses.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
 import { UsageService } from "./modules/usage/usage.service.ts";
 import { Credits } from "./store/credits.ts";
@@ -121,6 +123,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     usage: new UsageService(ledger, keys, sql),
     topup,
     chat,
+    responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(redis, redisNames, config.responsesStoreTtlS)),
     pendingSettles,
     flusher,
     startBackground() {

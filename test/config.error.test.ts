@@ -44,6 +44,7 @@ describe("configuration is validated once, naming the variable", () => {
     expect(c.streamMaxMs).toBe(7_200_000);
     expect(c.maxBodyBytes).toBe(32 * 1024 * 1024);
     expect(c.bodyTimeoutMs).toBe(60_000);
+    expect(c.responsesStoreTtlS).toBe(3600);
     expect(c.catalog.models.get("p/m")).toMatchObject({ promptPico: 1_000_000, costPromptPico: 500_000 });
     expect(c.redisCluster).toBeUndefined();
   });
@@ -67,6 +68,8 @@ describe("configuration is validated once, naming the variable", () => {
     [{ RATE_LIMIT_REQUESTS: "-1" }, /^RATE_LIMIT_REQUESTS: /],
     [{ UPSTREAM_TIMEOUT_MS: "0" }, /^UPSTREAM_TIMEOUT_MS: /],
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
+    [{ RESPONSES_STORE_TTL_S: "1h" }, /^RESPONSES_STORE_TTL_S: must be a whole number/],
+    [{ RESPONSES_STORE_TTL_S: "0" }, /^RESPONSES_STORE_TTL_S: must be between 1 and /],
     [{ MAX_BODY_BYTES: "32MiB" }, /^MAX_BODY_BYTES: must be a whole number/],
     [{ MAX_BODY_BYTES: "100" }, /^MAX_BODY_BYTES: must be between 1024 and /],
     [{ BODY_TIMEOUT_MS: "0" }, /^BODY_TIMEOUT_MS: must be between 100 and /],

@@ -53,6 +53,7 @@ describe("the document", () => {
       "get /v1/models/{id}",
       "get /v1/auth/siwe",
       "post /v1/chat/completions",
+      "post /v1/responses",
       "post /v1/topup",
       "get /v1/topups/{wallet}",
       "post /v1/auth/keys",
@@ -176,6 +177,21 @@ describe("live answers match the document", () => {
     await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 4096 }, { authorization: `Bearer ${(await gw.newWallet(0)).key}` }));
     const budgeted = await gw.newWallet(1, { budget_usdc: 1 });
     await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${budgeted.key}` }));
+  });
+
+  test("responses: JSON, stream, and its errors in OpenAI's shape (400, 401, 402, 404, 502)", async () => {
+    const { key } = await gw.newWallet(1);
+    const auth = { authorization: `Bearer ${key}` };
+    const ok = await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi" }, auth));
+    expect(ok.object).toBe("response");
+    const text: string = await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", stream: true }, auth));
+    expect(text.split("\n\n").filter(Boolean).at(-1)).toStartWith("event: response.completed\n");
+    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "nope/none", input: "hi" }, auth));
+    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", previous_response_id: "resp_x" }, auth));
+    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: [{ type: "item_reference", id: "msg_x" }] }, auth));
+    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi" }));
+    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/fail-500", input: "hi" }, auth));
+    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", max_output_tokens: 4096 }, { authorization: `Bearer ${(await gw.newWallet(0)).key}` }));
   });
 
   test("chat: 429 RATE_LIMITED with its headers", async () => {

@@ -106,6 +106,17 @@ export class RedisNames {
   siweSeen(sha256: string) {
     return `gw:siwe:${sha256}`;
   }
+  /**
+   * A stored Responses API response (POST /v1/responses): its whole conversation's items, JSON, under the wallet's
+   * shard tag and address, so no other wallet can name it; it expires (RESPONSES_STORE_TTL_S).
+   */
+  storedResponse(shard: string, wallet: string, responseId: string) {
+    return `gw:${shard}:rsp:${wallet}:${responseId}`;
+  }
+  /** One output item of a stored response (an `item_reference` names it by its id), beside the response. */
+  storedItem(shard: string, wallet: string, itemId: string) {
+    return `gw:${shard}:rit:${wallet}:${itemId}`;
+  }
   /** Set once the ledger has been built (or rebuilt from Postgres); absent means Redis came up empty. */
   readonly ready = "gw:ledger:ready";
   /** Counter of ledger epochs: each rebuild takes the next one. */

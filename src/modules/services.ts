@@ -11,6 +11,7 @@ import type { PendingSettles } from "../store/pendingSettles.ts";
 import type { PgHealth } from "../store/pgHealth.ts";
 import type { ChatService } from "./chat/chat.service.ts";
 import type { KeyService } from "./keys/keys.service.ts";
+import type { ResponsesService } from "./responses/responses.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
 import type { UsageService } from "./usage/usage.service.ts";
 
@@ -36,6 +37,8 @@ export interface Services {
   topup: TopupService;
   usage: UsageService;
   chat: ChatService;
+  /** POST /v1/responses: the Responses API through `chat`, with its conversation store. */
+  responses: ResponsesService;
   /** Charges whose settle could not reach Redis, posted by the repair job. */
   pendingSettles: PendingSettles;
   flusher: Flusher;

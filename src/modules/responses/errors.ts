@@ -1,0 +1,69 @@
+/**
+ * Errors on the Responses API's route, in OpenAI's shape (`{"error": {"message", "type", "code", "param"}}`) so
+ * every OpenAI client shows the message and raises its class for the status. The statuses and codes are the spec's
+ * (the one table in src/errors.ts); only the envelope differs, and the two the Responses API names itself.
+ */
+import { ApiError, HttpError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { outageOf } from "../../outage.ts";
+
+/** OpenAI's error `type` for a status. */
+function errorType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 402) return "insufficient_balance";
+  if (status === 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+/** An error answer in OpenAI's shape; `extra` (a 402's balance, the top-up hint) sits inside `error`. */
+export function openaiError(status: number, message: string, code: string | null, param: string | null = null, headers: Record<string, string> = {}, extra: Record<string, unknown> = {}): Response {
+  const body = { error: { message, type: errorType(status), code, param, ...extra } };
+  return Response.json(body, { status, headers });
+}
+
+/** A stored conversation the request names is not there (unknown, expired, another wallet's, or kept with store:false). */
+export class StoredItemMissing extends HttpError {
+  constructor(
+    readonly status: 400 | 404,
+    readonly code: "previous_response_not_found" | "item_not_found",
+    readonly param: "previous_response_id" | "input",
+    message: string,
+  ) {
+    super(message);
+  }
+
+  static response(id: string): StoredItemMissing {
+    const shown = id.slice(0, 100);
+    return new StoredItemMissing(400, "previous_response_not_found", "previous_response_id", `Previous response with id '${shown}' not found. Stored responses expire, are kept only with store:true and only for the wallet that made them; resend the whole conversation in input instead.`);
+  }
+
+  static item(id: string): StoredItemMissing {
+    const shown = id.slice(0, 100);
+    return new StoredItemMissing(404, "item_not_found", "input", `Item with id '${shown}' not found. Stored items expire, are kept only with store:true and only for the wallet that made them; resend the item itself in input instead of a reference.`);
+  }
+
+  toResponse(): Response {
+    return openaiError(this.status, this.message, this.code, this.param);
+  }
+}
+
+/**
+ * Anything thrown while serving the route, in OpenAI's shape: a spec error keeps its status, code, message and
+ * headers (Retry-After, the rate limit); an outage is 503; anything else 500, its detail in the log only.
+ */
+export function renderResponsesError(kind: string | number, error: unknown, markPostgresDown: (e: unknown) => void): Response {
+  if (error instanceof StoredItemMissing) return error.toResponse();
+  if (kind === "PARSE" && (error as Error).cause instanceof HttpError) return renderResponsesError("UNKNOWN", (error as Error).cause, markPostgresDown);
+  if (kind === "PARSE") return openaiError(400, "Body is not valid JSON", "VALIDATION_ERROR");
+  if (error instanceof ApiError) return openaiError(error.status, error.message, error.code, null, error.headers, error.extra);
+  if (error instanceof HttpError) return openaiError(error.status, error.message, null);
+  const down = outageOf(error);
+  if (down) {
+    if (down === "postgres") markPostgresDown(error);
+    const e = ApiError.unavailable(1);
+    return openaiError(e.status, e.message, e.code, null, e.headers);
+  }
+  log.error("unhandled error", { route: "/v1/responses", code: kind, error });
+  return openaiError(500, "Internal server error", "INTERNAL_ERROR");
+}

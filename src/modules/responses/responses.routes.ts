@@ -1,0 +1,85 @@
+import { Elysia } from "elysia";
+import { traceOf } from "../../observe/trace.ts";
+import { doc, SECURITY } from "../../openapi/document.ts";
+import type { Services } from "../services.ts";
+import { renderResponsesError } from "./errors.ts";
+
+const REQUEST_EXAMPLE = { model: "openai/gpt-4o-mini", instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 };
+const RESPONSE_EXAMPLE = {
+  id: "resp_67ccd2bed1ec8190b14f964abc054267",
+  object: "response",
+  created_at: 1_760_000_000,
+  status: "completed",
+  model: "openai/gpt-4o-mini",
+  output: [{ type: "message", id: "msg_67ccd2bf17f0819081ff3bb2cf6508e6", status: "completed", role: "assistant", content: [{ type: "output_text", text: "Hello!", annotations: [] }] }],
+  output_text: "Hello!",
+  usage: { input_tokens: 9, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 11 },
+};
+const STREAM_EXAMPLE =
+  'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}\n\n' +
+  'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello"}\n\n' +
+  'event: response.completed\ndata: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"completed","usage":{"input_tokens":9,"output_tokens":2,"total_tokens":11}}}\n\n';
+
+const OPENAI_ERROR = {
+  type: "object",
+  required: ["error"],
+  properties: {
+    error: {
+      type: "object",
+      required: ["message", "type", "code", "param"],
+      properties: { message: { type: "string" }, type: { type: "string" }, code: { type: ["string", "null"] }, param: { type: ["string", "null"] } },
+    },
+  },
+};
+const errorAnswer = (description: string, example: { message: string; type: string; code: string; param: string | null }) => ({
+  description,
+  headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+  content: { "application/json": { schema: OPENAI_ERROR, example: { error: example } } },
+});
+
+/** POST /v1/responses: the OpenAI Responses API, served by the chat path and billed by the same ledger. */
+export const responsesRoutes = (s: Services) =>
+  new Elysia({ tags: ["responses"] })
+    // Registered before the app's own error handler, so this route's errors keep OpenAI's shape (Elysia runs the
+    // first handler that answers).
+    .onError(({ code, error, request }) => {
+      const res = renderResponsesError(code, error, (e) => s.pgHealth.markDown(e));
+      traceOf(request).status = res.status;
+      return res;
+    })
+    .post("/v1/responses", ({ body, request }) => s.responses.create(request.headers.get("authorization"), body, traceOf(request)), {
+      parse: "json", // every body is JSON, whatever Content-Type a client sends
+      detail: doc({
+        summary: "OpenAI Responses API (reserve → provider → settle, as chat)",
+        description:
+          "The Responses API for every catalog model, whatever its provider: `input` (a string or items: messages, function_call, " +
+          "function_call_output, item_reference), `instructions`, `max_output_tokens` (the hold's cap), `tools` (function tools), " +
+          "`tool_choice`, `text.format`, `reasoning`, `stream`. Billed exactly as /v1/chat/completions. Unless `store` is false the " +
+          "response is kept for RESPONSES_STORE_TTL_S (default 1 h), readable only by the same wallet, so `previous_response_id` and " +
+          "`item_reference` continue it; an unknown or expired id is 400 previous_response_not_found / 404 item_not_found (resend the " +
+          "conversation). `stream: true` answers the Responses events, ending with response.completed (with the usage) or " +
+          "response.failed. Errors use OpenAI's shape `{error: {message, type, code, param}}` with the spec's codes and statuses.",
+        security: [SECURITY.apiKey],
+        requestBody: {
+          required: true,
+          content: { "application/json": { schema: { type: "object", required: ["model"], properties: { model: { type: "string" }, input: {}, stream: { type: "boolean" }, store: { type: "boolean" }, previous_response_id: { type: "string" }, max_output_tokens: { type: "integer", minimum: 1 } } }, example: REQUEST_EXAMPLE } },
+        },
+        responses: {
+          200: {
+            description: "The response object (JSON), or its events (text/event-stream) when stream is true",
+            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" }, "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" } },
+            content: {
+              "application/json": { schema: { type: "object", required: ["id", "object", "status", "output"], properties: { id: { type: "string" }, object: { const: "response" }, status: { type: "string" }, output: { type: "array" } } }, example: RESPONSE_EXAMPLE },
+              "text/event-stream": { schema: { type: "string", description: "Server-sent Responses API events" }, example: STREAM_EXAMPLE },
+            },
+          },
+          400: errorAnswer("VALIDATION_ERROR, UNKNOWN_MODEL, UPSTREAM_CLIENT_ERROR or previous_response_not_found", { message: "Previous response with id 'resp_1' not found. …", type: "invalid_request_error", code: "previous_response_not_found", param: "previous_response_id" }),
+          401: errorAnswer("UNAUTHORIZED", { message: "Missing or invalid credentials", type: "authentication_error", code: "UNAUTHORIZED", param: null }),
+          402: errorAnswer("INSUFFICIENT_BALANCE or KEY_BUDGET_EXCEEDED", { message: "Balance cannot cover the estimated cost of this request", type: "insufficient_balance", code: "INSUFFICIENT_BALANCE", param: null }),
+          404: errorAnswer("item_not_found: an item_reference names no stored item", { message: "Item with id 'msg_1' not found. …", type: "invalid_request_error", code: "item_not_found", param: "input" }),
+          429: errorAnswer("RATE_LIMITED or the provider's UPSTREAM_CLIENT_ERROR", { message: "Rate limit of 600 requests per 60 s exceeded", type: "rate_limit_error", code: "RATE_LIMITED", param: null }),
+          502: errorAnswer("UPSTREAM_ERROR", { message: "The model provider failed to answer", type: "server_error", code: "UPSTREAM_ERROR", param: null }),
+          504: errorAnswer("UPSTREAM_DEADLINE", { message: "The model provider did not answer within the deadline", type: "server_error", code: "UPSTREAM_DEADLINE", param: null }),
+        },
+      }),
+    });

@@ -1,0 +1,73 @@
+/**
+ * POST /v1/responses served by the chat path: the conversation resolved from the store, translated to a chat
+ * request, completed by ChatService (admission, hold, provider, settle, disconnect billing: the core's, not
+ * copied), its answer reshaped into the Responses API's object or events, and kept when `store` is not false.
+ */
+import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
+import { ApiError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import type { RequestTrace } from "../../observe/trace.ts";
+import { responseObject } from "../../providers/responses/answer.ts";
+import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
+import { responsesStream } from "../../providers/responses/stream.ts";
+import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
+import type { AnswerShape, ChatService } from "../chat/chat.service.ts";
+import type { ConversationStore } from "./conversations.ts";
+
+function invalid(message: string): ApiError {
+  return new ApiError({ code: "VALIDATION_ERROR", message });
+}
+
+/** The checks the chat route's schema makes for chat, made here for the fields the Responses API names otherwise. */
+function checkBody(body: unknown): asserts body is ResponsesRequest {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalid("body: must be a JSON object");
+  const b = body as Record<string, unknown>;
+  if (typeof b.model !== "string" || b.model === "") throw invalid("model: required, a string");
+  const cap = b.max_output_tokens;
+  if (cap !== undefined && cap !== null && !(Number.isInteger(cap) && (cap as number) >= 1)) throw invalid("max_output_tokens: must be an integer of at least 1");
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("stream: must be a boolean");
+  if (b.tools !== undefined && b.tools !== null && !Array.isArray(b.tools)) throw invalid("tools: must be an array");
+}
+
+/** The Responses API front door. */
+export class ResponsesService {
+  constructor(
+    private readonly chat: ChatService,
+    private readonly auth: ApiKeyAuth,
+    private readonly store: ConversationStore,
+  ) {}
+
+  async create(authorization: string | null, body: unknown, trace: RequestTrace): Promise<Response> {
+    checkBody(body);
+    let items = inputItems(body.input);
+    const chained = body.previous_response_id !== undefined && body.previous_response_id !== null;
+    if (chained || items.some((i) => i?.type === "item_reference")) {
+      // A stored conversation is the wallet's: the key says whose (and is checked again, cached, by the core).
+      const { wallet } = await this.auth.fromHeader(authorization);
+      items = await this.store.resolve(wallet, body.previous_response_id, items);
+    }
+    const chatBody = toChatRequest(body, items);
+    if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
+
+    const id = newId("resp");
+    const frame = responseFrame(id, body);
+    const keep = body.store !== false;
+    const save = async (output: Item[]) => {
+      if (!keep || !trace.wallet) return;
+      // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
+      await this.store.save(trace.wallet, id, items, output).catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
+    };
+    let output: Item[] | undefined;
+    const shape: AnswerShape = {
+      json: (chat) => {
+        const answer = responseObject(frame, chat);
+        output = answer.output;
+        return JSON.stringify(answer.body);
+      },
+      stream: (chat) => responsesStream(chat, frame, save),
+    };
+    const res = await this.chat.complete(authorization, chatBody, trace, shape);
+    if (output && res.ok) await save(output);
+    return res;
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * A Responses API request → the chat-completions request the core serves (ChatService.complete): the conversation
+ * items become chat messages, the settings their chat names. Items referencing stored ones must be resolved first
+ * (modules/responses/conversations.ts); what cannot be expressed is a 400 VALIDATION_ERROR naming it.
+ */
+import { ApiError } from "../../errors.ts";
+import type { ChatMessage, ContentPart as ChatPart, ToolCall } from "../openai/wire.ts";
+import type { ChatRequest } from "../types.ts";
+import type { ContentPart, Item, ResponsesRequest, ResponsesTool } from "./wire.ts";
+
+function invalid(message: string): ApiError {
+  return new ApiError({ code: "VALIDATION_ERROR", message: message.slice(0, 300) });
+}
+
+/** `input` as items: a string is one user message. */
+export function inputItems(input: ResponsesRequest["input"]): Item[] {
+  if (input === undefined || input === null) return [];
+  if (typeof input === "string") return [{ type: "message", role: "user", content: input }];
+  if (!Array.isArray(input)) throw invalid("input: must be a string or an array of items");
+  return input;
+}
+
+/** One message part → chat's part; text kinds become text (an assistant's output_text or refusal too). */
+function chatPart(part: ContentPart, where: string): ChatPart | Record<string, unknown> {
+  switch (part?.type) {
+    case "input_text":
+    case "output_text":
+    case "text":
+      return { type: "text", text: String(part.text ?? "") };
+    case "refusal":
+      return { type: "text", text: String(part.refusal ?? "") };
+    case "input_image":
+      if (typeof part.image_url !== "string") throw invalid(`${where}: an input_image needs an image_url (file ids are not supported)`);
+      return { type: "image_url", image_url: part.detail ? { url: part.image_url, detail: part.detail } : { url: part.image_url } };
+    case "input_file":
+      return { type: "file", file: { file_data: part.file_data, file_id: part.file_id, filename: part.filename } };
+    default:
+      throw invalid(`${where}: content part type "${String(part?.type).slice(0, 64)}" is not supported`);
+  }
+}
+
+/** A message's content for chat: a string stays one; parts map one by one (all-text parts join for an assistant). */
+function chatContent(content: Item["content"], role: string, where: string): string | ChatPart[] {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) throw invalid(`${where}.content: must be a string or an array of parts`);
+  const parts = content.map((p, i) => chatPart(p, `${where}.content[${i}]`)) as ChatPart[];
+  if (role === "assistant" || role === "system") return parts.map((p) => p.text ?? "").join("");
+  return parts;
+}
+
+/** The conversation items (resolved, in order) as chat messages, after the instructions as a system message. */
+export function chatMessages(items: Item[], instructions: string | null | undefined): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  if (typeof instructions === "string" && instructions !== "") messages.push({ role: "system", content: instructions });
+  items.forEach((item, i) => {
+    const where = `input[${i}]`;
+    const type = item?.type ?? (item?.role ? "message" : undefined);
+    if (type === "message") {
+      // Chat providers take system, user, assistant; the Responses API's developer role is a system message.
+      const role = item.role === "developer" ? "system" : item.role;
+      if (role !== "user" && role !== "system" && role !== "assistant") throw invalid(`${where}.role: "${String(item.role).slice(0, 32)}" is not supported`);
+      messages.push({ role, content: chatContent(item.content, role, where) });
+    } else if (type === "function_call") {
+      if (typeof item.call_id !== "string" || typeof item.name !== "string") throw invalid(`${where}: a function_call needs call_id and name`);
+      const call: ToolCall = { id: item.call_id, type: "function", function: { name: item.name, arguments: String(item.arguments ?? "") } };
+      // Calls of one turn are one assistant message (with its text, if the turn had some).
+      const last = messages.at(-1);
+      if (last?.role === "assistant") (last.tool_calls ??= []).push(call);
+      else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+    } else if (type === "function_call_output") {
+      if (typeof item.call_id !== "string") throw invalid(`${where}: a function_call_output needs a call_id`);
+      const out = item.output;
+      const content = typeof out === "string" ? out : Array.isArray(out) ? (out.map((p, j) => chatPart(p, `${where}.output[${j}]`)) as ChatPart[]) : "";
+      messages.push({ role: "tool", tool_call_id: item.call_id, content });
+    } else if (type === "reasoning") {
+      // Reasoning is the provider's own: chat providers take none back, so an echoed reasoning item is left out.
+    } else {
+      throw invalid(`${where}: item type "${String(type).slice(0, 64)}" is not supported`);
+    }
+  });
+  return messages;
+}
+
+/** Function tools → chat's nested form; other tool types pass as they are, for the core to refuse by name. */
+function chatTools(tools: ResponsesTool[]): unknown[] {
+  return tools.map((t) =>
+    t?.type === "function"
+      ? { type: "function", function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters ?? { type: "object", properties: {} }, ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}) } }
+      : t,
+  );
+}
+
+function chatToolChoice(choice: ResponsesRequest["tool_choice"]): unknown {
+  if (typeof choice === "string") return choice;
+  if (choice?.type === "function" && typeof choice.name === "string") return { type: "function", function: { name: choice.name } };
+  throw invalid(`tool_choice: only "none", "auto", "required" or a function are supported`);
+}
+
+function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"]): unknown {
+  if (!format || format.type === "text") return undefined;
+  if (format.type === "json_object") return { type: "json_object" };
+  if (format.type === "json_schema") {
+    const { name, schema, strict, description } = format;
+    return { type: "json_schema", json_schema: { name: name ?? "response", schema, ...(typeof strict === "boolean" ? { strict } : {}), ...(description ? { description } : {}) } };
+  }
+  throw invalid(`text.format.type "${String(format.type).slice(0, 64)}" is not supported`);
+}
+
+/**
+ * The chat-completions request for a Responses request whose conversation is `items` (previous turns resolved).
+ * A stream asks for the usage chunk: response.completed reports it.
+ */
+export function toChatRequest(body: ResponsesRequest, items: Item[]): ChatRequest {
+  const chat: ChatRequest = { model: body.model, messages: chatMessages(items, body.instructions) };
+  if (typeof body.max_output_tokens === "number") chat.max_tokens = body.max_output_tokens;
+  for (const k of ["temperature", "top_p", "parallel_tool_calls", "user", "safety_identifier", "prompt_cache_key", "top_logprobs"] as const) {
+    if (body[k] !== undefined && body[k] !== null) chat[k] = body[k];
+  }
+  if (Array.isArray(body.tools) && body.tools.length > 0) chat.tools = chatTools(body.tools);
+  if (body.tool_choice !== undefined && body.tool_choice !== null) chat.tool_choice = chatToolChoice(body.tool_choice);
+  const format = responseFormat(body.text?.format);
+  if (format) chat.response_format = format;
+  if (typeof body.text?.verbosity === "string") chat.verbosity = body.text.verbosity;
+  if (typeof body.reasoning?.effort === "string") chat.reasoning_effort = body.reasoning.effort;
+  if (body.stream === true) {
+    chat.stream = true;
+    chat.stream_options = { include_usage: true };
+  }
+  return chat;
+}

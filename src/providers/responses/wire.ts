@@ -1,0 +1,126 @@
+/**
+ * The OpenAI Responses API's wire shapes (POST /v1/responses): what its clients send and what they read back.
+ * What comes off the wire is not checked by its type: the readers test each field they use, so these types name
+ * fields rather than promise them. Field notes: /work/notes/wire-formats.md §1–§4 (from the SDKs' own source).
+ */
+
+/** A content part of an input or output message. */
+export interface ContentPart {
+  type: string;
+  text?: string;
+  refusal?: string;
+  image_url?: string;
+  detail?: string;
+  file_id?: string;
+  file_data?: string;
+  file_url?: string;
+  filename?: string;
+}
+
+/** One item of `input` or `output`: a message, a function call, its output, a reference to a stored item, reasoning. */
+export interface Item {
+  type?: string;
+  id?: string;
+  role?: string;
+  status?: string;
+  content?: string | ContentPart[];
+  call_id?: string;
+  name?: string;
+  arguments?: string;
+  output?: string | ContentPart[];
+  summary?: unknown[];
+}
+
+/** A function tool as the Responses API declares it (flat, unlike chat's `{type, function: {...}}`). */
+export interface ResponsesTool {
+  type: string;
+  name?: string;
+  description?: string | null;
+  parameters?: unknown;
+  strict?: boolean | null;
+}
+
+/** The request body of POST /v1/responses (the fields the gateway reads; others are accepted and ignored). */
+export type ResponsesRequest = Record<string, unknown> & {
+  model: string;
+  input?: string | Item[];
+  instructions?: string | null;
+  max_output_tokens?: number | null;
+  temperature?: number | null;
+  top_p?: number | null;
+  tools?: ResponsesTool[];
+  tool_choice?: string | { type: string; name?: string };
+  text?: { format?: { type: string; name?: string; schema?: unknown; strict?: boolean | null; description?: string }; verbosity?: string };
+  reasoning?: { effort?: string | null; summary?: string | null } | null;
+  stream?: boolean;
+  store?: boolean | null;
+  previous_response_id?: string | null;
+  metadata?: Record<string, string> | null;
+  parallel_tool_calls?: boolean | null;
+};
+
+/** Usage as the Responses API reports it. */
+export interface ResponsesUsage {
+  input_tokens: number;
+  input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
+  output_tokens: number;
+  output_tokens_details: { reasoning_tokens: number };
+  total_tokens: number;
+}
+
+/** Chat-completions usage (the core's answer) as the Responses API reports it. */
+export function responsesUsage(u: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } }): ResponsesUsage {
+  const input = u.prompt_tokens ?? 0;
+  const output = u.completion_tokens ?? 0;
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0, cache_write_tokens: 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: u.completion_tokens_details?.reasoning_tokens ?? 0 },
+    total_tokens: input + output,
+  };
+}
+
+/** A new id with OpenAI's prefix for its kind (resp_, msg_, fc_): 32 hex digits after it. */
+export function newId(prefix: "resp" | "msg" | "fc"): string {
+  return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+/**
+ * One answer's frame: the `response` object without its output, status and usage, echoing the request's settings
+ * as OpenAI does. Built once per request; the JSON answer and every stream lifecycle event share it.
+ */
+export function responseFrame(id: string, body: ResponsesRequest): Record<string, unknown> {
+  return {
+    id,
+    object: "response",
+    created_at: Math.floor(Date.now() / 1000),
+    model: body.model,
+    error: null,
+    incomplete_details: null,
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    parallel_tool_calls: body.parallel_tool_calls ?? true,
+    previous_response_id: body.previous_response_id ?? null,
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
+    store: body.store !== false,
+    temperature: body.temperature ?? 1,
+    text: body.text ?? { format: { type: "text" } },
+    tool_choice: body.tool_choice ?? "auto",
+    tools: body.tools ?? [],
+    top_p: body.top_p ?? 1,
+    truncation: "disabled",
+    user: null,
+    metadata: body.metadata ?? {},
+  };
+}
+
+/** The text of every output_text part of every message item (what openai-node exposes as `output_text`). */
+export function outputText(output: Item[]): string {
+  let text = "";
+  for (const item of output) {
+    if (item.type !== "message" || !Array.isArray(item.content)) continue;
+    for (const part of item.content) if (part.type === "output_text") text += part.text ?? "";
+  }
+  return text;
+}

@@ -1,0 +1,221 @@
+/**
+ * POST /v1/responses when things go wrong: each client's error class for 400, 401, 402 and 429 (OpenAI's error
+ * shape, the spec's codes), stored conversations that are not there (unknown, another wallet's, store:false),
+ * provider failures before and during a stream (hold released, balance untouched) and a client leaving mid-stream
+ * (billed exactly as the same disconnect on /v1/chat/completions).
+ */
+import { describe, expect, test } from "bun:test";
+import { createOpenAI } from "@ai-sdk/openai";
+import { ChatOpenAI } from "@langchain/openai";
+import { APICallError, generateText } from "ai";
+import OpenAI from "openai";
+import { BASE, sharedGateway } from "./helpers/gateway.ts";
+
+// A small rate limit to reach 429 quickly (per wallet: the other tests use their own wallets).
+const gw = sharedGateway({ RATE_LIMIT_REQUESTS: "5", RATE_LIMIT_WINDOW_S: "60", RESPONSES_STORE_TTL_S: "120" });
+
+const ECHO = "standin/echo";
+
+async function expectUntouched(wallet: string, balance = 1_000_000) {
+  expect(await gw.ledgerState(wallet)).toEqual({ balance, locked: 0 });
+}
+
+async function post(key: string, body: unknown) {
+  return gw.call("POST", "/v1/responses", body, { authorization: `Bearer ${key}` });
+}
+
+/** The error a call rejects with (the test fails if it resolves). */
+async function rejection(p: Promise<unknown>): Promise<any> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error("expected the call to fail");
+}
+
+describe("each client's error class, OpenAI's error shape", () => {
+  test("400 unknown model: BadRequestError / APICallError 400 / LangChain's BadRequestError, with the message", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const e = await rejection(gw.openai(key).responses.create({ model: "nope/nothing", input: "hi" }));
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(e.code).toBe("UNKNOWN_MODEL");
+    expect(e.type).toBe("invalid_request_error");
+    expect(e.message).toContain("nope/nothing");
+    const ai = await rejection(generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })("nope/nothing"), prompt: "hi", maxRetries: 0 }));
+    expect(APICallError.isInstance(ai)).toBe(true);
+    expect(ai.statusCode).toBe(400);
+    expect(ai.message).toContain("nope/nothing");
+    const lc = await rejection(new ChatOpenAI({ model: "nope/nothing", apiKey: key, useResponsesApi: true, maxRetries: 0, configuration: { baseURL: `${BASE}/v1`, fetch: gw.fetch } }).invoke("hi"));
+    expect(lc).toBeInstanceOf(OpenAI.BadRequestError);
+    await expectUntouched(wallet);
+  });
+
+  test("401 bad key: AuthenticationError / APICallError 401", async () => {
+    const e = await rejection(gw.openai("sk-not-a-key").responses.create({ model: ECHO, input: "hi" }));
+    expect(e).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(e.code).toBe("UNAUTHORIZED");
+    const ai = await rejection(generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: "sk-not-a-key", fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }));
+    expect(ai.statusCode).toBe(401);
+    expect(ai.message).toBe("Missing or invalid credentials");
+  });
+
+  test("402 insufficient balance: APIError status 402 carrying the balance; no hold", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    await gw.grant(wallet, 100);
+    const e = await rejection(gw.openai(key).responses.create({ model: ECHO, input: "hi" }));
+    expect(e).toBeInstanceOf(OpenAI.APIError);
+    expect(e.status).toBe(402);
+    expect(e.code).toBe("INSUFFICIENT_BALANCE");
+    expect(e.error).toMatchObject({ available_usdc: 100, topup: { endpoint: "/v1/topup" } });
+    const ai = await rejection(generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }));
+    expect(ai.statusCode).toBe(402);
+    await expectUntouched(wallet, 100);
+  });
+
+  test("429 RATE_LIMITED: RateLimitError with Retry-After; not charged", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const client = gw.openai(key);
+    const statuses: (number | string)[] = [];
+    let limited: any;
+    for (let i = 0; i < 6; i++) {
+      const e = await rejection(client.responses.create({ model: "standin/fail-400", input: "hi" }));
+      statuses.push(e.status);
+      if (e.status === 429) limited = e;
+    }
+    expect(statuses).toEqual([400, 400, 400, 400, 400, 429]);
+    expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(limited.code).toBe("RATE_LIMITED");
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    await expectUntouched(wallet);
+  });
+
+  test("bad input: 400 VALIDATION_ERROR naming the field, in OpenAI's shape, before any hold", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const cases: [unknown, RegExp][] = [
+      [{ model: ECHO, input: [{ type: "computer_call", id: "x" }] }, /^input\[0\]: item type "computer_call"/],
+      [{ model: ECHO, input: "hi", max_output_tokens: 0 }, /^max_output_tokens/],
+      [{ model: ECHO, input: [] }, /^input: at least one item/],
+      [{ model: ECHO, input: "hi", tools: [{ type: "web_search" }] }, /tools\[0\]\.type "web_search" is not accepted/],
+      [{ input: "hi" }, /^model/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await post(key, body);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ error: { message: expect.stringMatching(message), type: "invalid_request_error", code: "VALIDATION_ERROR", param: null } });
+    }
+    const raw = await gw.handle(new Request(`${BASE}/v1/responses`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{not json" }));
+    expect(raw.status).toBe(400);
+    expect(await raw.json()).toEqual({ error: { message: "Body is not valid JSON", type: "invalid_request_error", code: "VALIDATION_ERROR", param: null } });
+    await expectUntouched(wallet);
+  });
+});
+
+describe("stored conversations that are not there", () => {
+  test("unknown previous_response_id: 400 previous_response_not_found saying to resend; no hold", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const e = await rejection(gw.openai(key).responses.create({ model: ECHO, previous_response_id: "resp_nothing", input: "hi" }));
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(e.code).toBe("previous_response_not_found");
+    expect(e.param).toBe("previous_response_id");
+    expect(e.message).toContain("resend the whole conversation");
+    await expectUntouched(wallet);
+  });
+
+  test("unknown item_reference: 404 item_not_found (NotFoundError)", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const e = await rejection(gw.openai(key).responses.create({ model: ECHO, input: [{ type: "item_reference", id: "msg_nothing" }, { role: "user", content: "hi" }] }));
+    expect(e).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(e.code).toBe("item_not_found");
+    expect(e.param).toBe("input");
+    await expectUntouched(wallet);
+  });
+
+  test("another wallet's response and items are not found, as if unknown", async () => {
+    const owner = await gw.newWallet(1);
+    const r1 = await gw.openai(owner.key).responses.create({ model: ECHO, input: "secret" });
+    const other = await gw.newWallet(1);
+    const byId = await rejection(gw.openai(other.key).responses.create({ model: ECHO, previous_response_id: r1.id, input: "what did they say?" }));
+    expect(byId.status).toBe(400);
+    expect(byId.code).toBe("previous_response_not_found");
+    const byItem = await rejection(gw.openai(other.key).responses.create({ model: ECHO, input: [{ type: "item_reference", id: r1.output[0]!.id! }] }));
+    expect(byItem.status).toBe(404);
+    await expectUntouched(other.wallet);
+  });
+
+  test("store:false keeps nothing; a stored response expires after RESPONSES_STORE_TTL_S", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const client = gw.openai(key);
+    const unstored = await client.responses.create({ model: ECHO, input: "hi", store: false });
+    expect((unstored as unknown as { store: boolean }).store).toBe(false);
+    const e = await rejection(client.responses.create({ model: ECHO, previous_response_id: unstored.id, input: "again" }));
+    expect(e.code).toBe("previous_response_not_found");
+    const stored = await client.responses.create({ model: ECHO, input: "hi" });
+    const names = gw.services.ledger.names;
+    const ttl = await gw.services.redis.ttl(names.storedResponse(names.shardOf(wallet), wallet, stored.id));
+    expect(ttl).toBeGreaterThan(100);
+    expect(ttl).toBeLessThanOrEqual(120);
+  });
+});
+
+describe("provider failures release the hold", () => {
+  test("before the answer: 502 InternalServerError / provider 400 kept; balance untouched", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const e = await rejection(gw.openai(key).responses.create({ model: "standin/fail-500", input: "hi" }));
+    expect(e).toBeInstanceOf(OpenAI.InternalServerError);
+    expect(e.status).toBe(502);
+    expect(e.code).toBe("UPSTREAM_ERROR");
+    const s = await rejection(gw.openai(key).responses.create({ model: "standin/fail-500", input: "hi", stream: true }));
+    expect(s.status).toBe(502);
+    await expectUntouched(wallet);
+  });
+
+  test("mid-stream: response.failed with a fixed message, no upstream detail; released", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    for (const model of ["standin/stream-error", "standin/stream-break"]) {
+      const final = await gw.openai(key).responses.stream({ model, input: "hi" }).finalResponse();
+      expect(final.status).toBe("failed");
+      expect(final.error).toEqual({ code: "server_error", message: "The model provider failed during the stream" });
+      // The text before the failure did reach the client.
+      expect(final.output_text.length).toBeGreaterThan(0);
+    }
+    await expectUntouched(wallet);
+  });
+});
+
+describe("a client leaving mid-stream", () => {
+  /** Opens a stream on `path` and reads until `n` text pieces arrived, then cancels it. */
+  async function leaveAfter(path: string, key: string, body: unknown, n: number, isText: (payload: any) => boolean) {
+    const cancelled = gw.standin.cancelled;
+    const res = await gw.handle(new Request(BASE + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) }));
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let buffer = "";
+    for (let seen = 0; seen < n; ) {
+      const r = await reader.read();
+      if (r.done) throw new Error("stream ended early");
+      buffer += dec.decode(r.value, { stream: true });
+      const events = buffer.split("\n\n");
+      buffer = events.pop()!;
+      for (const e of events) {
+        const data = e.split("\n").find((l) => l.startsWith("data: "))!.slice(6);
+        if (isText(JSON.parse(data))) seen++;
+      }
+    }
+    await reader.cancel();
+    await gw.standin.cancelledAtLeast(cancelled + 1);
+    await gw.services.chat.idle();
+  }
+
+  test("is billed exactly as the same disconnect on /v1/chat/completions", async () => {
+    const viaChat = await gw.newWallet(1);
+    await leaveAfter("/v1/chat/completions", viaChat.key, { model: "standin/hang", messages: [{ role: "user", content: "hi" }], max_tokens: 500, stream: true }, 3, (p) => !!p.choices?.[0]?.delta?.content);
+    const viaResponses = await gw.newWallet(1);
+    await leaveAfter("/v1/responses", viaResponses.key, { model: "standin/hang", input: "hi", max_output_tokens: 500, stream: true }, 3, (p) => p.type === "response.output_text.delta");
+    const chat = await gw.ledgerState(viaChat.wallet);
+    expect(chat.locked).toBe(0);
+    expect(chat.balance).toBeLessThan(1_000_000);
+    expect(await gw.ledgerState(viaResponses.wallet)).toEqual(chat);
+  });
+});
