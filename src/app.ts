@@ -9,6 +9,7 @@ import { chatRoutes } from "./modules/chat/chat.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { siweRoutes } from "./modules/keys/siwe.routes.ts";
+import { messagesRoutes } from "./modules/messages/messages.routes.ts";
 import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { responsesRoutes } from "./modules/responses/responses.routes.ts";
@@ -102,6 +103,7 @@ export function createApp(s: Services) {
     .use(topupPayRoutes(s))
     .use(topupHistoryRoutes(s))
     .use(chatRoutes(s))
+    .use(messagesRoutes(s))
     .use(metricsRoutes(s))
     .use(dashboardRoutes(s));
 }

@@ -135,3 +135,52 @@ export interface ErrorBody {
   type?: "error";
   error?: ErrorDetail;
 }
+
+/**
+ * What a client of the gateway's own Messages API (`POST /v1/messages`) may send: the request above as clients
+ * build it (a string or text blocks as system, blocks with cache_control), checked field by field on reading.
+ */
+export interface ClientMessagesRequest {
+  model?: unknown;
+  max_tokens?: unknown;
+  system?: unknown;
+  messages?: unknown;
+  tools?: unknown;
+  tool_choice?: unknown;
+  thinking?: unknown;
+  stop_sequences?: unknown;
+  temperature?: unknown;
+  top_p?: unknown;
+  top_k?: unknown;
+  metadata?: { user_id?: unknown } | null;
+  output_config?: { effort?: unknown; format?: { type?: unknown; schema?: unknown } | null } | null;
+  stream?: unknown;
+  [field: string]: unknown;
+}
+
+/** A client's content block, any type: read by its `type`, the fields that type has tested before use. */
+export interface ClientBlock {
+  type?: unknown;
+  text?: unknown;
+  source?: { type?: unknown; media_type?: unknown; data?: unknown; url?: unknown };
+  id?: unknown;
+  name?: unknown;
+  input?: unknown;
+  tool_use_id?: unknown;
+  content?: unknown;
+  thinking?: unknown;
+  signature?: unknown;
+  data?: unknown;
+}
+
+/** A Messages API answer as the gateway writes it for its own clients. */
+export interface MessageAnswer {
+  id: string;
+  type: "message";
+  role: "assistant";
+  model: string;
+  content: Record<string, unknown>[];
+  stop_reason: string | null;
+  stop_sequence: string | null;
+  usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number };
+}

@@ -1,0 +1,129 @@
+import { Elysia } from "elysia";
+import { traceOf } from "../../observe/trace.ts";
+import { doc, SECURITY } from "../../openapi/document.ts";
+import { messagesErrorBody } from "../../providers/anthropic/messagesError.ts";
+import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
+import type { Services } from "../services.ts";
+import { MessagesService } from "./messages.service.ts";
+
+/**
+ * The client's key in the Bearer form the key check reads: Anthropic's SDK 0.x and the AI SDK send `x-api-key`,
+ * the SDK 1.x `Authorization: Bearer`. `anthropic-version` and `anthropic-beta` are accepted whatever they say.
+ */
+function credentialOf(headers: Headers): string | null {
+  const key = headers.get("x-api-key");
+  return key ? `Bearer ${key.trim()}` : headers.get("authorization");
+}
+
+/**
+ * Every error these routes answer (thrown by the core, a body refused while read, a dependency down) leaves the
+ * app's one error renderer in the spec's shape; here it is rewritten into Anthropic's, status and headers
+ * (Retry-After, rate limits, request id) kept, so each SDK raises its matching error class with the message.
+ */
+function inAnthropicShape(response: unknown): Promise<Response> | undefined {
+  // Synchronous for the answers it leaves alone: a mapper's promise, even of nothing, would replace them.
+  if (!(response instanceof Response) || response.status < 400) return undefined;
+  return rewritten(response);
+}
+
+async function rewritten(response: Response): Promise<Response> {
+  let message = "Error";
+  try {
+    const body = (await response.clone().json()) as { message?: unknown; error?: unknown };
+    message = String(body.message ?? body.error ?? message);
+  } catch {
+    // not the spec's JSON: the status says it all
+  }
+  const headers = new Headers(response.headers);
+  headers.delete("content-length");
+  headers.set("content-type", "application/json");
+  return new Response(messagesErrorBody(response.status, message), { status: response.status, headers });
+}
+
+const ERROR_SCHEMA = {
+  type: "object",
+  required: ["type", "error"],
+  properties: {
+    type: { type: "string", enum: ["error"] },
+    error: { type: "object", required: ["type", "message"], properties: { type: { type: "string" }, message: { type: "string" } } },
+  },
+};
+const error = (description: string, type: string, message: string) => ({
+  description,
+  content: { "application/json": { schema: ERROR_SCHEMA, example: { type: "error", error: { type, message } } } },
+});
+const ERRORS = {
+  400: error("invalid_request_error: a request the gateway or the provider refuses, an unknown model, max_tokens missing", "invalid_request_error", "max_tokens: Field required (a positive integer)"),
+  401: error("authentication_error: missing or invalid key (x-api-key or Authorization: Bearer)", "authentication_error", "Missing or invalid credentials"),
+  402: error("billing_error: the balance or the key's budget cannot cover the request", "billing_error", "Balance cannot cover the estimated cost of this request"),
+  429: error("rate_limit_error: the wallet's rate limit (Retry-After) or the provider's", "rate_limit_error", "Rate limit of 600 requests per 60 s exceeded"),
+  502: error("api_error: the provider failed", "api_error", "The model provider failed to answer"),
+  503: error("overloaded_error: the gateway cannot serve now; retry", "overloaded_error", "The service is temporarily unavailable; try again shortly"),
+  504: error("timeout_error: the provider did not answer in time", "timeout_error", "The model provider did not answer within the deadline"),
+};
+const MESSAGE_EXAMPLE = {
+  id: "msg_01XFDUDYJgAACzvnptvVoYEL",
+  type: "message",
+  role: "assistant",
+  model: "anthropic/claude-sonnet-4-5",
+  content: [{ type: "text", text: "Hello!" }],
+  stop_reason: "end_turn",
+  stop_sequence: null,
+  usage: { input_tokens: 12, output_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+};
+const REQUEST_BODY = {
+  required: true,
+  content: {
+    "application/json": {
+      schema: { type: "object", required: ["model", "messages"], additionalProperties: true, properties: { model: { type: "string" }, max_tokens: { type: "integer", minimum: 1 }, messages: { type: "array" }, stream: { type: "boolean" } } },
+      example: { model: "anthropic/claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] },
+    },
+  },
+};
+
+/** POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API, on the same ledger as chat. */
+export const messagesRoutes = (s: Services) => {
+  const messages = new MessagesService(s.chat, s.apiKeyAuth, s.config.catalog);
+  return new Elysia({ tags: ["messages"] })
+    .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
+    .post("/v1/messages", ({ body, request }) => messages.create(credentialOf(request.headers), body as ClientMessagesRequest, traceOf(request)), {
+      parse: "json",
+      detail: doc({
+        summary: "Anthropic Messages API (reserve → provider → settle), any model of the catalog",
+        description:
+          "Anthropic's Messages API for every catalog model: translated to a chat completion and served, held and billed exactly as " +
+          "POST /v1/chat/completions is; the answer is a Messages object whose usage (input_tokens, output_tokens) is what was billed. " +
+          "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
+          "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
+          "errors are Anthropic's {type: \"error\", error: {type, message}}.",
+        security: [SECURITY.apiKey],
+        requestBody: REQUEST_BODY,
+        responses: {
+          200: {
+            description: "A Messages object (JSON), or Anthropic's event stream (text/event-stream) when stream is true",
+            content: {
+              "application/json": { schema: { type: "object", required: ["id", "type", "role", "content", "usage"] }, example: MESSAGE_EXAMPLE },
+              "text/event-stream": { schema: { type: "string" } },
+            },
+          },
+          ...ERRORS,
+        },
+      }),
+    })
+    .post("/v1/messages/count_tokens", ({ body, request }) => messages.countTokens(credentialOf(request.headers), body as ClientMessagesRequest), {
+      parse: "json",
+      detail: doc({
+        summary: "Count a Messages request's input tokens (an estimate; nothing is charged)",
+        security: [SECURITY.apiKey],
+        requestBody: REQUEST_BODY,
+        responses: {
+          200: {
+            description: "The prompt's tokens, counted with the gateway's tokenizer (the provider's own count may differ)",
+            content: { "application/json": { schema: { type: "object", required: ["input_tokens"], properties: { input_tokens: { type: "integer" } } }, example: { input_tokens: 42 } } },
+          },
+          400: ERRORS[400],
+          401: ERRORS[401],
+        },
+      }),
+    });
+};

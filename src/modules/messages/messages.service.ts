@@ -1,0 +1,39 @@
+import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
+import { ApiError } from "../../errors.ts";
+import type { RequestTrace } from "../../observe/trace.ts";
+import { messageOf } from "../../providers/anthropic/messagesAnswer.ts";
+import { chatRequestOf } from "../../providers/anthropic/messagesRequest.ts";
+import { messagesStream } from "../../providers/anthropic/messagesStream.ts";
+import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
+import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
+import { countPromptTokens } from "../../providers/tokens.ts";
+import type { ChatService } from "../chat/chat.service.ts";
+
+/**
+ * The Anthropic Messages API front door: a Messages request becomes a chat-completions request, served, held and
+ * billed by the chat core like any other, and its answer (JSON or SSE) is rewritten into a Messages answer.
+ */
+export class MessagesService {
+  constructor(
+    private readonly chat: ChatService,
+    private readonly auth: ApiKeyAuth,
+    private readonly catalog: Catalog,
+  ) {}
+
+  /** POST /v1/messages. `authorization` is the Bearer form of the client's key (x-api-key or Authorization). */
+  create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace): Promise<Response> {
+    const chat = chatRequestOf(body);
+    return this.chat.complete(authorization, chat, trace, { json: messageOf, stream: (s) => messagesStream(s, chat.model) });
+  }
+
+  /**
+   * POST /v1/messages/count_tokens: the prompt's tokens as the gateway's tokenizer counts them (an estimate: the
+   * provider's own tokenizer may differ). Authenticated, the model checked; nothing held, nothing charged.
+   */
+  async countTokens(authorization: string | null, body: ClientMessagesRequest): Promise<{ input_tokens: number }> {
+    await this.auth.assertActive(await this.auth.fromHeader(authorization));
+    const chat = chatRequestOf(body, true);
+    if (!this.catalog.models.has(chat.model)) throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, chat.model) });
+    return { input_tokens: await countPromptTokens(chat) };
+  }
+}

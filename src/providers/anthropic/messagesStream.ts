@@ -1,0 +1,133 @@
+import type { ChatCompletionChunk, ChunkDelta, Usage as ChatUsage } from "../openai/wire.ts";
+import { SseDecoder } from "../sse.ts";
+import { messageId, messagesUsage, stopReason } from "./messagesAnswer.ts";
+
+const encoder = new TextEncoder();
+const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+
+/** What a client reads when the provider fails mid-stream: a fixed message, never the provider's detail. */
+export const STREAM_FAILED = { type: "api_error", message: "The model provider failed during the stream" };
+
+type Open = { kind: "text" | "thinking" | "tool_use"; index: number } | undefined;
+
+/**
+ * Chat SSE payloads → Messages API events, for one stream: message_start at the first chunk; a content block per
+ * run of text, reasoning (thinking_delta, then its signature_delta) or tool call (tool_use, input_json_delta),
+ * each stopped before the next starts; at [DONE] message_delta with the stop_reason and the billed usage (the chat
+ * usage chunk, which the door asked for) and message_stop. The chat stream's error event → an `error` event.
+ */
+export function messagesEvents(model: string): (payload: string) => string {
+  let started = false;
+  let ended = false;
+  let open: Open;
+  let next = 0;
+  let finish: string | null = null;
+  let usage: Partial<ChatUsage> | null | undefined;
+  const toolBlocks = new Map<number, number>();
+
+  const start = (id: unknown) => {
+    if (started) return "";
+    started = true;
+    const message = { id: messageId(id), type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: messagesUsage(null) };
+    return event("message_start", { message });
+  };
+  const stop = () => {
+    if (!open) return "";
+    const out = event("content_block_stop", { index: open.index });
+    open = undefined;
+    return out;
+  };
+  const begin = (kind: NonNullable<Open>["kind"], block: Record<string, unknown>) => {
+    const out = stop();
+    open = { kind, index: next++ };
+    return out + event("content_block_start", { index: open.index, content_block: block });
+  };
+  const blockOf = (kind: NonNullable<Open>["kind"], block: Record<string, unknown>) => (open?.kind === kind ? "" : begin(kind, block));
+
+  const delta = (d: ChunkDelta): string => {
+    let out = "";
+    const reasoning = d.reasoning_content ?? d.reasoning;
+    if (typeof reasoning === "string" && reasoning.length > 0) {
+      out += blockOf("thinking", { type: "thinking", thinking: "", signature: "" });
+      out += event("content_block_delta", { index: open!.index, delta: { type: "thinking_delta", thinking: reasoning } });
+    }
+    for (const b of d.thinking_blocks ?? []) {
+      if (b.type === "thinking" && b.signature) {
+        out += blockOf("thinking", { type: "thinking", thinking: "", signature: "" });
+        out += event("content_block_delta", { index: open!.index, delta: { type: "signature_delta", signature: b.signature } });
+      } else if (b.type === "redacted_thinking") {
+        out += begin("thinking", { type: "redacted_thinking", data: b.data ?? "" }) + stop();
+      }
+    }
+    if (typeof d.content === "string" && d.content.length > 0) {
+      out += blockOf("text", { type: "text", text: "" });
+      out += event("content_block_delta", { index: open!.index, delta: { type: "text_delta", text: d.content } });
+    }
+    for (const call of d.tool_calls ?? []) {
+      if (typeof call.id === "string" && !toolBlocks.has(call.index)) {
+        out += begin("tool_use", { type: "tool_use", id: call.id, name: call.function?.name ?? "", input: {} });
+        toolBlocks.set(call.index, open!.index);
+      }
+      const index = toolBlocks.get(call.index);
+      const args = call.function?.arguments;
+      if (index !== undefined && typeof args === "string" && args.length > 0) {
+        out += event("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: args } });
+      }
+    }
+    return out;
+  };
+
+  return (payload) => {
+    if (ended) return "";
+    if (payload === "[DONE]") {
+      ended = true;
+      const out = start(undefined) + stop();
+      const delta = { stop_reason: stopReason(finish ?? "stop"), stop_sequence: null };
+      return out + event("message_delta", { delta, usage: messagesUsage(usage) }) + event("message_stop", {});
+    }
+    let chunk: ChatCompletionChunk & { error?: unknown };
+    try {
+      chunk = JSON.parse(payload) as typeof chunk;
+    } catch {
+      // A provider's garbled chunk, which chat passes on as text (README, failures): nothing a Messages client can read.
+      return "";
+    }
+    if (chunk?.error !== undefined) {
+      ended = true;
+      return event("error", { error: STREAM_FAILED });
+    }
+    let out = start(chunk.id);
+    if (chunk.usage) usage = chunk.usage;
+    const choice = chunk.choices?.[0];
+    if (choice?.delta) out += delta(choice.delta);
+    if (choice?.finish_reason) {
+      finish = choice.finish_reason;
+      out += stop();
+    }
+    return out;
+  };
+}
+
+/**
+ * The door's stream: the chat SSE read on demand (a pull per read, so a client that stops reading stops the
+ * reads) and rewritten event by event. Cancelling it cancels the chat stream, which bills a disconnect as chat does.
+ */
+export function messagesStream(chat: ReadableStream<Uint8Array>, model: string): ReadableStream<Uint8Array> {
+  const reader = chat.getReader();
+  const decoder = new SseDecoder();
+  const translate = messagesEvents(model);
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      for (;;) {
+        const read = await reader.read();
+        const payloads = read.done ? decoder.end() : decoder.push(read.value);
+        let out = "";
+        for (const p of payloads) out += translate(p);
+        if (out) ctrl.enqueue(encoder.encode(out));
+        if (read.done) return ctrl.close();
+        if (out) return;
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+}
