@@ -8,6 +8,10 @@ export type Sql = postgres.Sql<{ bigint: number }>;
 // at once. A host that does not answer at all is given a few seconds (default 30); PgHealth fails requests fast
 // meanwhile.
 const CONNECT_TIMEOUT_S = 5;
+// postgres.js 3.4.9 is patched (patches/postgres@3.4.9.patch, applied by `bun install`): a connection whose socket
+// closed while a query's bytes waited for the next tick kept that flush marked as scheduled, so it never sent its
+// startup message again: every later use of it waited out the connect timeout and failed, long after Postgres was
+// back (one such connection per outage under load). The patch forgets the buffered bytes with the socket.
 
 /**
  * Opens the pool. BIGINT columns come back as JS numbers: every µUSDC amount fits 2^53 (9e9 USD).
