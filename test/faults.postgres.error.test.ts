@@ -1,12 +1,20 @@
 /**
  * Postgres down: the endpoints that read or write it answer 503 SERVICE_UNAVAILABLE at once (no connect backoff,
- * no reconnect stall), answer normally within a second of its return, and a shutdown is not held up by it.
+ * no reconnect stall), answer normally within a second of its return, and a shutdown is not held up by it. Under
+ * read and chat load, with the flusher's backlog draining and a repair round at the return, every read answers
+ * normally and fast from 3 s after the return (a connection that was closed under a query used to stay broken,
+ * each later use of it waiting out the connect timeout: patches/postgres@3.4.9.patch).
  * Real Postgres (or PGlite) behind a forwarder the test closes and reopens (helpers/forwarder.ts).
  */
 import { describe, expect, test } from "bun:test";
 import { sharedGateway } from "./helpers/gateway.ts";
+import { CHARGE } from "./helpers/ledgerTraffic.ts";
 
-const gw = sharedGateway({}, { forwardPostgres: true });
+// The chat load that fills the outbox during an outage is far above a key's default rate limit.
+const gw = sharedGateway({ RATE_LIMIT_REQUESTS: "1000000" }, { forwardPostgres: true });
+
+// The flusher's batch (store/flusher.ts): an outage that leaves more behind is drained in back-to-back batches.
+const FLUSHER_BATCH = 500;
 
 const UNAVAILABLE = { error: "SERVICE_UNAVAILABLE", message: expect.any(String) };
 
@@ -58,6 +66,101 @@ describe("Postgres down", () => {
     expect(list.body.data).toHaveLength(1); // the creation during the outage wrote nothing
     expect((await requests.history()).status).toBe(200);
   });
+
+  test("under load and a flusher backlog, every read answers 200 quickly from 3 s after Postgres accepts connections again", async () => {
+    // A reader wallet whose answers do not change during the test (its usage, top-up history, daily spend), and a
+    // busy wallet whose chats fill the outbox while Postgres is away, so the flusher has a backlog at the return.
+    const reader = await gw.newWallet(1);
+    const readerKey = { authorization: `Bearer ${reader.key}` };
+    await gw.services.credits.add({ eventId: `topup:${crypto.randomUUID()}`, wallet: reader.wallet, kind: "topup", amountUsdc: 2_000_000, txHash: `0x${"5e".repeat(32)}`, network: "base" });
+    for (let i = 0; i < 3; i++) expect((await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, readerKey)).status).toBe(200);
+    await gw.services.chat.idle();
+    await gw.services.flusher.drain();
+    const busy = await gw.newWallet(100);
+    const busyKey = { authorization: `Bearer ${busy.key}` };
+
+    const reads = {
+      usage: () => gw.call("GET", `/v1/usage/${reader.wallet}`, undefined, readerKey),
+      history: () => gw.call("GET", `/v1/topups/${reader.wallet}`, undefined, readerKey),
+      daily: () => gw.call("GET", `/v1/usage/${reader.wallet}/daily?days=3`, undefined, readerKey),
+    };
+    type Read = keyof typeof reads;
+    // The days a charge fell on (dates move at midnight; the charges do not).
+    const comparable = (name: Read, body: any) => (name === "daily" ? { ...body, from: undefined, to: undefined, days: body.days.filter((d: any) => d.keys.length > 0) } : body);
+    const expected = {} as Record<Read, unknown>;
+    for (const [name, read] of Object.entries(reads) as [Read, () => ReturnType<typeof gw.call>][]) {
+      const res = await read();
+      expect(res.status).toBe(200);
+      expected[name] = comparable(name, res.body);
+    }
+    expect((expected.history as any).topups).toHaveLength(1);
+    expect((expected.daily as any).days).toHaveLength(1);
+
+    type Answer = { name: Read; sent: number; ms: number; status: number; body: any; retryAfter: string | null };
+    const answers: Answer[] = [];
+    const chats: number[] = [];
+    let stop = false;
+    const readLoop = async (offset: number) => {
+      const names = Object.keys(reads) as Read[];
+      for (let i = offset; !stop; i++) {
+        const name = names[i % names.length]!;
+        const sent = Date.now();
+        const res = await reads[name]();
+        answers.push({ name, sent, ms: Date.now() - sent, status: res.status, body: res.body, retryAfter: res.headers.get("retry-after") });
+        await Bun.sleep(5 + offset * 2); // pacing: clients reading now and then, not in step, not a flood
+      }
+    };
+    const chatLoop = async () => {
+      while (!stop) {
+        const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, busyKey);
+        chats.push(res.status);
+      }
+    };
+
+    gw.services.flusher.start();
+    const load = [0, 1, 2, 3, 4, 5].map(readLoop).concat([chatLoop(), chatLoop()]);
+    let wentDown = 0;
+    let reopened = 0;
+    const chatsBefore = chats.length;
+    try {
+      await gw.pgForwarder!.down();
+      wentDown = Date.now();
+      // Away long enough for every pooled connection to fail and for the outbox to hold two of the flusher's batches.
+      while (Date.now() - wentDown < 4_000 || chats.length - chatsBefore < 2 * FLUSHER_BATCH) await Bun.sleep(100);
+      gw.pgForwarder!.up();
+      reopened = Date.now();
+      // A repair round may well start at the return too (every 30 s in production): it competes for the pool.
+      const repair = gw.services.repairNow();
+      while (Date.now() - reopened < 6_000) await Bun.sleep(100);
+      await repair;
+    } finally {
+      gw.pgForwarder!.up();
+      stop = true;
+      await Promise.all(load);
+      await gw.services.flusher.stop();
+    }
+
+    const down = answers.filter((a) => a.sent >= wentDown && a.sent + a.ms < reopened);
+    expect(down.length).toBeGreaterThan(10);
+    for (const a of down) expect({ name: a.name, status: a.status, body: a.body, retryAfter: a.retryAfter }).toEqual({ name: a.name, status: 503, body: UNAVAILABLE, retryAfter: "1" });
+    const after = answers.filter((a) => a.sent >= reopened);
+    // Never a 500, not even in the first moments of the return.
+    for (const a of after) expect({ name: a.name, at: a.sent - reopened, status: a.status }).toEqual({ name: a.name, at: a.sent - reopened, status: a.status === 503 ? 503 : 200 });
+    const settled = after.filter((a) => a.sent - reopened >= 3_000);
+    expect(settled.length).toBeGreaterThan(30);
+    // Every late answer listed that is not a fast 200 with the right body (so a failure shows them all).
+    const wrong = settled
+      .filter((a) => a.status !== 200 || a.ms >= 1_000 || !Bun.deepEquals(comparable(a.name, a.body), expected[a.name]))
+      .map((a) => ({ name: a.name, at: a.sent - reopened, ms: a.ms, status: a.status, body: a.body }));
+    expect(wrong).toEqual([]);
+    // Chat never needed Postgres, each one charged exactly once, and the backlog it left reaches Postgres.
+    expect(chats.filter((s) => s !== 200)).toEqual([]);
+    await gw.services.chat.idle();
+    expect(await gw.ledgerState(busy.wallet)).toEqual({ balance: 100_000_000 - chats.length * CHARGE, locked: 0 });
+    await gw.services.flusher.drain();
+    const [charges] = await gw.services.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger_events WHERE wallet = ${busy.wallet} AND type = 'charge'`;
+    expect(charges!.n).toBe(chats.length);
+  }, 30_000);
 
   test("a shutdown with Postgres down is not held up: the outbox stays in Redis for the next start", async () => {
     const { key } = await gw.newWallet(1);
