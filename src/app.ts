@@ -31,8 +31,8 @@ function validationMessage(error: ValidationError): string {
   return "Invalid request parameters";
 }
 
-/** The spec's error answer for anything thrown while serving; detail goes to the log only. */
-function renderError(code: string | number, error: unknown, s: Services): Response {
+/** The spec's error answer for anything thrown while serving (a request started at `startedAt`); detail goes to the log only. */
+function renderError(code: string | number, error: unknown, s: Services, startedAt: number): Response {
   if (error instanceof ApiError) return errorResponse(error);
   if (error instanceof BareError) return Response.json({ error: error.message }, { status: error.status });
   if (error instanceof LedgerRebuilding) return errorResponse(ApiError.unavailable(error.retryAfterS, error.message));
@@ -50,7 +50,7 @@ function renderError(code: string | number, error: unknown, s: Services): Respon
   const down = outageOf(error);
   if (down) {
     // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.
-    if (down === "postgres") s.pgHealth.markDown(error);
+    if (down === "postgres") s.pgHealth.markDown(error, startedAt);
     return errorResponse(ApiError.unavailable(1));
   }
   log.error("unhandled error", { code, error });
@@ -90,7 +90,7 @@ export function createApp(s: Services) {
     })
     .use(openapiDocs())
     .onError(({ code, error, request }) => {
-      const res = renderError(code, error, s);
+      const res = renderError(code, error, s, traceOf(request).start);
       traceOf(request).status = res.status;
       return res;
     })

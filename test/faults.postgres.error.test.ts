@@ -2,9 +2,11 @@
  * Postgres down: the endpoints that read or write it answer 503 SERVICE_UNAVAILABLE at once (no connect backoff,
  * no reconnect stall), answer normally within a second of its return, and a shutdown is not held up by it. Under
  * read and chat load, with the flusher's backlog draining and a repair round at the return, every read answers
- * normally and fast from 3 s after the return (a connection that was closed under a query used to stay broken,
- * each later use of it waiting out the connect timeout: patches/postgres@3.4.9.patch).
- * Real Postgres (or PGlite) behind a forwarder the test closes and reopens (helpers/forwarder.ts).
+ * normally and fast from 3 s after the return, whether Postgres refused connections or did not answer them (a
+ * connection that was closed under a query used to stay broken, each later use of it waiting out the connect
+ * timeout: patches/postgres@3.4.9.patch; PgHealth's probe waited out the pool's connect timeout; a read that
+ * waited through the outage marked Postgres down again after its return).
+ * Real Postgres (or PGlite) behind a forwarder the test closes, stalls and reopens (helpers/forwarder.ts).
  */
 import { describe, expect, test } from "bun:test";
 import { sharedGateway } from "./helpers/gateway.ts";
@@ -67,12 +69,22 @@ describe("Postgres down", () => {
     expect((await requests.history()).status).toBe(200);
   });
 
-  test("under load and a flusher backlog, every read answers 200 quickly from 3 s after Postgres accepts connections again", async () => {
+  // Refused: Postgres stopped (its port closed). Not answering: a frozen host or a network cut, where a connect
+  // waits out its connect timeout; it comes back just after a connect (the probe's, a read's, the flusher's) began to
+  // wait, the worst moment for that one.
+  const afterAConnectBeganToWait = async () => {
+    const seen = gw.pgForwarder!.stalledConnects;
+    while (gw.pgForwarder!.stalledConnects === seen) await Bun.sleep(5);
+  };
+  test.each([
+    ["refused", () => gw.pgForwarder!.down(), async () => {}],
+    ["not answering", () => gw.pgForwarder!.stall(), afterAConnectBeganToWait],
+  ] as const)("Postgres away (%s) under load and a flusher backlog: every read answers 200 quickly from 3 s after it accepts connections again", async (_mode, takeAway, beforeReturn) => {
     // A reader wallet whose answers do not change during the test (its usage, top-up history, daily spend), and a
     // busy wallet whose chats fill the outbox while Postgres is away, so the flusher has a backlog at the return.
     const reader = await gw.newWallet(1);
     const readerKey = { authorization: `Bearer ${reader.key}` };
-    await gw.services.credits.add({ eventId: `topup:${crypto.randomUUID()}`, wallet: reader.wallet, kind: "topup", amountUsdc: 2_000_000, txHash: `0x${"5e".repeat(32)}`, network: "base" });
+    await gw.services.credits.add({ eventId: `topup:${crypto.randomUUID()}`, wallet: reader.wallet, kind: "topup", amountUsdc: 2_000_000, txHash: `0x${crypto.randomUUID().replaceAll("-", "")}${crypto.randomUUID().replaceAll("-", "")}`, network: "base" });
     for (let i = 0; i < 3; i++) expect((await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, readerKey)).status).toBe(200);
     await gw.services.chat.idle();
     await gw.services.flusher.drain();
@@ -123,10 +135,13 @@ describe("Postgres down", () => {
     let reopened = 0;
     const chatsBefore = chats.length;
     try {
-      await gw.pgForwarder!.down();
+      await takeAway();
       wentDown = Date.now();
-      // Away long enough for every pooled connection to fail and for the outbox to hold two of the flusher's batches.
-      while (Date.now() - wentDown < 4_000 || chats.length - chatsBefore < 2 * FLUSHER_BATCH) await Bun.sleep(100);
+      // Away long enough for every pooled connection to fail, for readers to be refused (a host that does not answer
+      // first holds the reads in flight for the connect timeout) and for the outbox to hold two flusher batches.
+      const refused = () => answers.filter((a) => a.sent >= wentDown && a.status === 503).length;
+      while (Date.now() - wentDown < 4_000 || refused() < 20 || chats.length - chatsBefore < 2 * FLUSHER_BATCH) await Bun.sleep(100);
+      await beforeReturn();
       gw.pgForwarder!.up();
       reopened = Date.now();
       // A repair round may well start at the return too (every 30 s in production): it competes for the pool.
@@ -140,12 +155,13 @@ describe("Postgres down", () => {
       await gw.services.flusher.stop();
     }
 
+    // Never a 500: not when it goes, not while away, not in the first moments of the return.
+    const neither = answers.filter((a) => a.status !== 200 && a.status !== 503).map((a) => ({ name: a.name, at: a.sent - reopened, status: a.status, body: a.body }));
+    expect(neither).toEqual([]);
     const down = answers.filter((a) => a.sent >= wentDown && a.sent + a.ms < reopened);
-    expect(down.length).toBeGreaterThan(10);
+    expect(down.length).toBeGreaterThanOrEqual(20);
     for (const a of down) expect({ name: a.name, status: a.status, body: a.body, retryAfter: a.retryAfter }).toEqual({ name: a.name, status: 503, body: UNAVAILABLE, retryAfter: "1" });
     const after = answers.filter((a) => a.sent >= reopened);
-    // Never a 500, not even in the first moments of the return.
-    for (const a of after) expect({ name: a.name, at: a.sent - reopened, status: a.status }).toEqual({ name: a.name, at: a.sent - reopened, status: a.status === 503 ? 503 : 200 });
     const settled = after.filter((a) => a.sent - reopened >= 3_000);
     expect(settled.length).toBeGreaterThan(30);
     // Every late answer listed that is not a fast 200 with the right body (so a failure shows them all).
@@ -161,6 +177,54 @@ describe("Postgres down", () => {
     const [charges] = await gw.services.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger_events WHERE wallet = ${busy.wallet} AND type = 'charge'`;
     expect(charges!.n).toBe(chats.length);
   }, 30_000);
+
+  test("a host that stops answering is seen back within 3 s of its return, even when it returns just after the probe's connect began to wait", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const usage = () => gw.call("GET", `/v1/usage/${wallet}`, undefined, { authorization: `Bearer ${key}` });
+    expect((await usage()).status).toBe(200);
+    let reopened = 0;
+    try {
+      await gw.pgForwarder!.stall();
+      // What the app's error handler does with a request's outage (a read here would first wait out its connect).
+      gw.services.pgHealth.markDown(new Error("Postgres does not answer"));
+      expect(await usage()).toEqual({ status: 503, body: UNAVAILABLE, headers: expect.anything() });
+      // Nothing else connects in this test: the next connect is the probe's.
+      const seen = gw.pgForwarder!.stalledConnects;
+      while (gw.pgForwarder!.stalledConnects === seen) await Bun.sleep(5);
+    } finally {
+      gw.pgForwarder!.up();
+      reopened = Date.now();
+    }
+    let res = await usage();
+    while (res.status === 503 && Date.now() - reopened < 6_000) {
+      await Bun.sleep(20);
+      res = await usage();
+    }
+    expect(res.status).toBe(200);
+    // The probe's own connect gives up after 1 s; one through the pool waited its 5 s connect timeout.
+    expect(Date.now() - reopened).toBeLessThan(3_000);
+  }, 15_000);
+
+  test("a read whose connect waited through the outage fails after the return without marking Postgres down again", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const usage = () => gw.call("GET", `/v1/usage/${wallet}`, undefined, { authorization: `Bearer ${key}` });
+    let stale: ReturnType<typeof usage>;
+    try {
+      await gw.pgForwarder!.stall();
+      const seen = gw.pgForwarder!.stalledConnects;
+      stale = usage();
+      // Its connect waits (until the pool's 5 s connect timeout); another request saw the outage meanwhile.
+      while (gw.pgForwarder!.stalledConnects === seen) await Bun.sleep(5);
+      gw.services.pgHealth.markDown(new Error("Postgres does not answer"));
+    } finally {
+      gw.pgForwarder!.up();
+    }
+    while (gw.services.pgHealth.down) await Bun.sleep(20);
+    expect(await stale).toEqual({ status: 503, body: UNAVAILABLE, headers: expect.anything() });
+    // Postgres is back: the late failure of a request sent before it returned is no new outage.
+    expect(gw.services.pgHealth.down).toBe(false);
+    expect((await usage()).status).toBe(200);
+  }, 15_000);
 
   test("a shutdown with Postgres down is not held up: the outbox stays in Redis for the next start", async () => {
     const { key } = await gw.newWallet(1);

@@ -17,12 +17,15 @@ const CONNECT_TIMEOUT_S = 5;
  * Opens the pool. BIGINT columns come back as JS numbers: every µUSDC amount fits 2^53 (9e9 USD).
  * `max` is small for PGlite, which runs one query at a time anyway. `debug` sees every query sent (tests count them).
  */
-export function openDatabase(url: string, opts: { max?: number; path?: string; debug?: (connection: number, query: string) => void } = {}): Sql {
+export function openDatabase(
+  url: string,
+  opts: { max?: number; path?: string; connectTimeoutS?: number; debug?: (connection: number, query: string) => void } = {},
+): Sql {
   return postgres(url, {
     path: opts.path,
     max: opts.max ?? 10,
     backoff: () => 0,
-    connect_timeout: CONNECT_TIMEOUT_S,
+    connect_timeout: opts.connectTimeoutS ?? CONNECT_TIMEOUT_S,
     debug: opts.debug,
     onnotice: () => {},
     types: { bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } },
