@@ -27,7 +27,7 @@ const call = { principal: {}, holdId: "h", model: { id: "standin0/echo" }, adapt
 async function one(parts: Uint8Array[]) {
   let i = 0;
   const upstream = new ReadableStream<Uint8Array>({ pull(c) { if (i < parts.length) c.enqueue(parts[i++]!); else c.close(); } });
-  const m = new MeteredStream(call, upstream, { settler, ledger, deadline: new IdleDeadline(60_000), includeUsage: true, maxStreamMs: 7_200_000 });
+  const m = new MeteredStream(call, upstream, { holds: settler, settler, ledger, deadline: new IdleDeadline(60_000), includeUsage: true, maxStreamMs: 7_200_000 });
   const r = m.body.getReader();
   for (;;) if ((await r.read()).done) break;
   await m.ended;

@@ -14,8 +14,9 @@
   Returns {1, operations}          the batch is written
           {0, 'FENCED', fence}     the fence is not this rebuild's: nothing written
 ]]
-local fence = redis.call('GET', KEYS[1])
-if fence ~= ARGV[1] then return {0, 'FENCED', fence or ''} end
+--- @include "includes/fence"
+local refused = fenceRefusal(KEYS[1])
+if refused then return refused end
 if not KEYS[2] then return redis.error_reply('ERR rebuild-write-2: no hash to write') end
 
 -- Every operation is parsed before the first write.

@@ -4,21 +4,22 @@
   live request; 'release' (upstream failed) acts at once. Exactly once per hold, like settle-batch.
 
   KEYS[1] wallet hash  KEYS[2] api key hash  KEYS[3] holds zset
-  KEYS[4] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → released | expired (kept ARGV[3] s)
+  KEYS[4] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → released | expired (kept ARGV[4] s)
   KEYS[5] outbox stream (field 'e': {"type","hold","wallet","key","amount","at"} as JSON, like settle-batch's event)
   KEYS[6] shard fence  gw:{sNN}:fence  the ledger epoch while open; 'R:<epoch>' while a rebuild runs
-  ARGV[1] hold id   ARGV[2] 'release' | 'expire'   ARGV[3] marker ttl s   ARGV[4] ledger epoch the caller believes in
+  ARGV[1] ledger epoch the caller believes in   ARGV[2] hold id   ARGV[3] 'release' | 'expire'   ARGV[4] marker ttl s
 
   Returns {1, amount_released}
           {0, 'settled' | 'released' | 'expired' | 'UNKNOWN_HOLD' | 'LIVE'}  nothing changed
           {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed, retry after it
 ]]
-local fence = redis.call('GET', KEYS[6])
-if fence ~= ARGV[4] then return {0, 'FENCED', fence or ''} end
-if ARGV[1] == '' or (ARGV[2] ~= 'release' and ARGV[2] ~= 'expire') or not string.match(ARGV[3], '^[1-9]%d*$') then
+--- @include "includes/fence"
+local refused = fenceRefusal(KEYS[6])
+if refused then return refused end
+if ARGV[2] == '' or (ARGV[3] ~= 'release' and ARGV[3] ~= 'expire') or not string.match(ARGV[4], '^[1-9]%d*$') then
   return redis.error_reply('release-6: bad arguments')
 end
-local id = ARGV[1]
+local id = ARGV[2]
 local marker = redis.call('GET', KEYS[4])
 if not marker then return {0, 'UNKNOWN_HOLD'} end
 local amount, wallet, keyId = string.match(marker, '^live|(%-?%d+)|([^|]*)|(.*)$')
@@ -26,7 +27,7 @@ if not amount then return {0, marker} end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if ARGV[2] == 'expire' and tonumber(redis.call('ZSCORE', KEYS[3], id) or '0') > now then
+if ARGV[3] == 'expire' and tonumber(redis.call('ZSCORE', KEYS[3], id) or '0') > now then
   return {0, 'LIVE'}
 end
 
@@ -35,9 +36,9 @@ redis.call('HINCRBY', KEYS[1], 'locked', -amount)
 redis.call('HINCRBY', KEYS[2], 'locked', -amount)
 redis.call('ZREM', KEYS[3], id)
 local state = 'released'
-if ARGV[2] == 'expire' then state = 'expired' end
-redis.call('SET', KEYS[4], state, 'EX', tonumber(ARGV[3]))
-redis.call('XADD', KEYS[5], '*', 'e', '{"type":"' .. ARGV[2] .. '","hold":' .. cjson.encode(id) .. ',"wallet":'
+if ARGV[3] == 'expire' then state = 'expired' end
+redis.call('SET', KEYS[4], state, 'EX', tonumber(ARGV[4]))
+redis.call('XADD', KEYS[5], '*', 'e', '{"type":"' .. ARGV[3] .. '","hold":' .. cjson.encode(id) .. ',"wallet":'
   .. cjson.encode(wallet) .. ',"key":' .. string.format('%d', tonumber(keyId)) .. ',"amount":' .. string.format('%d', amount)
   .. ',"at":' .. string.format('%d', now) .. '}')
 return {1, amount}

@@ -37,9 +37,11 @@
     {0, 'INSUFFICIENT_BALANCE', available}
   Bad arguments anywhere: an error reply, nothing changed.
 ]]
-local fence = redis.call('GET', KEYS[2])
-if fence ~= ARGV[1] then return {0, 'FENCED', fence or ''} end
-local function whole(v) return v ~= nil and string.match(v, '^%d+$') ~= nil and string.len(v) <= 15 end
+--- @include "includes/fence"
+--- @include "includes/numbers"
+--- @include "includes/wallets"
+local refused = fenceRefusal(KEYS[2])
+if refused then return refused end
 local n = (#KEYS - 2) / 5
 local valid = n >= 1 and n == math.floor(n) and #ARGV == 5 + 3 * n and whole(ARGV[2]) and whole(ARGV[3])
   and whole(ARGV[4]) and whole(ARGV[5]) and tonumber(ARGV[3]) ~= 0
@@ -51,17 +53,8 @@ if not valid then return redis.error_reply('reserve-batch: bad arguments') end
 
 local limit, window, elapsed, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 -- Read once per batch, by key name (items of one wallet share them); written back once at the end.
-local wallets, keys, markers, rates = {}, {}, {}, {}
+local keys, markers, rates = {}, {}, {}
 local walletOrder, keyOrder, rateOrder, holds, newMarkers = {}, {}, {}, {}, {}
-local function wallet(name)
-  local w = wallets[name]
-  if not w then
-    local v = redis.call('HMGET', name, 'balance', 'locked')
-    w = {balance = tonumber(v[1]) or 0, locked = tonumber(v[2]) or 0}
-    wallets[name] = w
-  end
-  return w
-end
 local function apiKey(name)
   local k = keys[name]
   if not k then
@@ -138,7 +131,6 @@ for i = 1, n do
   results[i + 1] = r
 end
 
-local function int(v) return string.format('%d', v) end
 for _, name in ipairs(walletOrder) do redis.call('HSET', name, 'locked', int(wallets[name].locked)) end
 for _, name in ipairs(keyOrder) do redis.call('HSET', name, 'locked', int(keys[name].locked)) end
 for _, name in ipairs(rateOrder) do

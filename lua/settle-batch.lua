@@ -30,9 +30,11 @@
     {0, 'UNKNOWN_HOLD'}
   Bad arguments anywhere: an error reply, nothing changed.
 ]]
-local fence = redis.call('GET', KEYS[3])
-if fence ~= ARGV[1] then return {0, 'FENCED', fence or ''} end
-local function whole(v) return v ~= nil and string.match(v, '^%d+$') ~= nil and string.len(v) <= 15 end
+--- @include "includes/fence"
+--- @include "includes/numbers"
+--- @include "includes/wallets"
+local refused = fenceRefusal(KEYS[3])
+if refused then return refused end
 local n = (#KEYS - 3) / 3
 local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 8 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
 for i = 1, valid and n or 0 do
@@ -45,18 +47,8 @@ end
 if not valid then return redis.error_reply('settle-batch: bad arguments') end
 
 -- Read once per batch, by key name (items of one wallet share them); written back once at the end.
-local wallets, keys, markers = {}, {}, {}
-local walletOrder, keyOrder, posted, zrem = {}, {}, {}, {}
-local function wallet(name)
-  local w = wallets[name]
-  if not w then
-    local v = redis.call('HMGET', name, 'balance', 'locked')
-    w = {balance = tonumber(v[1]) or 0, locked = tonumber(v[2]) or 0}
-    wallets[name] = w
-    walletOrder[#walletOrder + 1] = name
-  end
-  return w
-end
+local keys, markers = {}, {}
+local keyOrder, posted, zrem = {}, {}, {}
 local FIELDS = {'locked', 'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue'}
 local function apiKey(name)
   local k = keys[name]
@@ -70,7 +62,6 @@ local function apiKey(name)
   return k
 end
 
-local function int(v) return string.format('%d', v) end
 local at
 local results, events = {1}, {}
 for i = 1, n do
@@ -109,7 +100,7 @@ for i = 1, n do
   end
 end
 
-for _, name in ipairs(walletOrder) do
+for _, name in ipairs(walletsRead) do
   local w = wallets[name]
   if w.lockedChanged then
     redis.call('HSET', name, 'balance', int(w.balance), 'locked', int(w.locked))

@@ -1,8 +1,7 @@
 import { Elysia, ValidationError } from "elysia";
 import { cors } from "./cors.ts";
 import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
-import { ApiError, BareError, errorResponse } from "./errors.ts";
-import { LedgerRebuilding } from "./ledger/fence.ts";
+import { ApiError, errorResponse, HttpError } from "./errors.ts";
 import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -18,7 +17,8 @@ import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
-import type { Services } from "./services.ts";
+import { bodyTooLarge, declaredTooLarge, jsonBody } from "./requestBody.ts";
+import type { Services } from "./wiring.ts";
 
 function validationMessage(error: ValidationError): string {
   try {
@@ -33,9 +33,7 @@ function validationMessage(error: ValidationError): string {
 
 /** The spec's error answer for anything thrown while serving (a request started at `startedAt`); detail goes to the log only. */
 function renderError(code: string | number, error: unknown, s: Services, startedAt: number): Response {
-  if (error instanceof ApiError) return errorResponse(error);
-  if (error instanceof BareError) return Response.json({ error: error.message }, { status: error.status });
-  if (error instanceof LedgerRebuilding) return errorResponse(ApiError.unavailable(error.retryAfterS, error.message));
+  if (error instanceof HttpError) return error.toResponse();
   if (code === "VALIDATION") {
     // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
     if ((error as ValidationError).type === "response") {
@@ -44,6 +42,8 @@ function renderError(code: string | number, error: unknown, s: Services, started
     }
     return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: validationMessage(error as ValidationError) }));
   }
+  // The body reader's 408 / 413 reach here wrapped in Elysia's ParseError.
+  if (code === "PARSE" && (error as Error).cause instanceof HttpError) return ((error as Error).cause as HttpError).toResponse();
   if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }));
   if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }));
   // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
@@ -57,12 +57,6 @@ function renderError(code: string | number, error: unknown, s: Services, started
   return errorResponse(new ApiError("INTERNAL_ERROR"));
 }
 
-/**
- * Largest request body: a full 1M-token context is ~4 MB of text and images come base64-encoded, so 32 MiB serves
- * any real request while a runaway upload is refused before it is read. main passes it on to Bun.serve too.
- */
-export const MAX_BODY_BYTES = 32 * 1024 * 1024;
-
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return new Elysia()
@@ -72,14 +66,15 @@ export function createApp(s: Services) {
     .onRequest(({ request, set }) => {
       const trace = startTrace(request);
       set.headers["x-request-id"] = trace.id;
-      const length = request.headers.get("content-length");
-      if (length !== null && Number(length) > MAX_BODY_BYTES) {
+      if (declaredTooLarge(request, s.config)) {
         // Answered before routing: no after-response hook runs, so the request is counted and logged here.
-        const res = errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: `Request body too large (at most ${MAX_BODY_BYTES} bytes)` }));
+        const res = errorResponse(bodyTooLarge(s.config));
         finishTrace(trace, undefined, res.status);
         return res;
       }
     })
+    // Every body is read here, under the size limit and the body deadline, before any route sees it.
+    .onParse({ as: "global" }, jsonBody(s.config))
     .onAfterResponse((c) => {
       const trace = traceOf(c.request);
       const wallet = (c.params as Record<string, string> | undefined)?.wallet;

@@ -36,6 +36,10 @@ export interface Config {
   rateLimitRequests: number;
   rateLimitWindowMs: number;
   upstreamTimeoutMs: number;
+  /** Largest request body (MAX_BODY_BYTES): a longer one is 413 before it is read further. */
+  maxBodyBytes: number;
+  /** A request body not fully received this long after its headers is 408 and its connection closed (BODY_TIMEOUT_MS). */
+  bodyTimeoutMs: number;
   /** Total time cap of one stream (a client that stops reading keeps it open); it is then charged what it produced. */
   streamMaxMs: number;
   ledgerShards: number;
@@ -224,6 +228,10 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitRequests: int(env, "RATE_LIMIT_REQUESTS", 600, 1, 10_000_000),
     rateLimitWindowMs: int(env, "RATE_LIMIT_WINDOW_S", 60, 1, 86_400) * 1000,
     upstreamTimeoutMs,
+    // 32 MiB: a full 1M-token context is ~4 MB of text and images come base64-encoded. 60 s: that much over a slow
+    // uplink, while a client trickling its body holds a connection (never credit) at most that long.
+    maxBodyBytes: int(env, "MAX_BODY_BYTES", 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    bodyTimeoutMs: int(env, "BODY_TIMEOUT_MS", 60_000, 100, 3_600_000),
     // Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
     streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
     // 48 spreads evenly over 2, 3, 4, 6 or 8 cluster masters (keys.ts); a ledger built with another count keeps it.

@@ -6,6 +6,10 @@ export const ERROR_STATUS = {
   INSUFFICIENT_BALANCE: 402,
   KEY_BUDGET_EXCEEDED: 402,
   NOT_FOUND: 404,
+  // Beyond the spec's table (it names no status for either): a body that did not arrive within the body deadline,
+  // and one past the size limit. Both are refused before anything is read further or held.
+  REQUEST_TIMEOUT: 408,
+  PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   // The status is the one the model returned; 400 is only the fallback.
   UPSTREAM_CLIENT_ERROR: 400,
@@ -40,10 +44,19 @@ export interface ApiErrorFields {
 }
 
 /**
+ * An error that knows its own HTTP answer. Thrown anywhere; app.ts renders every one the same way, by asking it
+ * (`toResponse`), so no error is mapped to a status by its name anywhere else.
+ */
+export abstract class HttpError extends Error {
+  abstract readonly status: number;
+  abstract toResponse(): Response;
+}
+
+/**
  * An error that leaves the API as `{error, message, ...extra}`; thrown anywhere, rendered in one place. Built from
  * its code alone (`new ApiError("UNAUTHORIZED")`) or from named fields (`new ApiError({ code, message })`).
  */
-export class ApiError extends Error {
+export class ApiError extends HttpError {
   readonly code: ErrorCode;
   readonly status: number;
   readonly extra?: Record<string, unknown>;
@@ -62,6 +75,10 @@ export class ApiError extends Error {
   static unavailable(retryAfterS: number, message?: string): ApiError {
     return new ApiError({ code: "SERVICE_UNAVAILABLE", message, headers: { "retry-after": String(retryAfterS) } });
   }
+
+  toResponse(): Response {
+    return errorResponse(this);
+  }
 }
 
 const JSON_HEADERS = { "content-type": "application/json" };
@@ -79,18 +96,22 @@ export function errorResponse(err: ApiError): Response {
  * The x402 top-up's bare answer (spec error rule 5): `{error: text}` with no code, which x402 clients expect;
  * they match on the status. Every other error is an ApiError.
  */
-export class BareError extends Error {
+export class BareError extends HttpError {
   constructor(
     readonly status: number,
     message: string,
   ) {
     super(message);
   }
+
+  toResponse(): Response {
+    return Response.json({ error: this.message }, { status: this.status });
+  }
 }
 
 /**
  * A bad setting: start-up stops with one line that names the variable. Here, below everything, because checks on
- * every floor raise it (the environment in config.ts, a Redis the ledger cannot trust in store/redisChecks.ts).
+ * every floor raise it (the environment in config.ts, a Redis the ledger cannot trust in rebuild/redisChecks.ts).
  */
 export class ConfigError extends Error {
   constructor(

@@ -53,11 +53,12 @@ export function logToStderr(): void {
 /** Where a finished line goes; tests swap it to read what the gateway logs (never the real streams' job). */
 export type LogSink = (line: string, level: LogLevel) => void;
 
-const stdSink: LogSink = (line, level) => {
+/** The standard streams: warnings and errors to stderr, the rest to stdout (all to stderr under `logToStderr`). */
+export const standardSink: LogSink = (line, level) => {
   if (allToStderr || LEVELS[level] >= LEVELS.warn) process.stderr.write(line + "\n");
   else process.stdout.write(line + "\n");
 };
-let sink: LogSink = stdSink;
+let sink: LogSink = standardSink;
 
 // The buffered stdout of a serving gateway: info lines (one access-log line per request) leave in one write per
 // FLUSH_MS or per FLUSH_BYTES instead of a write each, which cost as much as the rest of the line.
@@ -103,7 +104,7 @@ export function bufferStdout(): void {
 
 /** Sends log lines to `s` instead of stdout/stderr; null restores the standard streams. */
 export function setLogSink(s: LogSink | null): void {
-  sink = s ?? stdSink;
+  sink = s ?? standardSink;
 }
 
 /** Sets the level once from configuration. */

@@ -1,10 +1,10 @@
-import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin.ts";
-import { createApp, MAX_BODY_BYTES } from "./app.ts";
+import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
+import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
-import { LedgerRebuilding } from "./ledger/fence.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
-import { buildServices, type Services } from "./services.ts";
+import { serverLimits } from "./requestBody.ts";
+import { buildServices, type Services } from "./wiring.ts";
 import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
 
@@ -40,7 +40,7 @@ function logProviders(config: Config): void {
 
 async function serve(config: Config): Promise<void> {
   bufferStdout(); // one access-log line per request: written in batches, not one write each
-  const options = { port: config.port, hostname: config.host, idleTimeout: 0, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 };
+  const options = { port: config.port, hostname: config.host, ...serverLimits(config) };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
   // Until the services are up, requests get 503.
   let server: ReturnType<typeof Bun.serve>;
@@ -63,7 +63,6 @@ async function serve(config: Config): Promise<void> {
   }
   services.startBackground();
   const app = createApp(services);
-  // A body without Content-Length is cut off by Bun just above the app's own limit (which answers in the spec's shape).
   server.reload({ ...options, fetch: app.fetch });
   log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size });
 
@@ -93,7 +92,7 @@ async function serve(config: Config): Promise<void> {
 function oneLine(e: unknown): string {
   // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
   if (e instanceof ConfigError) return `configuration error: ${e.message}`;
-  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError || e instanceof LedgerRebuilding) return e.message;
+  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
   const message = e instanceof Error ? e.message : String(e);
   return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;
 }

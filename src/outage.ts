@@ -14,11 +14,19 @@ export class DependencyDown extends Error {
     super(message);
     this.name = "DependencyDown";
   }
+
+  /** A call to `dependency` that did not answer within `ms`: the `late` of a withDeadline (deadline.ts). */
+  static late(dependency: Dependency, what: string, ms: number): DependencyDown {
+    return new DependencyDown(dependency, `${what} did not answer within ${ms} ms`);
+  }
 }
 
 // A Redis reply that means "not now" rather than "wrong": loading its data, a script running too long, a replica
 // that cannot take writes, a cluster in failover, out of memory.
 const REDIS_TRANSIENT = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|OOM|NOREPLICAS)\b/;
+// ioredis' Cluster giving up on a command it could not route: redirected or cut off past maxRedirections while a
+// master fails over, no slot map (every node refused the refresh), or no node to start from.
+const IOREDIS_CLUSTER = /^(Too many Cluster redirections\b|None of startup nodes is available$|Failed to refresh slots cache\.$|Cluster isn't ready and enableOfflineQueue)/;
 // postgres.js' own codes for a connection lost or never made.
 const PG_CONNECTION = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT"]);
 // Socket errors of a connect or a live connection (postgres.js passes them on unchanged).
@@ -35,6 +43,7 @@ export function isRedisDown(e: unknown): boolean {
   const { name, code, message } = fields(e);
   if (code.startsWith("ERR_REDIS_CONNECTION") || code === "ERR_REDIS_IDLE_TIMEOUT") return true; // Bun's client
   if (name === "MaxRetriesPerRequestError" || message === "Connection is closed." || message.startsWith("Stream isn't writeable")) return true; // ioredis
+  if (name === "ClusterAllFailedError" || IOREDIS_CLUSTER.test(message)) return true; // ioredis' Cluster
   return REDIS_TRANSIENT.test(message);
 }
 
@@ -54,13 +63,4 @@ export function outageOf(e: unknown): Dependency | undefined {
   if (isRedisDown(e)) return "redis";
   if (isPostgresDown(e)) return "postgres";
   return undefined;
-}
-
-/** Rejects with DependencyDown when `p` takes longer than `ms` (p itself runs on: its outcome is the caller's to handle). */
-export function withinDeadline<T>(p: Promise<T>, ms: number, dependency: Dependency, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DependencyDown(dependency, `${what} did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }

@@ -4,7 +4,7 @@ import { startEmbeddedPostgres } from "./embedded/postgres.ts";
 import { startEmbeddedRedis } from "./embedded/redis.ts";
 import { log } from "./log.ts";
 import type { RedisTarget } from "./redis/target.ts";
-import type { Connections } from "./services.ts";
+import type { Connections } from "./wiring.ts";
 
 /** The Redis and Postgres this process uses: external ones from the URLs, or embedded ones in DATA_DIR. */
 export interface Stack {

@@ -5,7 +5,7 @@ import postgres from "postgres";
 import type { Config } from "./config.ts";
 import { redactText } from "./log.ts";
 import { type ClusterTarget, isCluster } from "./redis/target.ts";
-import type { Connections } from "./services.ts";
+import type { Connections } from "./wiring.ts";
 
 const PROBE_TIMEOUT_MS = 5_000;
 

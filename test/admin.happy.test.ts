@@ -11,7 +11,7 @@ import { loadConfig } from "../src/config.ts";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "../src/embedded/postgres.ts";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded/redis.ts";
 import { setLogLevel } from "../src/log.ts";
-import { buildServices, type Services } from "../src/services.ts";
+import { buildServices, type Services } from "../src/wiring.ts";
 import { runCli } from "./helpers/adminCli.ts";
 
 let root: string;

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { keySlot } from "../src/redis/slot.ts";
 import { ClusterRouter } from "../src/redis/router.ts";
-import { checkEvictionPolicy } from "../src/store/redisChecks.ts";
+import { checkEvictionPolicy } from "../src/rebuild/redisChecks.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
 import { runMain } from "./helpers/child.ts";
 import { startCluster, type TestCluster } from "./helpers/cluster.ts";

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { hostname } from "node:os";
-import { runAudit } from "../src/store/audit.ts";
+import { runAudit } from "../src/audit/audit.ts";
 import { type ChildGateway, startChildGateway } from "./helpers/child.ts";
 import { startCluster, type TestCluster } from "./helpers/cluster.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";

@@ -42,6 +42,8 @@ describe("configuration is validated once, naming the variable", () => {
     expect(c.rateLimitWindowMs).toBe(60_000);
     expect(c.upstreamTimeoutMs).toBe(120_000);
     expect(c.streamMaxMs).toBe(7_200_000);
+    expect(c.maxBodyBytes).toBe(32 * 1024 * 1024);
+    expect(c.bodyTimeoutMs).toBe(60_000);
     expect(c.catalog.models.get("p/m")).toMatchObject({ promptPico: 1_000_000, costPromptPico: 500_000 });
     expect(c.redisCluster).toBeUndefined();
   });
@@ -65,6 +67,9 @@ describe("configuration is validated once, naming the variable", () => {
     [{ RATE_LIMIT_REQUESTS: "-1" }, /^RATE_LIMIT_REQUESTS: /],
     [{ UPSTREAM_TIMEOUT_MS: "0" }, /^UPSTREAM_TIMEOUT_MS: /],
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
+    [{ MAX_BODY_BYTES: "32MiB" }, /^MAX_BODY_BYTES: must be a whole number/],
+    [{ MAX_BODY_BYTES: "100" }, /^MAX_BODY_BYTES: must be between 1024 and /],
+    [{ BODY_TIMEOUT_MS: "0" }, /^BODY_TIMEOUT_MS: must be between 100 and /],
     [{ SIWE_CHAIN_IDS: "1,base" }, /^SIWE_CHAIN_IDS: /],
     [{ SIWE_DOMAIN: "https://x.test/" }, /^SIWE_DOMAIN: /],
     [{ REDIS_CLUSTER_NODES: "10.0.0.1:7000", REDIS_URL: "redis://10.0.0.1:6379" }, /^REDIS_CLUSTER_NODES: and REDIS_URL are both set/],

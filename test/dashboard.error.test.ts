@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, Page } from "playwright-core";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { ApiFailure, explain } from "../src/dashboard/page/api.ts";
-import { injectWallet, launchBrowser, screenshot, servedGateway, type TestWallet } from "./helpers/browser.ts";
+import { injectWallet, launchBrowser, newPage, screenshot, servedGateway, STEP_MS, type TestWallet, waitForText } from "./helpers/browser.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 // What a wallet owner reads when something goes wrong: real failures in Chromium where they can be caused for
 // real (a declined signature, an empty wallet, a refused session, an unreachable facilitator), and the wording
@@ -13,7 +14,6 @@ let served: Awaited<ReturnType<typeof servedGateway>>;
 let deadFacilitator: Awaited<ReturnType<typeof servedGateway>>;
 let unpaid: Awaited<ReturnType<typeof servedGateway>>;
 let browser: Browser;
-const STEP_MS = 30_000;
 
 beforeAll(async () => {
   chain = await startChain();
@@ -32,10 +32,11 @@ afterAll(async () => {
   await unpaid?.close();
   await chain?.stop();
 }, 30_000);
+const errors = captureErrors(/"payment facilitator unavailable"/);
 
 /** A page with the wallet of `account` connected (on the payment network already). */
 async function connected(origin: string, account: PrivateKeyAccount): Promise<{ page: Page; wallet: TestWallet }> {
-  const page = await (await browser.newContext({ viewport: { width: 1100, height: 900 } })).newPage();
+  const page = await newPage(browser, { viewport: { width: 1100, height: 900 } });
   const wallet = await injectWallet(page, account, chain, chain.chainId);
   await page.goto(`${origin}/`);
   await page.getByRole("button", { name: "Test Wallet" }).click();
@@ -118,6 +119,7 @@ describe("errors in the browser", () => {
     const { page } = await connected(deadFacilitator.origin, account);
     await topUp(page, "2");
     expect(await page.locator("#topup-error").innerText()).toContain("The payment service (facilitator) cannot be reached right now.");
+    expect(errors.take(/"payment facilitator unavailable"/)).toHaveLength(1);
     expect(await chain.balanceOf(chain.usdc.address, account.address)).toBe(before);
     expect(await deadFacilitator.gw.ledgerState(account.address.toLowerCase())).toEqual({ balance: 0, locked: 0 });
     await screenshot(page, "dashboard-error-503");
@@ -126,7 +128,7 @@ describe("errors in the browser", () => {
 });
 
 test("a gateway without GET /v1/auth/siwe (older): the page signs by the rules written into it", async () => {
-  const page = await (await browser.newContext()).newPage();
+  const page = await newPage(browser);
   await injectWallet(page, await chain.newPayer(1), chain, chain.chainId);
   await page.route("**/v1/auth/siwe", (r) => r.fulfill({ status: 404, contentType: "application/json", body: '{"error":"NOT_FOUND","message":"No such route"}' }));
   await page.goto(`${served.origin}/`);

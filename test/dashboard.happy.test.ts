@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { injectWallet, launchBrowser, screenshot, servedGateway, type TestWallet } from "./helpers/browser.ts";
+import { injectWallet, launchBrowser, newPage, screenshot, servedGateway, STEP_MS, type TestWallet, waitForText } from "./helpers/browser.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
 import { expectedCharge, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
@@ -12,13 +12,10 @@ let chain: DevChain;
 let gw: TestGateway;
 let served: Awaited<ReturnType<typeof servedGateway>>;
 let browser: Browser;
-let context: BrowserContext;
 let page: Page;
 let payer: PrivateKeyAccount;
 let wallet: TestWallet;
 let origin: string;
-/** Statuses of GET /v1/auth/siwe as the page saw them: each signature starts from a fresh nonce. */
-const siweAnswers: number[] = [];
 
 beforeAll(async () => {
   chain = await startChain();
@@ -26,13 +23,9 @@ beforeAll(async () => {
   ({ gw, origin } = served);
   payer = await chain.newPayer(100);
   browser = await launchBrowser();
-  context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin });
-  page = await context.newPage();
+  page = await newPage(browser, { viewport: { width: 1100, height: 900 } });
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin });
   wallet = await injectWallet(page, payer, chain);
-  page.on("response", (r) => {
-    if (new URL(r.url()).pathname === "/v1/auth/siwe") siweAnswers.push(r.status());
-  });
 }, 90_000);
 
 afterAll(async () => {
@@ -42,8 +35,6 @@ afterAll(async () => {
 }, 30_000);
 
 const text = (selector: string) => page.locator(selector).innerText();
-// A browser step waits on a wallet, a chain and the gateway: more than a unit test, on a busy machine.
-const STEP_MS = 30_000;
 const ledger = () => gw.ledgerState(payer.address.toLowerCase());
 
 describe("the dashboard in Chromium with a browser wallet", () => {
@@ -75,7 +66,7 @@ describe("the dashboard in Chromium with a browser wallet", () => {
     await button.click();
     await page.locator("#dash").waitFor();
     await expect(text("#account")).resolves.toContain(payer.address.slice(0, 6));
-    await page.waitForFunction(() => document.getElementById("available")!.textContent === "0.00 USD");
+    await waitForText(page, "#available", "0.00 USD");
     await expect(page.locator("#keys-card").isVisible()).resolves.toBe(false);
     await screenshot(page, "dashboard-02-connected");
   }, STEP_MS);
@@ -83,11 +74,11 @@ describe("the dashboard in Chromium with a browser wallet", () => {
   test("sign in: one SIWE signature shows keys, usage and history", async () => {
     const signed = wallet.calls.filter((c) => c === "personal_sign").length;
     await page.getByRole("button", { name: "Sign in with Ethereum" }).click();
-    await page.locator("#keys tbody tr").first().waitFor();
-    await expect(text("#keys tbody")).resolves.toContain("No keys yet");
+    await waitForText(page, "#keys tbody", /No keys yet/);
     await expect(text("#session-line")).resolves.toContain("Signed in until");
     expect(wallet.calls.filter((c) => c === "personal_sign").length).toBe(signed + 1);
-    expect(siweAnswers).toEqual([200]);
+    // Each signature starts from a fresh nonce.
+    expect(served.statuses("/v1/auth/siwe")).toEqual([200]);
     await screenshot(page, "dashboard-03-signed-in");
   }, STEP_MS);
 
@@ -96,9 +87,8 @@ describe("the dashboard in Chromium with a browser wallet", () => {
     await page.locator("#topup-amount").fill("5");
     await page.locator("#topup-asset").selectOption("USDC");
     await page.getByRole("button", { name: "Top up" }).click();
-    await page.locator("#topup-result").waitFor();
-    await expect(text("#topup-result")).resolves.toContain("Credited 5.00 USD (paid in USDC). New balance: 5.00 USD.");
-    await page.waitForFunction(() => document.getElementById("available")!.textContent === "5.00 USD");
+    await waitForText(page, "#topup-result", /Credited 5\.00 USD \(paid in USDC\)\. New balance: 5\.00 USD\./);
+    await waitForText(page, "#available", "5.00 USD");
     expect(wallet.chainId).toBe(chain.chainId);
     expect(wallet.calls).toContain("wallet_switchEthereumChain");
     expect(await ledger()).toEqual({ balance: 5_000_000, locked: 0 });
@@ -119,9 +109,8 @@ describe("the dashboard in Chromium with a browser wallet", () => {
     await page.locator("#topup-amount").fill("3.25");
     await page.locator("#topup-asset").selectOption("USDT");
     await page.getByRole("button", { name: "Top up" }).click();
-    await page.waitForFunction(() => document.getElementById("topup-result")!.textContent!.includes("paid in USDT"));
-    await expect(text("#topup-result")).resolves.toContain("Credited 3.25 USD (paid in USDT). New balance: 8.25 USD.");
-    await page.waitForFunction(() => document.getElementById("available")!.textContent === "8.25 USD");
+    await waitForText(page, "#topup-result", /Credited 3\.25 USD \(paid in USDT\)\. New balance: 8\.25 USD\./);
+    await waitForText(page, "#available", "8.25 USD");
     expect(await ledger()).toEqual({ balance: 8_250_000, locked: 0 });
     expect(before - (await chain.balanceOf(chain.usdt.address, payer.address))).toBe(3_250_000n);
     await page.waitForFunction(() => document.querySelectorAll("#history tbody tr [title]").length === 2);
@@ -141,9 +130,11 @@ describe("the dashboard in Chromium with a browser wallet", () => {
     expect(wallet.calls.filter((c) => c === "personal_sign").length).toBe(signed + 1);
     await expect(text("#new-key")).resolves.toContain("shown only this once");
     await page.getByRole("button", { name: "Copy", exact: true }).click();
-    await expect(page.evaluate(() => navigator.clipboard.readText())).resolves.toBe(key);
-    await expect(text("#keys tbody")).resolves.toContain("ci-app");
-    await expect(page.locator("#keys tbody tr").first().locator(".state").innerText()).resolves.toBe("active");
+    // The copy is asynchronous in the page: wait for the clipboard to hold the key.
+    await page.waitForFunction(async (k) => (await navigator.clipboard.readText()) === k, key);
+    // The table is read again after the creation: the new key appears there, active.
+    await waitForText(page, "#keys tbody tr:first-child", /ci-app/);
+    await waitForText(page, "#keys tbody tr:first-child .state", "active");
     await screenshot(page, "dashboard-06-key-created");
 
     const messages = [{ role: "user" as const, content: "Say hello." }];

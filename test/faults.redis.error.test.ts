@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Redis } from "ioredis";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 let gw: TestGateway;
 let side: Redis; // straight to the redis-server, past the forwarder
@@ -17,6 +18,7 @@ afterAll(async () => {
   side?.disconnect();
   await gw?.close();
 });
+const errors = captureErrors(/"Redis connection lost; reconnecting"/);
 
 const body = { model: "standin/echo", messages: [{ role: "user", content: "hello there" }], max_tokens: 16 };
 const chat = (key: string) => gw.call("POST", "/v1/chat/completions", body, { authorization: `Bearer ${key}` });
@@ -89,6 +91,8 @@ describe("Redis fails during a chat request", () => {
     } finally {
       gw.redisForwarder!.up();
     }
+    // The operator is told the connection went, without the redis-server's address details beyond its name.
+    expect(errors.take(/"Redis connection lost; reconnecting"/).length).toBeGreaterThan(0);
     await reconnected();
     await expectNothingHeld(cached.wallet, cached.keyId, balanceAfterFirst);
     await expectNothingHeld(fresh.wallet, fresh.keyId, 1_000_000);

@@ -4,7 +4,6 @@
  */
 import { describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { MAX_BODY_BYTES } from "../src/app.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 
@@ -47,11 +46,14 @@ describe("bodies", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   });
 
-  test("a body over the size limit is refused by its Content-Length before it is read", async () => {
+  test("a body over the size limit (32 MiB by default) is refused 413 by its Content-Length before it is read", async () => {
     const { wallet, key } = await gw.newWallet(1);
-    const res = await chat({ authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": String(MAX_BODY_BYTES + 1) }, "{}");
-    expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ error: "VALIDATION_ERROR", message: `Request body too large (at most ${MAX_BODY_BYTES} bytes)` });
+    const limit = 32 * 1024 * 1024;
+    expect(gw.services.config.maxBodyBytes).toBe(limit);
+    const res = await chat({ authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": String(limit + 1) }, "{}");
+    expect(res.status).toBe(413);
+    expect(res.headers.get("connection")).toBe("close");
+    expect(await res.json()).toEqual({ error: "PAYLOAD_TOO_LARGE", message: `Request body too large (at most ${limit} bytes)` });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   });
 });

@@ -6,11 +6,13 @@
  */
 import { describe, expect, test } from "bun:test";
 import { hashApiKey } from "../src/auth/apiKeys.ts";
-import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
+import { ensureLedger, rebuildLedger } from "../src/rebuild/rebuild.ts";
 import { sharedGateway } from "./helpers/gateway.ts";
 import { CHARGE, COST, ledgerTraffic, usage } from "./helpers/ledgerTraffic.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 const gw = sharedGateway();
+const errors = captureErrors(/"Redis lost the outbox consumer groups/);
 
 const { chat, chatStatus, outboxLength, rows } = ledgerTraffic(() => gw);
 
@@ -113,6 +115,7 @@ describe("Redis losing its data while the gateway runs", () => {
     await services.redis.flushall();
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
     await services.flusher.drain();
+    expect(errors.take(/"Redis lost the outbox consumer groups/)).toHaveLength(1);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 2 * CHARGE, locked: 0 });
     await chat(key, 1);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 3 * CHARGE, locked: 0 });
@@ -132,6 +135,7 @@ describe("Redis losing its data while the gateway runs", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 3 * CHARGE, locked: 0 });
     // The flusher finds its consumer groups gone and the ledger already rebuilt: nothing is rebuilt twice.
     await services.flusher.drain();
+    expect(errors.take(/"Redis lost the outbox consumer groups/)).toHaveLength(1);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_000_000 - 3 * CHARGE, locked: 0 });
     expect((await rows(wallet)).filter((r) => r.type === "charge")).toHaveLength(3);
   });

@@ -8,13 +8,15 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { hashRedeemCode } from "../src/modules/keys/keys.service.ts";
-import { ensureLedger, rebuildLedger } from "../src/store/rebuild.ts";
-import { RebuildLock, RebuildLockLost } from "../src/store/rebuildLock.ts";
-import { reconcileFromPostgres } from "../src/store/reconcile.ts";
+import { ensureLedger, rebuildLedger } from "../src/rebuild/rebuild.ts";
+import { RebuildLock, RebuildLockLost } from "../src/rebuild/lock.ts";
+import { reconcileFromPostgres } from "../src/rebuild/reconcile.ts";
 import { spawnMain, startChildGateway, freePort, type ChildGateway } from "./helpers/child.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 const gw = sharedGateway({}, { redisPort: freePort() });
+const errors = captureErrors(/"the ledger rebuild lock was (taken over|not renewed)/);
 
 const fences = async () => Promise.all(gw.services.ledger.names.allShards().map((s) => gw.services.redis.get(gw.services.ledger.names.fence(s))));
 
@@ -43,13 +45,13 @@ describe("the fence", () => {
     const epoch = (await gw.services.redis.get(k.fence(s)))!;
     expect(epoch).toMatch(/^\d+$/);
     const stale = String(Number(epoch) - 1);
-    expect(await scripts.credit(k.wallet(s, wallet), k.credited(s), k.fence(s), "grant:stale", 5, stale)).toEqual([0, "FENCED", epoch]);
+    expect(await scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], stale, "grant:stale", 5)).toEqual([0, "FENCED", epoch]);
     expect(await gw.services.redis.hget(k.credited(s), "grant:stale")).toBeNull();
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
     // A bad amount is refused before the first write too: nothing marked applied.
-    await expect(scripts.credit(k.wallet(s, wallet), k.credited(s), k.fence(s), "grant:bad", "1.5", epoch)).rejects.toThrow(/bad credit id or amount/);
+    await expect(scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:bad", "1.5")).rejects.toThrow(/bad credit id or amount/);
     expect(await gw.services.redis.hget(k.credited(s), "grant:bad")).toBeNull();
-    expect(await scripts.credit(k.wallet(s, wallet), k.credited(s), k.fence(s), "grant:stale", 5, epoch)).toEqual([1, 5]);
+    expect(await scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:stale", 5)).toEqual([1, 5]);
   });
 
   test("live holds survive a rebuild with their locks; a credit committed after the snapshot stays unapplied for its own writer", async () => {
@@ -122,6 +124,7 @@ describe("the rebuild lock", () => {
       },
     });
     await expect(rebuild).rejects.toBeInstanceOf(RebuildLockLost);
+    expect(errors.take(/"the ledger rebuild lock was taken over/)).toHaveLength(1);
     expect(await gw.services.redis.get(ledger.names.rebuildLock)).toBe("intruder");
     expect(await fences()).toEqual((await fences()).map(() => expect.stringMatching(/^R:\d+$/)));
 
@@ -142,6 +145,7 @@ describe("a rebuild that stalled past its lock", () => {
       lock.assertHeld();
       Bun.sleepSync(300); // a stall of the whole process: no renewal can run, and none was confirmed
       expect(() => lock.assertHeld()).toThrow(RebuildLockLost);
+      expect(errors.take(/"the ledger rebuild lock was not renewed/)).toHaveLength(1);
     } finally {
       await lock.release();
     }

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { validate, compileErrors } from "@readme/openapi-parser";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { parseAdmin } from "../src/admin.ts";
+import { parseAdmin } from "../src/admin/dispatch.ts";
 import { BASE, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { type Conformance, conformance } from "./helpers/openapi.ts";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { AdminFailure, AdminUsageError, parseAdmin } from "../src/admin.ts";
+import { AdminFailure, AdminUsageError, parseAdmin } from "../src/admin/dispatch.ts";
 import { hashRedeemCode } from "../src/modules/keys/keys.service.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
 

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { RedisNames } from "../src/ledger/names.ts";
-import { checkRedisForLedger } from "../src/store/redisChecks.ts";
+import { checkRedisForLedger } from "../src/rebuild/redisChecks.ts";
 import { freePort, runMain } from "./helpers/child.ts";
 import { freshDatabase, privateRedis } from "./helpers/services.ts";
 

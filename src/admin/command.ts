@@ -2,7 +2,7 @@
  * What an admin command is: a parser that validates its arguments before anything opens and returns the work
  * to run against the services; the errors that decide its exit code; and the argument helpers the parsers share.
  */
-import type { Services } from "../services.ts";
+import type { Services } from "../wiring.ts";
 
 /** A usage mistake: printed with the command's usage, exit code 2. */
 export class AdminUsageError extends Error {}

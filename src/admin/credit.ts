@@ -1,6 +1,6 @@
 /** Admin commands about credit: grants, a wallet's balance, redeem codes, referral codes and the referral report. */
 import { hashRedeemCode } from "../modules/keys/keys.service.ts";
-import { formatUsd, parseUsd } from "../money.ts";
+import { formatUsd, parseUsd } from "../billing/money.ts";
 import { AdminFailure, AdminUsageError, type AdminCommand, noArgs, option, walletArg } from "./command.ts";
 
 const MAX_CODES = 10_000;

@@ -1,5 +1,5 @@
 /** Admin commands about API keys and the ledger's health: list and revoke keys, audit Redis against Postgres. */
-import { runAudit } from "../store/audit.ts";
+import { runAudit } from "../audit/audit.ts";
 import { AdminFailedReport, AdminFailure, AdminUsageError, type AdminCommand, noArgs, walletArg } from "./command.ts";
 
 /** A wallet's keys, revoked ones included (tab-separated). */
@@ -28,7 +28,7 @@ export function revokeKey(rest: string[]): AdminCommand {
   });
 }
 
-/** Redis vs Postgres, wallet by wallet and key by key (src/store/audit.ts); differences exit 1. */
+/** Redis vs Postgres, wallet by wallet and key by key (src/audit/audit.ts); differences exit 1. */
 export function audit(rest: string[]): AdminCommand {
   const fix = rest[0] === "--fix";
   const extra = rest.slice(fix ? 1 : 0);

@@ -1,6 +1,5 @@
 import { inChunks, type RedisCommands } from "../redis/connect.ts";
-import type { KeyPrincipal } from "./ledger.ts";
-import type { RedisNames } from "./names.ts";
+import type { KeyPrincipal, RedisNames } from "./names.ts";
 
 /** An API key's mutable state, as Postgres records it. */
 export interface KeyState {
@@ -83,7 +82,7 @@ export class ApiKeyState {
   }
 }
 
-/** A rebuilt key's whole hash, state and counters: the rebuild writes it through its fenced batches (rebuildBatch.ts). */
+/** A rebuilt key's whole hash, state and counters: the rebuild writes it through its fenced batches (rebuild/batch.ts). */
 export function rebuiltKeyFields(state: KeyState, counters: Record<string, number>): Record<string, string | number> {
   return { ...keyStateFields(state), ...counters };
 }

@@ -1,3 +1,4 @@
+import { ApiError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { KeyRouter } from "../redis/router.ts";
 import type { RedisNames } from "./names.ts";
@@ -115,10 +116,14 @@ export class LedgerFence {
   }
 }
 
-/** A shard stayed closed longer than a caller waits (a rebuild of a large ledger): nothing was changed; retry soon. */
-export class LedgerRebuilding extends Error {
-  /** Seconds a client should wait before retrying. */
-  readonly retryAfterS = 5;
+/**
+ * A shard stayed closed longer than a caller waits (a rebuild of a large ledger): nothing was changed; the client
+ * retries after Retry-After (5 s): a 503 SERVICE_UNAVAILABLE.
+ */
+export class LedgerRebuilding extends ApiError {
+  constructor(message: string) {
+    super({ code: "SERVICE_UNAVAILABLE", message, headers: { "retry-after": "5" } });
+  }
 }
 
 /** An open fence is the bare epoch (digits); "R:<epoch>" is closed, null is lost. */

@@ -5,15 +5,9 @@ import { LedgerBatches } from "./batcher.ts";
 import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { LedgerScripts } from "./scripts.ts";
+import type { KeyPrincipal } from "./names.ts";
 
-/** An authenticated API key with its Redis key names computed once (the key → wallet mapping never changes). */
-export interface KeyPrincipal {
-  keyId: number;
-  wallet: string;
-  shard: string;
-  walletName: string;
-  apiKeyName: string;
-}
+export type { KeyPrincipal } from "./names.ts";
 
 export interface LedgerLimits {
   rateLimitRequests: number;
@@ -163,7 +157,7 @@ export class Ledger {
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
     this.batches.flush(p.shard);
-    const r = await this.fence.run(p.shard, (epoch) => this.scripts.release(...this.holdKeys(p, holdId), holdId, "release", RESOLUTION_TTL_S, epoch));
+    const r = await this.fence.run(p.shard, (epoch) => this.scripts.release(this.holdKeys(p, holdId), epoch, holdId, "release", RESOLUTION_TTL_S));
     holdClosed(holdId);
     if (r[0] === 1) metrics.releases.inc({ reason: "release" });
     return r[0] === 1;
@@ -174,7 +168,7 @@ export class Ledger {
     const shard = this.names.shardOf(wallet);
     const k = this.names;
     this.batches.flush(shard);
-    const r = await this.fence.run(shard, (epoch) => this.scripts.credit(k.wallet(shard, wallet), k.credited(shard), k.fence(shard), creditId, amount, epoch));
+    const r = await this.fence.run(shard, (epoch) => this.scripts.credit([k.wallet(shard, wallet), k.credited(shard), k.fence(shard)], epoch, creditId, amount));
     return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
@@ -210,7 +204,7 @@ export class Ledger {
         if (!marker?.startsWith("live|")) continue;
         const [, , wallet = "", keyId = ""] = marker.split("|");
         const p = { shard, walletName: this.names.wallet(shard, wallet), apiKeyName: this.names.apiKey(shard, keyId) };
-        const r = await this.fence.run(shard, (epoch) => this.scripts.release(...this.holdKeys(p, holdId), holdId, "expire", RESOLUTION_TTL_S, epoch));
+        const r = await this.fence.run(shard, (epoch) => this.scripts.release(this.holdKeys(p, holdId), epoch, holdId, "expire", RESOLUTION_TTL_S));
         holdClosed(holdId);
         if (r[0] === 1) {
           released++;

@@ -1,5 +1,14 @@
 import { SLOTS, keySlot } from "../redis/slot.ts";
 
+/** An authenticated API key with its Redis key names computed once (the key → wallet mapping never changes). */
+export interface KeyPrincipal {
+  keyId: number;
+  wallet: string;
+  shard: string;
+  walletName: string;
+  apiKeyName: string;
+}
+
 /** The shard count of ledgers built before the even layout: its tags stay `{s00}`…`{s15}` so such a ledger keeps its names. */
 export const LEGACY_SHARDS = 16;
 

@@ -6,10 +6,13 @@ import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
 import release from "../../lua/release-6.lua" with { type: "text" };
 import reserveBatch from "../../lua/reserve-batch.lua" with { type: "text" };
 import settleBatch from "../../lua/settle-batch.lua" with { type: "text" };
+import fenceInclude from "../../lua/includes/fence.lua" with { type: "text" };
+import numbersInclude from "../../lua/includes/numbers.lua" with { type: "text" };
+import walletsInclude from "../../lua/includes/wallets.lua" with { type: "text" };
 
 // Imported as text so a compiled binary carries them; the key count comes from the `name-<numKeys>.lua` name, or
 // from each call for a variadic `name-batch.lua`.
-const SOURCES = {
+const FILES = {
   "reserve-batch.lua": reserveBatch,
   "settle-batch.lua": settleBatch,
   "release-6.lua": release,
@@ -19,12 +22,35 @@ const SOURCES = {
   "rebuild-write-2.lua": rebuildWrite,
 } as const;
 
-/** The ledger's Lua scripts by file name. */
-export const SCRIPT_FILES = Object.keys(SOURCES) as (keyof typeof SOURCES)[];
+/** Code shared by several scripts (lua/includes/), pulled in where a script says `--- @include "includes/<name>"`. */
+const INCLUDES: Record<string, string> = {
+  "includes/fence": fenceInclude,
+  "includes/numbers": numbersInclude,
+  "includes/wallets": walletsInclude,
+};
 
-/** Source of a script as shipped (tests pin its SHA1). */
-export function scriptSource(file: keyof typeof SOURCES): string {
+/** A script's file text with each `--- @include "…"` line replaced by that include's code (Redis has no imports). */
+export function withIncludes(text: string): string {
+  return text.replace(/^--- @include "([^"]+)"\n/gm, (_line, name: string) => {
+    const code = INCLUDES[name];
+    if (code === undefined) throw new Error(`lua: unknown include "${name}"`);
+    return code;
+  });
+}
+
+const SOURCES = Object.fromEntries(Object.entries(FILES).map(([file, text]) => [file, withIncludes(text)])) as Record<keyof typeof FILES, string>;
+
+/** The ledger's Lua scripts by file name. */
+export const SCRIPT_FILES = Object.keys(FILES) as (keyof typeof FILES)[];
+
+/** A script as Redis runs it, includes in place (tests pin its SHA1). */
+export function scriptSource(file: keyof typeof FILES): string {
   return SOURCES[file];
+}
+
+/** The script's file as written, before its includes are pulled in. */
+export function scriptFile(file: keyof typeof FILES): string {
+  return FILES[file];
 }
 
 type Arg = string | number;
@@ -42,7 +68,7 @@ interface Script {
   numKeys: number;
 }
 
-function script(file: keyof typeof SOURCES): Script {
+function script(file: keyof typeof FILES): Script {
   const source = scriptSource(file);
   return {
     sha: new Bun.CryptoHasher("sha1").update(source).digest("hex"),
@@ -96,13 +122,13 @@ export class LedgerScripts {
   }
 
   /** release-6.lua: {1, amount_released} | {0, state} | {0, 'FENCED', fence}. */
-  release(...keysThenArgs: Arg[]): Promise<[number, number | string, string?]> {
-    return this.run(this.scripts.release, keysThenArgs) as Promise<[number, number | string, string?]>;
+  release(keys: string[], epoch: string, holdId: string, kind: "release" | "expire", markerTtlS: number): Promise<[number, number | string, string?]> {
+    return this.run(this.scripts.release, [...keys, epoch, holdId, kind, markerTtlS]) as Promise<[number, number | string, string?]>;
   }
 
   /** credit-3.lua: {1 | 0, balance} | {0, 'FENCED', fence}. */
-  credit(...keysThenArgs: Arg[]): Promise<[number, number | string, string?]> {
-    return this.run(this.scripts.credit, keysThenArgs) as Promise<[number, number | string, string?]>;
+  credit(keys: [wallet: string, credited: string, fence: string], epoch: string, creditId: string, amount: number | string): Promise<[number, number | string, string?]> {
+    return this.run(this.scripts.credit, [...keys, epoch, creditId, amount]) as Promise<[number, number | string, string?]>;
   }
 
   /** compare-and-set-1.lua: true when `key` held `expected` and now holds `next` ('' deletes it). */

@@ -15,7 +15,7 @@ import type { TopupService } from "./topup/topup.service.ts";
 import type { UsageService } from "./usage/usage.service.ts";
 
 /**
- * What the routes are given: every service, built once by the composition root (src/services.ts, which main,
+ * What the routes are given: every service, built once by the composition root (src/wiring.ts, which main,
  * admin and the tests call). Declared here, beside the services it names, so that routes and the composition root
  * both depend downward on it and nothing under modules/ imports from above.
  */

@@ -1,3 +1,5 @@
+import { withDeadline } from "../deadline.ts";
+
 /** A facilitator's verdict on a payment (x402 /verify). */
 export interface VerifyResult {
   isValid: boolean;
@@ -32,18 +34,6 @@ export class FacilitatorUnavailable extends Error {
 }
 
 /** Runs `fn` with an abort signal that fires after `ms`; a timeout becomes FacilitatorUnavailable. */
-export async function withTimeout<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const ctrl = new AbortController();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      ctrl.abort();
-      reject(new FacilitatorUnavailable(`${what} timed out after ${ms} ms`));
-    }, ms);
-  });
-  try {
-    return await Promise.race([fn(ctrl.signal), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function withTimeout<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  return withDeadline(ms, fn, () => new FacilitatorUnavailable(`${what} timed out after ${ms} ms`));
 }

@@ -7,6 +7,7 @@ import type { TransferMethod } from "./networks.ts";
 import type { MatchedPayment } from "./payment.ts";
 import { tokenAbi, transferred } from "./token.ts";
 import { topupEventId } from "./topupId.ts";
+import { withDeadline } from "../deadline.ts";
 
 
 const AUTHORIZATION_USED = getAbiItem({ abi: tokenAbi, name: "AuthorizationUsed" });
@@ -56,7 +57,8 @@ export class PaymentRecovery {
   /** The chain's height now (undefined without RPC_URL or when it does not answer within 2 s). */
   async height(): Promise<bigint | undefined> {
     if (!this.client) return undefined;
-    return Promise.race([this.client.getBlockNumber({ cacheTime: 0 }).catch(() => undefined), Bun.sleep(2_000).then(() => undefined)]);
+    const client = this.client;
+    return withDeadline(2_000, () => client.getBlockNumber({ cacheTime: 0 }), () => new Error("RPC_URL: no block number within 2 s")).catch(() => undefined);
   }
 
   /**

@@ -1,4 +1,8 @@
-import type { ImageTokens } from "./reserve.ts";
+/** The most prompt tokens one image part can cost, by its `detail` ("auto" and absent bill as "high"). */
+export interface ImageTokens {
+  low: number;
+  high: number;
+}
 
 /** Wire dialect of an upstream; each has an adapter under src/providers/<type>/. */
 export type ProviderType = "openai" | "anthropic";
@@ -31,7 +35,7 @@ export interface Model {
   upstreamModel: string;
   contextLength: number;
   maxOutputTokens: number;
-  /** The most one image part can cost this model, by detail; absent: an image holds the context window (reserve.ts). */
+  /** The most one image part can cost this model, by detail; absent: an image holds the context window (billing/holdBound.ts). */
   imageTokens?: ImageTokens;
   /** USD per 1M tokens, as listed (for /v1/models). */
   promptPricePer1MTokens: number;

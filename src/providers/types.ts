@@ -1,6 +1,11 @@
 import type { ApiError } from "../errors.ts";
 import type { Model } from "./catalog.ts";
-import type { Usage } from "./pricing.ts";
+
+/** Token counts as providers report them (and as the gateway counts them when a provider reports none). */
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+}
 
 /** The client's request after validation: OpenAI chat-completions shape, extra fields kept. */
 export type ChatRequest = Record<string, unknown> & {
@@ -29,7 +34,7 @@ export interface UpstreamRequest {
   init: RequestInit;
   /**
    * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt, OpenAI's
-   * rendering of tools and response schemas), so the reserve's prompt bound (reserve.ts) still covers them.
+   * rendering of tools and response schemas), so the reserve's prompt bound (billing/holdBound.ts) still covers them.
    */
   hiddenPromptTokens?: number;
 }

@@ -13,22 +13,21 @@ const CLAIM_IDLE_MS = 60_000;
 type Entry = [id: string, fields: string[] | null];
 type Batch = [stream: string, id: string, fields: string[] | null][];
 /**
- * The entries of a one-stream XREADGROUP reply: a map stream → entries over RESP3 (Bun's client), a list of
- * [stream, entries] over RESP2 (ioredis, which a cluster router falls back to while a master fails over), null
- * when nothing is there.
+ * The [stream, entries] pairs of an XREADGROUP reply: a map stream → entries over RESP3 (Bun's client), a list of
+ * pairs over RESP2, or the flat `stream, entries, …` list ioredis' `call` makes of it (a cluster router falls back
+ * to ioredis while a master fails over); null when nothing is there.
  */
-function entriesOf(reply: unknown): Entry[] {
+function streamPairs(reply: unknown): [string, Entry[] | null][] {
   if (!reply) return [];
-  if (Array.isArray(reply)) return reply.flatMap((r) => (r as [string, Entry[]])[1] ?? []);
-  return Object.values(reply as Record<string, Entry[]>).flat();
+  if (!Array.isArray(reply)) return Object.entries(reply as Record<string, Entry[] | null>);
+  if (typeof reply[0] !== "string") return reply as [string, Entry[] | null][];
+  return Array.from({ length: reply.length / 2 }, (_, i) => [reply[2 * i] as string, reply[2 * i + 1] as Entry[] | null]);
 }
 
-/** The entries of a many-stream XREADGROUP reply, each with its stream (RESP3 map or RESP2 list, as above). */
+/** The entries of a many-stream XREADGROUP reply, each with its stream. */
 function streamEntriesOf(reply: unknown): Batch {
   const out: Batch = [];
-  if (!reply) return out;
-  const pairs = Array.isArray(reply) ? (reply as [string, Entry[] | null][]) : Object.entries(reply as Record<string, Entry[] | null>);
-  for (const [stream, entries] of pairs) for (const [id, fields] of entries ?? []) out.push([stream, id, fields]);
+  for (const [stream, entries] of streamPairs(reply)) for (const [id, fields] of entries ?? []) out.push([stream, id, fields]);
   return out;
 }
 
@@ -230,7 +229,7 @@ export class Flusher {
     );
     const out: Batch = [];
     replies.forEach((reply, i) => {
-      for (const [id, fields] of entriesOf(reply)) out.push([this.streams[i]!, id, fields]);
+      for (const [, entries] of streamPairs(reply)) for (const [id, fields] of entries ?? []) out.push([this.streams[i]!, id, fields]);
     });
     return out;
   }

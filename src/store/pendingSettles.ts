@@ -16,7 +16,7 @@ export interface PendingSettle {
 
 /**
  * The last resort for a charge: a settle that kept failing (Redis unreachable for about a minute) is written to
- * Postgres, and `replay` (the repair job) posts it once Redis answers again. settle-6 charges a hold the sweeper
+ * Postgres, and `replay` (the repair job) posts it once Redis answers again. settle-batch charges a hold the sweeper
  * expired meanwhile, and is a no-op for one already settled, so a replay never charges twice.
  */
 export class PendingSettles {

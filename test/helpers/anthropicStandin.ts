@@ -7,6 +7,7 @@
  * The upstream model name picks a failure mode; any other name answers normally:
  *   overloaded (529) · rate-limited (429) · invalid (400) · api-error (500) · stream-overloaded (error event
  *   after the first words) · hang (three words, then silence until the client goes) · slow (2 s before answering)
+ *   · greedy (bills the most it may: every byte of the body as input tokens, the whole max_tokens as output)
  * A normal answer depends on the request: thinking first when thinking is on; with tools and no tool result yet,
  * a sentence and a call of the first (or the forced) tool; after a tool result, the weather; else REPLY.
  * Names containing 4-7 take only adaptive thinking and no sampling parameters, names containing 3-5 no thinking,
@@ -26,6 +27,8 @@ export interface AnthropicStandin {
   url: string;
   requests: Record<string, any>[];
   headers: Record<string, string | null>[];
+  /** What the "greedy" model billed for each of its requests, in order. */
+  billed: { input_tokens: number; output_tokens: number }[];
   /** Streams the gateway stopped before their end (the client went away). */
   cancelled: number;
   /** Resolves once `n` streams have been stopped: the server learns of a closed connection a little later. */
@@ -149,7 +152,7 @@ export function planFor(b: Obj): { blocks: Block[]; stop: string; stopSequence: 
   return { blocks, stop, stopSequence, outputTokens };
 }
 
-function messageJson(b: Obj, plan: ReturnType<typeof planFor>) {
+function messageJson(b: Obj, plan: ReturnType<typeof planFor>, inputTokens = inputTokensFor(b)) {
   const content = plan.blocks.map((blk) => {
     if (blk.type === "thinking") return { type: "thinking", thinking: blk.words.join(""), signature: SIGNATURE };
     if (blk.type === "tool_use") return { type: "tool_use", id: TOOL_ID, name: blk.name, input: JSON.parse(TOOL_JSON.join("")) };
@@ -163,7 +166,7 @@ function messageJson(b: Obj, plan: ReturnType<typeof planFor>) {
     content,
     stop_reason: plan.stop,
     stop_sequence: plan.stopSequence,
-    usage: { input_tokens: inputTokensFor(b), cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: plan.outputTokens },
+    usage: { input_tokens: inputTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: plan.outputTokens },
   };
 }
 
@@ -176,6 +179,7 @@ export function startAnthropicStandin(): AnthropicStandin {
     url: "",
     requests: [],
     headers: [],
+    billed: [],
     cancelled: 0,
     cancelledAtLeast: (n) => new Promise<void>((resolve) => (state.cancelled >= n ? resolve() : waiters.push({ n, resolve }))),
     stop: () => server.stop(true),
@@ -190,7 +194,8 @@ export function startAnthropicStandin(): AnthropicStandin {
       state.headers.push({ "x-api-key": req.headers.get("x-api-key"), "anthropic-version": req.headers.get("anthropic-version"), authorization: req.headers.get("authorization") });
       if (req.headers.get("x-api-key") !== STANDIN_KEY) return error(401, "authentication_error", "invalid x-api-key");
       if (req.headers.get("anthropic-version") !== "2023-06-01") return error(400, "invalid_request_error", "anthropic-version: invalid");
-      const b = (await req.json()) as Obj;
+      const raw = await req.text();
+      const b = JSON.parse(raw) as Obj;
       state.requests.push(b);
       const problem = validate(b);
       if (problem) return error(400, "invalid_request_error", problem);
@@ -207,14 +212,22 @@ export function startAnthropicStandin(): AnthropicStandin {
       }
 
       const plan = planFor(b);
-      if (!b.stream) return Response.json(messageJson(b, plan), { headers: { "request-id": "req_standin" } });
+      let input = inputTokensFor(b);
+      if (mode === "greedy") {
+        // Every byte a token (no tokenizer does better), and the answer billed as if it ran to max_tokens, thinking
+        // included (Anthropic bills thinking as output, within max_tokens).
+        input = Buffer.byteLength(raw);
+        plan.outputTokens = b.max_tokens;
+        plan.stop = "max_tokens";
+        state.billed.push({ input_tokens: input, output_tokens: plan.outputTokens });
+      }
+      if (!b.stream) return Response.json(messageJson(b, plan, input), { headers: { "request-id": "req_standin" } });
 
       const enc = new TextEncoder();
-      const input = inputTokensFor(b);
       const stream = new ReadableStream<Uint8Array>({
         async start(ctrl) {
           const send = (event: string, data: unknown) => ctrl.enqueue(enc.encode(sse(event, data)));
-          const start = messageJson(b, plan);
+          const start = messageJson(b, plan, input);
           send("message_start", {
             type: "message_start",
             message: { ...start, content: [], stop_reason: null, stop_sequence: null, usage: { ...start.usage, input_tokens: input, output_tokens: 1 } },

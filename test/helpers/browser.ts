@@ -28,6 +28,43 @@ export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
 }
 
+/**
+ * How long one browser action or wait may take. Playwright's own default is no limit, so a stuck wait would run on
+ * past its test's timeout, into the next test (bun starts it while the old body still clicks): this keeps every
+ * wait inside the test that started it, failing there with what it waited for.
+ */
+export const ACTION_MS = 40_000;
+/** A browser test's own limit: above ACTION_MS, so a slow action fails as itself, not as a test timeout. */
+export const STEP_MS = 60_000;
+
+/** A new page whose every action and wait is bounded by ACTION_MS. */
+export async function newPage(browser: Browser, options: Parameters<Browser["newContext"]>[0] = {}): Promise<Page> {
+  const page = await (await browser.newContext(options)).newPage();
+  page.setDefaultTimeout(ACTION_MS);
+  return page;
+}
+
+/**
+ * Waits until the text of `selector` is `expected` (a RegExp: matches it). The page renders after its reads answer,
+ * so reading right after a click can see the screen before: a test waits for what a person would wait to see.
+ */
+export async function waitForText(page: Page, selector: string, expected: string | RegExp): Promise<void> {
+  const want = typeof expected === "string" ? { exact: expected } : { source: expected.source, flags: expected.flags };
+  try {
+    await page.waitForFunction(
+      ({ selector, want }) => {
+        const text = (document.querySelector(selector) as HTMLElement | null)?.innerText;
+        if (text === undefined) return false;
+        return "exact" in want ? text === want.exact : new RegExp(want.source!, want.flags).test(text);
+      },
+      { selector, want },
+    );
+  } catch (e) {
+    const seen = await page.locator(selector).innerText({ timeout: 1_000 }).catch(() => "(absent)");
+    throw new Error(`${selector}: waited for ${String(expected)}, the page shows ${JSON.stringify(seen)} (${(e as Error).message.split("\n")[0]})`);
+  }
+}
+
 /** A full-page screenshot in test/artifacts/ (gitignored), one per step, for a person to look at. */
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
@@ -123,7 +160,17 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount, chain
  */
 export async function servedGateway(chain: DevChain | null, env: Record<string, string> = {}) {
   let handle: (r: Request) => Promise<Response> = async () => new Response("starting", { status: 503 });
-  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (r) => handle(r) });
+  // What the gateway answered, by path: seen here, at the server, rather than through the driver's network events.
+  const answers: { path: string; status: number }[] = [];
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: async (r) => {
+      const res = await handle(r);
+      answers.push({ path: new URL(r.url).pathname, status: res.status });
+      return res;
+    },
+  });
   const origin = `http://127.0.0.1:${server.port}`;
   const payments = chain ? { ...chain.gatewayEnv(), SIWE_CHAIN_IDS: String(chain.chainId) } : {};
   const gw = await startGateway({ ...payments, SIWE_DOMAIN: `127.0.0.1:${server.port}`, ...env });
@@ -131,6 +178,8 @@ export async function servedGateway(chain: DevChain | null, env: Record<string, 
   return {
     gw,
     origin,
+    /** The statuses the gateway answered on `path`, in order. */
+    statuses: (path: string) => answers.filter((a) => a.path === path).map((a) => a.status),
     async close() {
       server.stop(true);
       await gw.close();

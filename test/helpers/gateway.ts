@@ -8,7 +8,7 @@ import { createSiweMessage, generateSiweNonce } from "viem/siwe";
 import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { setLogLevel } from "../../src/log.ts";
-import { buildServices, type Connections, type Services } from "../../src/services.ts";
+import { buildServices, type Connections, type Services } from "../../src/wiring.ts";
 import { IMAGE_TOKENS as CLAUDE_IMAGE_TOKENS, startAnthropicStandin, type AnthropicStandin } from "./anthropicStandin.ts";
 import { catalogModel, STANDIN_KEY, standinProvider } from "./catalog.ts";
 import { startForwarder, type Forwarder } from "./forwarder.ts";
@@ -32,6 +32,7 @@ export const CLAUDE_MODELS = [
   "stream-overloaded",
   "hang",
   "slow",
+  "greedy",
 ];
 
 /**
@@ -41,7 +42,7 @@ export const CLAUDE_MODELS = [
  * context window.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless"];
+  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless", "greedy", "flood"];
   return {
     providers: {
       standin: standinProvider(standinUrl),

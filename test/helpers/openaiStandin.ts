@@ -4,6 +4,7 @@
  *   echo (default) · no-usage · fail-400 · fail-429 · fail-500 · garbage · slow · stream-break · stream-error
  *   · drip (stream words 50 ms apart) · no-usage-long (LONG_WORDS and a LONG_TOOL call, never any usage)
  *   · hang (stream three words, then silence until the client goes) · endless (stream words until the client goes)
+ *   · greedy (bills the most a provider may: see greedyUsage)
  * Usage is deterministic: prompt_tokens = 10 × messages + 1 + what the media parts cost, completion_tokens = words
  * of the reply. Media parts bill the way OpenAI bills them at most, whatever their bytes: an image_url part the
  * maximum of its detail for a GPT-4o-class model (IMAGE_TOKENS), an input_audio or file part MEDIA_TOKENS.
@@ -33,6 +34,8 @@ export interface Standin {
   url: string;
   port: number;
   requests: Record<string, unknown>[];
+  /** What the "greedy" model billed for each of its requests, in order, whether its answer reported it or not. */
+  billed: BilledUsage[];
   /** Streams the gateway stopped before their end (the client went away). */
   cancelled: number;
   /** Resolves once `n` streams have been stopped: the server learns of a closed connection a little later. */
@@ -41,6 +44,8 @@ export interface Standin {
   generated: number;
   /** Resolves once `generated` reaches `n`. */
   generatedAtLeast(n: number): Promise<void>;
+  /** Bytes the "flood" streams have sent so far (they send only as fast as the gateway reads). */
+  flooded: number;
   stop(): void;
 }
 
@@ -74,20 +79,67 @@ export function usageFor(messages: number, mediaTokens = 0) {
   return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
 }
 
+/** Usage as OpenAI reports it: reasoning (o-series) is billed as output, counted inside completion_tokens. */
+export interface BilledUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  completion_tokens_details: { reasoning_tokens: number };
+}
+
+/**
+ * What the "greedy" provider generates per choice when a request names no cap: a model's own maximum, far above
+ * the test catalog's 4,096 output tokens, so a gateway that forgot to send its cap upstream is billed past its hold.
+ */
+export const GREEDY_DEFAULT_OUTPUT = 16_384;
+
+/** The request fields the "greedy" provider bills by. */
+type GreedyRequest = {
+  n?: number;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  reasoning_effort?: string;
+};
+
+/**
+ * What the "greedy" provider bills, the most a provider is allowed to: every byte of the body it received as a
+ * prompt token (no tokenizer makes a token of less than a byte), and for each of the `n` choices the whole cap —
+ * the larger of max_tokens and max_completion_tokens when either is sent, else GREEDY_DEFAULT_OUTPUT — as if each
+ * ran to its limit. With reasoning_effort, all of it but the visible reply is reasoning, inside completion_tokens.
+ * Prompt tokens are billed once, whatever `n`, as OpenAI does.
+ */
+export function greedyUsage(body: GreedyRequest, bodyBytes: number): BilledUsage {
+  const caps = [body.max_tokens, body.max_completion_tokens].filter((c): c is number => typeof c === "number");
+  const perChoice = caps.length > 0 ? Math.max(...caps) : GREEDY_DEFAULT_OUTPUT;
+  const choices = body.n ?? 1;
+  const reasoning = body.reasoning_effort ? Math.max(0, perChoice - REPLY_WORDS.length) * choices : 0;
+  const completion_tokens = perChoice * choices;
+  return { prompt_tokens: bodyBytes, completion_tokens, total_tokens: bodyBytes + completion_tokens, completion_tokens_details: { reasoning_tokens: reasoning } };
+}
+
 /** Starts the stand-in on a free port; `delayMs` delays every answer (for benchmarks). */
 export function startStandin(opts: { delayMs?: number; record?: boolean } = {}): Standin {
   const requests: Record<string, unknown>[] = [];
+  const billed: BilledUsage[] = [];
   const state = { cancelled: 0, waiters: [] as { n: number; resolve: () => void }[] };
   const generated = { words: 0, waiters: [] as { n: number; resolve: () => void }[] };
+  const flood = { bytes: 0 };
+  const cancelled = () => {
+    state.cancelled++;
+    state.waiters = state.waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
+  };
   const server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
     idleTimeout: 0,
+    // A stream the stand-in breaks on purpose ("stream-break") is not an error to print with a code frame.
+    development: false,
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return errorBody(404, "not_found");
       if (req.headers.get("authorization") !== `Bearer ${STANDIN_KEY}`) return errorBody(401, "invalid_api_key");
-      const body = (await req.json()) as { model: string; messages: unknown[]; stream?: boolean; stream_options?: { include_usage?: boolean } };
+      const raw = await req.text();
+      const body = JSON.parse(raw) as GreedyRequest & { model: string; messages: unknown[]; stream?: boolean; stream_options?: { include_usage?: boolean } };
       if (opts.record !== false) requests.push(body);
       if (opts.delayMs) await sleep(opts.delayMs);
       const mode = body.model;
@@ -101,6 +153,12 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       const usage = usageFor(body.messages.length, mediaTokensOf(body.messages));
       const base = { id: "chatcmpl-standin", created: Math.floor(Date.now() / 1000), model: mode, system_fingerprint: "fp_standin" };
       if (mode === "no-usage-long") return longAnswer(base, body.stream === true);
+      if (mode === "flood" && body.stream) return floodAnswer(base, flood, cancelled);
+      if (mode === "greedy") {
+        const bill = greedyUsage(body, Buffer.byteLength(raw));
+        billed.push(bill);
+        return greedyAnswer(base, body, bill);
+      }
       if (!body.stream) {
         return Response.json({
           ...base,
@@ -145,8 +203,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
         },
         cancel() {
           stopped = true;
-          state.cancelled++;
-          state.waiters = state.waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
+          cancelled();
         },
       });
       return new Response(stream, { headers: { "content-type": "text/event-stream" } });
@@ -156,6 +213,7 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     url: `http://127.0.0.1:${server.port}/v1`,
     port: server.port!,
     requests,
+    billed,
     get cancelled() {
       return state.cancelled;
     },
@@ -164,10 +222,31 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     get generated() {
       return generated.words;
     },
+    get flooded() {
+      return flood.bytes;
+    },
     generatedAtLeast: (n) =>
       new Promise<void>((resolve) => (generated.words >= n ? resolve() : generated.waiters.push({ n, resolve }))),
     stop: () => server.stop(true),
   };
+}
+
+// ~4 KB of text a chunk, never ending, produced only when pulled: an upstream exactly as fast as the gateway reads
+// it, so that what the gateway pulls from a client that does not read shows in `flooded`.
+function floodAnswer(base: Record<string, unknown>, flood: { bytes: number }, cancelled: () => void): Response {
+  const enc = new TextEncoder();
+  const chunk = enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: " more".repeat(800) }, finish_reason: null }] })}\n\n`);
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      pull(ctrl) {
+        flood.bytes += chunk.byteLength;
+        ctrl.enqueue(chunk);
+      },
+      cancel: cancelled,
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(stream, { headers: { "content-type": "text/event-stream" } });
 }
 
 // A provider that reports no usage at all: the text word by word, then a tool call whose arguments arrive in
@@ -189,4 +268,29 @@ function longAnswer(base: Record<string, unknown>, stream: boolean): Response {
   for (const a of LONG_TOOL.arguments) body += chunk({ tool_calls: [{ index: 0, function: { arguments: a } }] });
   body += chunk({}, "tool_calls") + "data: [DONE]\n\n";
   return new Response(body, { headers: { "content-type": "text/event-stream" } });
+}
+
+// The "greedy" provider: each of the n choices says the short reply and stops at its cap (finish_reason "length":
+// the rest of what it billed was reasoning, or output the stand-in spares the test from reading). A stream has
+// usage in its last chunk only when include_usage asks for it, as OpenAI sends it; it is billed all the same.
+function greedyAnswer(base: Record<string, unknown>, body: GreedyRequest & { stream?: boolean; stream_options?: { include_usage?: boolean } }, usage: BilledUsage): Response {
+  const choices = Array.from({ length: body.n ?? 1 }, (_, index) => index);
+  if (!body.stream) {
+    return Response.json({
+      ...base,
+      object: "chat.completion",
+      choices: choices.map((index) => ({ index, message: { role: "assistant", content: REPLY_WORDS.join(""), refusal: null }, logprobs: null, finish_reason: "length" })),
+      usage,
+    });
+  }
+  const includeUsage = body.stream_options?.include_usage === true;
+  const chunk = (index: number, delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) })}\n\n`;
+  let text = "";
+  for (const i of choices) text += chunk(i, { role: "assistant", content: "" });
+  for (const w of REPLY_WORDS) for (const i of choices) text += chunk(i, { content: w });
+  for (const i of choices) text += chunk(i, {}, "length");
+  if (includeUsage) text += `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`;
+  text += "data: [DONE]\n\n";
+  return new Response(text, { headers: { "content-type": "text/event-stream" } });
 }

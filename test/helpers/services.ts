@@ -4,7 +4,7 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { startEmbeddedPostgres } from "../../src/embedded/postgres.ts";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded/redis.ts";
-import type { Connections } from "../../src/services.ts";
+import type { Connections } from "../../src/wiring.ts";
 
 /**
  * A private redis-server for one test file (or a benchmark run), on its own socket (and `port`, if given), so a

@@ -48,9 +48,28 @@ export interface EventM {
 /** What reserve must answer, in the model's terms. */
 export type ExpectedReserve =
   | { ok: true; available: number; fresh: boolean }
-  | { ok: false; code: "UNAUTHORIZED" | "KEY_BUDGET_EXCEEDED" | "INSUFFICIENT_BALANCE"; extra?: Record<string, number> };
+  | { ok: false; code: "UNAUTHORIZED" | "HOLD_RESOLVED" | "KEY_BUDGET_EXCEEDED" | "INSUFFICIENT_BALANCE"; extra?: Record<string, number> };
 
-/** A fresh model: wallets whose last 4 hex digits pick their shards (two share shard 1, so they share holds/outbox/credited). */
+/** What a settle does, in the model's terms: whether it posts a charge, and the state the hold was in. */
+export interface ExpectedSettle {
+  posts: boolean;
+  was: HoldState;
+}
+
+/** One settle's usage figures, as the ledger records them beside the charge. */
+export interface SettleUsage {
+  pt: number;
+  ct: number;
+  cost: number;
+}
+
+const MODEL = "m/model";
+
+/**
+ * A fresh model: wallets whose last 4 hex digits pick their shards (two share shard 1, so they share holds/outbox/
+ * credited). Every rule of the ledger lives here, as an operation that says what the ledger must answer and applies
+ * its effect to the model; the workload only chooses operations, runs them on both and compares.
+ */
 export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) => T) {
   const wallets: WalletM[] = ["0000", "0001", "0005", "0002", "0007"].map((tail, i) => {
     const addr = `0x${String(i + 1).padStart(36, "a")}${tail}`;
@@ -71,6 +90,7 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
   const lockedOfWallet = (w: WalletM) => liveHolds().filter((h) => h.key.wallet === w).reduce((s, h) => s + h.amount, 0);
   const lockedOfKey = (k: KeyM) => liveHolds().filter((h) => h.key === k).reduce((s, h) => s + h.amount, 0);
   const activeKeys = () => keyList.filter((k) => !k.revoked);
+  const resolution = (h: HoldM, type: "release" | "expire"): EventM => ({ type, hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), amount: String(h.amount) });
 
   /** A resolved hold, its state drawn first so that rare states (expired) come up as often as common ones. */
   function pickResolved(): HoldM | null {
@@ -79,21 +99,87 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
     return byState.size === 0 ? null : pick(pick([...byState.values()]));
   }
 
-  /** What the model says reserve must do, given the checks' order in reserve-7.lua. */
-  function expectedReserve(k: KeyM, holdId: string, amount: number): ExpectedReserve {
+  /**
+   * Reserve, in reserve-batch.lua's order of checks: a revoked key, a hold id already live (held again, nothing
+   * more) or resolved (never held again), the key's budget, the wallet's available credit. A fresh hold is taken at once, so the next reserve of a
+   * burst sees it as the next item of a batch does.
+   */
+  function reserve(k: KeyM, holdId: string, amount: number): ExpectedReserve {
     if (k.revoked) return { ok: false, code: "UNAUTHORIZED" };
     const available = balanceOf(k.wallet) - lockedOfWallet(k.wallet);
-    if (holds.get(holdId)?.state === "live") return { ok: true, available, fresh: false };
+    const known = holds.get(holdId);
+    if (known?.state === "live") return { ok: true, available, fresh: false };
+    if (known) return { ok: false, code: "HOLD_RESOLVED" };
     if (k.budget !== null) {
       const left = k.budget - k.spent - lockedOfKey(k);
       if (left < amount) return { ok: false, code: "KEY_BUDGET_EXCEEDED", extra: { key_budget_left_usdc: left, required_usdc: amount } };
     }
     if (available < amount) return { ok: false, code: "INSUFFICIENT_BALANCE", extra: { available_usdc: available, required_usdc: amount } };
+    holds.set(holdId, { id: holdId, key: k, amount, state: "live" });
     return { ok: true, available: available - amount, fresh: true };
   }
 
-  return { wallets, keyList, holds, credited, events, changes, balanceOf, liveHolds, lockedOfWallet, lockedOfKey, activeKeys, pickResolved, expectedReserve };
+  /**
+   * Settle: a live hold posts its charge; an expired one still records it (the inference happened); a settled or
+   * released hold is a no-op. A posted charge moves the wallet and the key's counters and appends its event.
+   */
+  function settle(h: HoldM, charge: number, usage: SettleUsage): ExpectedSettle {
+    const was = h.state;
+    const posts = was === "live" || was === "expired";
+    if (!posts) return { posts, was };
+    const k = h.key;
+    h.state = "settled";
+    k.wallet.charges += charge;
+    k.spent += charge;
+    k.requests += 1;
+    k.pt += usage.pt;
+    k.ct += usage.ct;
+    k.revenue += charge - usage.cost;
+    changes.settle++;
+    events.get(k.p.shard)!.push({
+      type: "charge", hold: h.id, wallet: k.wallet.addr, key: String(k.id), model: MODEL,
+      amount: String(charge), cost: String(usage.cost), pt: String(usage.pt), ct: String(usage.ct),
+    });
+    return { posts, was };
+  }
+
+  /** release-6 'release': a live hold gives its lock back ({1, amount}); any other state answers itself, unchanged. */
+  function release(h: HoldM): [1, number] | [0, HoldState] {
+    if (h.state !== "live") return [0, h.state];
+    h.state = "released";
+    changes.release++;
+    events.get(h.key.p.shard)!.push(resolution(h, "release"));
+    return [1, h.amount];
+  }
+
+  /** The sweeper expires a live hold whose time has passed: its lock comes back and a late settle may still post. */
+  function expire(h: HoldM): void {
+    h.state = "expired";
+    h.expiredOnce = true;
+    changes.expire++;
+    events.get(h.key.p.shard)!.push(resolution(h, "expire"));
+  }
+
+  /** credit-3: once per credit id per shard, whatever the amount or wallet a repeat names. */
+  function credit(w: WalletM, id: string, amount: number): { applied: boolean; balance: number } {
+    const shardCredits = credited.get(w.shard)!;
+    if (shardCredits.has(id)) return { applied: false, balance: balanceOf(w) };
+    w.credits += amount;
+    shardCredits.set(id, { wallet: w, amount });
+    return { applied: true, balance: balanceOf(w) };
+  }
+
+  /** A revoked key's reserves answer UNAUTHORIZED from then on; its live holds still settle. */
+  function revoke(k: KeyM): void {
+    k.revoked = true;
+  }
+
+  return {
+    wallets, keyList, holds, credited, events, changes,
+    balanceOf, liveHolds, lockedOfWallet, lockedOfKey, activeKeys, pickResolved,
+    reserve, settle, release, expire, credit, revoke,
+  };
 }
 
-/** The model's state and queries. */
+/** The model's state, queries and operations. */
 export type ReferenceModel = ReturnType<typeof referenceModel>;

@@ -1,7 +1,8 @@
 /**
  * The workload of the ledger model test (TigerBeetle's workload): a seeded random choice of ledger operations,
- * each run on the system under test (the Ledger on a private redis-server) and applied to the reference model,
- * checking the answer against what the model expects. The test (ledger.model.test.ts) wires them and compares
+ * each run on the system under test (the Ledger on a private redis-server) and on the reference model, whose
+ * answer says what the ledger's must be. The rules live in the model (reference.ts); this file only generates,
+ * drives and compares. The test (ledger.model.test.ts) wires them and compares
  * the whole state after every step.
  */
 import { expect } from "bun:test";
@@ -10,8 +11,8 @@ import { ApiError } from "../../src/errors.ts";
 import type { ChargeDetails, Ledger, ReserveOutcome } from "../../src/ledger/ledger.ts";
 import type { RedisNames } from "../../src/ledger/names.ts";
 import type { LedgerScripts } from "../../src/ledger/scripts.ts";
-import { refusalError } from "../../src/modules/chat/refusals.ts";
-import type { EventM, HoldM, KeyM, ReferenceModel } from "./reference.ts";
+import { refusalError } from "../../src/billing/refusals.ts";
+import type { HoldM, KeyM, ReferenceModel } from "./reference.ts";
 
 /** mulberry32: a tiny 32-bit PRNG, enough to make every run replayable from its seed. */
 function mulberry32(seed: number) {
@@ -68,12 +69,11 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
   };
 
   /**
-   * What reserve must answer, from the model as it is now; the model takes the hold at once (so the next plan of a
-   * burst sees it, as the next item of a batch does) and the returned check compares the ledger's answer.
+   * The model reserves now (so the next plan of a burst sees the hold, as the next item of a batch does); the
+   * returned check compares the ledger's answer with the model's.
    */
   function planReserve(k: KeyM, holdId: string, amount: number): (run: Promise<ReserveOutcome>) => Promise<string> {
-    const want = m.expectedReserve(k, holdId, amount);
-    if (want.ok && want.fresh) m.holds.set(holdId, { id: holdId, key: k, amount, state: "live" });
+    const want = m.reserve(k, holdId, amount);
     return async (run) => {
       let got: { available: number } | ApiError;
       try {
@@ -89,7 +89,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         return want.fresh ? "reserve:held" : "reserve:duplicate";
       }
       if (!(got instanceof ApiError)) throw new Error(`reserve ${amount} on key ${k.id} accepted, model says ${want.code}`);
-      expect(got.code).toBe(want.code);
+      expect(got.code as string).toBe(want.code);
       if (want.extra) expect(got.extra).toMatchObject(want.extra);
       return `reserve:${want.code}`;
     };
@@ -100,34 +100,13 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     return check(ledger.reserve(k.p, holdId, amount));
   }
 
-  function chargeEvent(h: HoldM, charge: number, cost: number, pt: number, ct: number): EventM {
-    return {
-      type: "charge", hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), model: "m/model",
-      amount: String(charge), cost: String(cost), pt: String(pt), ct: String(ct),
-    };
-  }
-
   /** Like planReserve: the model posts the charge now, the returned check compares settle's answer. */
   function planSettle(h: HoldM, charge: number): { details: ChargeDetails; check: (run: Promise<boolean>) => Promise<string> } {
     const pt = int(0, 5000);
     const ct = int(0, 5000);
     const cost = int(0, charge);
     const details = { promptTokens: pt, completionTokens: ct, costMicro: cost, model: "m/model" };
-    // A live hold posts; an expired one still records the charge (the inference happened); anything else is a no-op.
-    const was = h.state;
-    const posts = was === "live" || was === "expired";
-    if (posts) {
-      const k = h.key;
-      h.state = "settled";
-      k.wallet.charges += charge;
-      k.spent += charge;
-      k.requests += 1;
-      k.pt += pt;
-      k.ct += ct;
-      k.revenue += charge - cost;
-      m.changes.settle++;
-      m.events.get(k.p.shard)!.push(chargeEvent(h, charge, cost, pt, ct));
-    }
+    const { posts, was } = m.settle(h, charge, { pt, ct, cost });
     const check = async (run: Promise<boolean>) => {
       expect(await run).toBe(posts);
       if (!posts) return `settle:noop-${was}`;
@@ -193,16 +172,10 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
   }
 
   async function releaseAndCheck(h: HoldM): Promise<string> {
-    const r = await scripts.release(...holdKeys(h), h.id, "release", MARKER_TTL_S, EPOCH);
-    if (h.state === "live") {
-      expect(r).toEqual([1, h.amount]);
-      h.state = "released";
-      m.changes.release++;
-      m.events.get(h.key.p.shard)!.push({ type: "release", hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), amount: String(h.amount) });
-      return "release:released";
-    }
-    expect(r).toEqual([0, h.state]);
-    return `release:noop-${h.state}`;
+    const got = await scripts.release(holdKeys(h), EPOCH, h.id, "release", MARKER_TTL_S);
+    const want = m.release(h);
+    expect(got).toEqual(want);
+    return want[0] === 1 ? "release:released" : `release:noop-${want[1]}`;
   }
 
 
@@ -225,10 +198,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         const w = pick(m.wallets);
         const amount = int(1, 5_000_000);
         const id = newCreditId();
-        const r = await ledger.credit(w.addr, id, amount);
-        w.credits += amount;
-        m.credited.get(w.shard)!.set(id, { wallet: w, amount });
-        expect(r).toEqual({ applied: true, balance: m.balanceOf(w) });
+        expect(await ledger.credit(w.addr, id, amount)).toEqual(m.credit(w, id, amount));
         return { label: "credit:applied", touched: [] };
       },
     },
@@ -241,8 +211,10 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         const [id, c] = pick(all);
         // The same id again, even with another amount, or for another wallet of the same shard: nothing happens.
         const w = chance(0.7) ? c.wallet : pick(m.wallets.filter((x) => x.shard === c.wallet.shard));
-        const r = await ledger.credit(w.addr, id, chance(0.5) ? c.amount : int(1, 9_000_000));
-        expect(r).toEqual({ applied: false, balance: m.balanceOf(w) });
+        const amount = chance(0.5) ? c.amount : int(1, 9_000_000);
+        const want = m.credit(w, id, amount);
+        expect(want.applied).toBe(false);
+        expect(await ledger.credit(w.addr, id, amount)).toEqual(want);
         return { label: "credit:repeat-noop", touched: [] };
       },
     },
@@ -266,7 +238,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         const live = m.liveHolds();
         if (live.length === 0) return null;
         const h = pick(live);
-        // A retry with the same hold id (any amount) m.holds nothing twice.
+        // A retry with the same hold id (any amount) holds nothing twice.
         const label = await reserveAndCheck(h.key, h.id, chance(0.5) ? h.amount : int(1, 40_000_000));
         return { label, touched: [h] };
       },
@@ -277,8 +249,10 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
       async run() {
         const h = m.pickResolved();
         if (!h || h.key.revoked) return null;
-        // A settled, released or expired hold id never opens a hold again, and nothing m.changes (rate counters too).
-        const err = await ledger.reserve(h.key.p, h.id, int(1, 1000)).catch((e) => e);
+        // A settled, released or expired hold id never opens a hold again, and nothing changes (rate counters too).
+        const amount = int(1, 1000);
+        expect(m.reserve(h.key, h.id, amount)).toEqual({ ok: false, code: "HOLD_RESOLVED" });
+        const err = await ledger.reserve(h.key.p, h.id, amount).catch((e) => e);
         expect(err).toBeInstanceOf(Error);
         expect((err as Error).message).toBe(`hold ${h.id} was already resolved`);
         return { label: "reserve:resolved-hold", touched: [h] };
@@ -368,7 +342,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
       async run() {
         const k = pick(m.keyList);
         const id = newHoldId();
-        const r = await scripts.release(...holdKeys({ id, key: k, amount: 0, state: "live" }), id, "release", MARKER_TTL_S, EPOCH);
+        const r = await scripts.release(holdKeys({ id, key: k, amount: 0, state: "live" }), EPOCH, id, "release", MARKER_TTL_S);
         expect(r).toEqual([0, "UNKNOWN_HOLD"]);
         return { label: "release:unknown-hold", touched: [] };
       },
@@ -379,17 +353,12 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
       async run() {
         const live = m.liveHolds();
         if (live.length === 0) return null;
-        // Move 1..3 m.holds' expiry into the past (no sleeping), then let the sweeper find exactly those.
+        // Move 1..3 holds' expiry into the past (no sleeping), then let the sweeper find exactly those.
         const chosen = [...new Set(Array.from({ length: int(1, 3) }, () => pick(live)))];
         // Distinct past scores, so the sweeper (which walks by score) expires them in the chosen order.
         for (const [n, h] of chosen.entries()) expect(await redis.zadd(names.holds(h.key.p.shard), "XX", "CH", n + 1, h.id)).toBe(1);
         expect(await ledger.sweepExpired()).toBe(chosen.length);
-        for (const h of chosen) {
-          h.state = "expired";
-          h.expiredOnce = true;
-          m.changes.expire++;
-          m.events.get(h.key.p.shard)!.push({ type: "expire", hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), amount: String(h.amount) });
-        }
+        for (const h of chosen) m.expire(h);
         return { label: "expire:swept", touched: chosen };
       },
     },
@@ -401,7 +370,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         if (live.length === 0) return null;
         const h = pick(live);
         // The sweeper's path on a hold whose expiry has not passed never touches it.
-        expect(await scripts.release(...holdKeys(h), h.id, "expire", MARKER_TTL_S, EPOCH)).toEqual([0, "LIVE"]);
+        expect(await scripts.release(holdKeys(h), EPOCH, h.id, "expire", MARKER_TTL_S)).toEqual([0, "LIVE"]);
         expect(await ledger.sweepExpired()).toBe(0);
         return { label: "expire:still-live", touched: [h] };
       },
@@ -414,7 +383,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
         if (active.length <= 6) return null; // keep most keys usable
         const k = pick(active);
         await redis.hset(k.p.apiKeyName, "revoked", "1");
-        k.revoked = true;
+        m.revoke(k);
         return { label: "revoke", touched: [] };
       },
     },

@@ -6,7 +6,7 @@ import type { Address } from "viem";
 import { api } from "./api.ts";
 import { type DailyUsage, keyColour, spendChart } from "./chart.ts";
 import { $, fill, fmtDate, fmtUnits, fmtUsd, h, shortHex } from "./dom.ts";
-import { cfg, report, state } from "./state.ts";
+import { cfg, newestOnly, report, state } from "./state.ts";
 
 /** One key's totals in GET /v1/usage/{address}. */
 export interface UsageKey {
@@ -23,13 +23,17 @@ export interface KeySummary { id: number; label: string; created_at: string; rev
 /** GET /v1/topups/{address}. */
 export interface Topups { network: string; topups: { id: number; amount_usdc: number; tx_hash: string; created_at: string }[] }
 
+const availableRead = newestOnly();
+const tokensRead = newestOnly();
+
 /** The public available credit: shown before sign-in, since it needs none. */
 export async function refreshAvailable(): Promise<void> {
+  const isNewest = availableRead();
   try {
     const { body } = await api<{ available_usdc: number }>(`/v1/balance/${state.wallet!.address}`);
-    $("available").textContent = fmtUsd(body.available_usdc);
+    if (isNewest()) $("available").textContent = fmtUsd(body.available_usdc);
   } catch (e) {
-    report("credit-error", e);
+    if (isNewest()) report("credit-error", e);
   }
 }
 
@@ -72,14 +76,17 @@ export async function walletTokens(): Promise<void> {
   const wallet = state.wallet;
   if (!wallet || !cfg.topupsEnabled) return;
   const line = $("wallet-tokens");
+  const isNewest = tokensRead();
+  let text = "";
   try {
     if ((await wallet.chainId()) !== cfg.network.chainId) {
-      line.textContent = `Your wallet is on another network; the top-up asks it to switch to ${cfg.network.name}.`;
-      return;
+      text = `Your wallet is on another network; the top-up asks it to switch to ${cfg.network.name}.`;
+    } else {
+      const amounts = await Promise.all(cfg.assets.map(async (a) => `${fmtUnits(await wallet.tokenBalance(a.address as Address), a.decimals)} ${a.symbol}`));
+      text = `In your wallet on ${cfg.network.name}: ${amounts.join(" · ")}`;
     }
-    const amounts = await Promise.all(cfg.assets.map(async (a) => `${fmtUnits(await wallet.tokenBalance(a.address as Address), a.decimals)} ${a.symbol}`));
-    line.textContent = `In your wallet on ${cfg.network.name}: ${amounts.join(" · ")}`;
   } catch {
-    line.textContent = "";
+    text = "";
   }
+  if (isNewest()) line.textContent = text;
 }

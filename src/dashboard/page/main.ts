@@ -9,7 +9,7 @@ import { type KeySummary, refreshAvailable, renderChart, renderCredit, renderHis
 import { $, fill, h, shortHex, show } from "./dom.ts";
 import { createKey, renderKeys } from "./keys.ts";
 import { forgetSession, sessionQuery, storedSession } from "./session.ts";
-import { busy, cfg, endSession, renderSession, report, sessionMinutes, sign, state } from "./state.ts";
+import { busy, cfg, endSession, newestOnly, renderSession, report, sessionMinutes, sign, state } from "./state.ts";
 import { runTopup } from "./topupForm.ts";
 import { ConnectedWallet, type DiscoveredWallet, discoverWallets } from "./wallet.ts";
 
@@ -61,10 +61,13 @@ setInterval(() => {
 
 // ---- reading -----------------------------------------------------------------------------------------------
 
+const privateRead = newestOnly();
+
 /** Reads everything the session may see, in parallel; a 401 ends the session (report does). */
 async function refreshPrivate(): Promise<void> {
   const { session, wallet } = state;
   if (!session || !wallet) return;
+  const isNewest = privateRead();
   const q = sessionQuery(session);
   const w = wallet.address;
   try {
@@ -74,13 +77,14 @@ async function refreshPrivate(): Promise<void> {
       api<DailyUsage>(`/v1/usage/${w}/daily?days=30&${q}`),
       api<Topups>(`/v1/topups/${w}?${q}`),
     ]);
+    if (!isNewest()) return;
     report("credit-error");
     renderCredit(usage.body);
     renderKeys(keys.body.data, usage.body.keys, refreshPrivate);
     renderChart(daily.body, keys.body.data);
     renderHistory(topups.body);
   } catch (e) {
-    report("credit-error", e);
+    if (isNewest()) report("credit-error", e);
   }
 }
 

@@ -26,6 +26,18 @@ export function report(id: string, e?: unknown, doing: Doing = "read", asset?: s
   if (signInAgain) endSession(text);
 }
 
+/**
+ * A guard for a read that may run twice at once (a change's own refresh beside a Refresh click): each call of the
+ * returned function starts a read and gives back `isNewest`, so a slow older answer never paints over a newer one.
+ */
+export function newestOnly(): () => () => boolean {
+  let started = 0;
+  return () => {
+    const mine = ++started;
+    return () => mine === started;
+  };
+}
+
 /** Runs `f` with `button` disabled, so a double click never signs or pays twice. */
 export async function busy(button: HTMLButtonElement, f: () => Promise<void>): Promise<void> {
   button.disabled = true;

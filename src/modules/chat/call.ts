@@ -1,27 +1,18 @@
+import type { HeldCall } from "../../billing/holds.ts";
 import type { ApiError } from "../../errors.ts";
-import type { KeyPrincipal } from "../../ledger/ledger.ts";
 import { log, redactText } from "../../log.ts";
 import { metrics } from "../../observe/metrics.ts";
-import type { RequestTrace } from "../../observe/trace.ts";
-import type { Model } from "../../providers/catalog.ts";
-import type { Usage } from "../../providers/pricing.ts";
-import type { ReserveBound } from "../../providers/reserve.ts";
-import { countPromptTokens, countTokens } from "../../providers/tokens.ts";
 import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
 
-/** One request in flight: who pays, which hold, what the prompt is known to cost at most. */
-export interface Call {
-  principal: KeyPrincipal;
-  holdId: string;
-  model: Model;
+/**
+ * One request in flight: its hold (who pays, which hold, what it covers), the provider's adapter, the client's
+ * request, and the headers its answer carries.
+ */
+export interface Call extends HeldCall {
   adapter: ProviderAdapter;
   /** The client's request, counted with the tokenizer when the provider reports no usage. */
   body: ChatRequest;
-  /** What the hold covers: a charge above it is a defect (logged and counted), charged all the same. */
-  bound: ReserveBound;
   headers: Record<string, string>;
-  /** The access-log line and metrics of this request. */
-  trace: RequestTrace;
 }
 
 /**
@@ -39,29 +30,4 @@ export function upstreamFailed(call: Call, status: string, fields: Record<string
   const provider = call.model.provider.name;
   metrics.upstreamErrors.inc({ provider, status });
   log.warn("upstream failure", { request_id: call.trace.id, provider, model: call.model.id, status, ...fields });
-}
-
-/** OpenAI's usage object for a billed usage. */
-export function usageBody(u: Usage) {
-  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens };
-}
-
-/**
- * Usage when the provider reported none: the prompt as the provider counted it (Anthropic's message_start) or
- * as the tokenizer counts it, and the generated text counted by the tokenizer. The gateway's own counts never
- * exceed the reserve's bounds: the provider cannot bill more than those, so a count above them (another
- * vendor's tokenizer, an image counted at a typical size) is the estimate's error. Never throws: should
- * counting fail, the bounds themselves are billed.
- */
-export async function estimateUsage(call: Call, generated: string, promptTokens?: number): Promise<Usage> {
-  const { promptTokens: promptBound, completionTokens: completionBound } = call.bound;
-  try {
-    return {
-      prompt_tokens: promptTokens ?? Math.min(await countPromptTokens(call.body), promptBound),
-      completion_tokens: Math.min(await countTokens(generated), completionBound),
-    };
-  } catch (e) {
-    log.error("token count failed; billing the upper bounds", { model: call.model.id, error: e });
-    return { prompt_tokens: promptTokens ?? promptBound, completion_tokens: Math.min(Buffer.byteLength(generated), completionBound) };
-  }
 }

@@ -49,7 +49,7 @@ export const chatRoutes = (s: Services) =>
               },
             },
           },
-          errors("VALIDATION_ERROR", "UNKNOWN_MODEL", "UPSTREAM_CLIENT_ERROR", "UNAUTHORIZED", "RATE_LIMITED", "INTERNAL_ERROR", "UPSTREAM_ERROR", "SERVICE_UNAVAILABLE", "UPSTREAM_DEADLINE"),
+          errors("VALIDATION_ERROR", "UNKNOWN_MODEL", "UPSTREAM_CLIENT_ERROR", "UNAUTHORIZED", "RATE_LIMITED", "INTERNAL_ERROR", "UPSTREAM_ERROR", "SERVICE_UNAVAILABLE", "UPSTREAM_DEADLINE", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
           {
             402: {
               description: "INSUFFICIENT_BALANCE (with the balance and top-up instructions) or KEY_BUDGET_EXCEEDED",

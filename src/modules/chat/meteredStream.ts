@@ -1,10 +1,12 @@
 import type { Ledger } from "../../ledger/ledger.ts";
-import type { Usage } from "../../providers/pricing.ts";
+import type { Usage } from "../../providers/types.ts";
 import { SseDecoder } from "../../providers/sse.ts";
 import type { StreamStep, StreamTranslator } from "../../providers/types.ts";
-import { type Call, estimateUsage, upstreamFailed, usageBody } from "./call.ts";
+import { estimateUsage } from "../../billing/counted.ts";
+import { usageBody } from "../../providers/openai/wire.ts";
+import { type Call, upstreamFailed } from "./call.ts";
 import type { IdleDeadline } from "./idleDeadline.ts";
-import type { Settler } from "./settler.ts";
+import type { Holds } from "../../billing/holds.ts";
 
 const encoder = new TextEncoder();
 const DONE = encoder.encode("data: [DONE]\n\n");
@@ -20,7 +22,7 @@ function usageChunk(call: Call, u: Usage): string {
 
 /** What a metered stream needs besides its call. */
 export interface MeterOptions {
-  settler: Settler;
+  holds: Holds;
   ledger: Pick<Ledger, "extendHold" | "holdRefreshMs">;
   deadline: IdleDeadline;
   /** The client asked for the usage chunk (stream_options.include_usage). */
@@ -151,7 +153,7 @@ export class MeteredStream {
 
   /** The upstream ended (ok) or failed: settle or release, then close the client's stream. */
   private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean): Promise<void> {
-    const { deadline, settler } = this.o;
+    const { deadline, holds } = this.o;
     deadline.close();
     clearInterval(this.keepHold);
     clearTimeout(this.cap);
@@ -159,14 +161,14 @@ export class MeteredStream {
     this.resolved = true;
     if (ok) {
       const billed = await this.cost();
-      settler.settleBehind(this.call, billed);
+      holds.settleBehind(this.call, billed);
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
       if (this.o.includeUsage && this.usage === undefined) ctrl.enqueue(encoder.encode(`data: ${usageChunk(this.call, billed)}\n\n`));
     } else {
       // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
       upstreamFailed(this.call, deadline.passed ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - this.started) });
       deadline.stop();
-      await settler.release(this.call);
+      await holds.release(this.call);
       ctrl.enqueue(STREAM_ERROR);
     }
     ctrl.enqueue(DONE);
@@ -184,7 +186,7 @@ export class MeteredStream {
     this.o.deadline.stop();
     if (this.resolved) return;
     this.resolved = true;
-    this.o.settler.settleBehind(this.call, await this.stoppedCost());
+    this.o.holds.settleBehind(this.call, await this.stoppedCost());
     this.end();
   }
 
@@ -198,7 +200,7 @@ export class MeteredStream {
     clearInterval(this.keepHold);
     if (this.resolved) return;
     this.resolved = true;
-    this.o.settler.settleBehind(this.call, await this.stoppedCost());
+    this.o.holds.settleBehind(this.call, await this.stoppedCost());
     this.end();
     this.o.deadline.stop();
     try {

@@ -1,3 +1,4 @@
+import { withDeadline } from "../../deadline.ts";
 import type { Services } from "../services.ts";
 
 /** "up" or "down", as /health and the metrics report a dependency. */
@@ -6,18 +7,11 @@ export type DependencyState = "up" | "down";
 // A probe that waits longer than this is as good as a failed one: a health check must answer while Redis hangs.
 const PROBE_MS = 1_000;
 
-async function probe(check: () => Promise<unknown>): Promise<DependencyState> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<"down">((resolve) => (timer = setTimeout(() => resolve("down"), PROBE_MS)));
-  const answer = check().then(
+function probe(check: () => Promise<unknown>): Promise<DependencyState> {
+  return withDeadline(PROBE_MS, check, () => new Error("probe timed out")).then(
     () => "up" as const,
     () => "down" as const,
   );
-  try {
-    return await Promise.race([answer, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**

@@ -41,7 +41,7 @@ export const keysRoutes = (s: Services) =>
           requestBody: body("ApiKeyCreateRequest", { ...SIGNED, label: "laptop" }),
           responses: responses(
             { 201: json("ApiKeyCreateResponse", "The new key; its plaintext is never shown again", CREATED, ["Cache-Control"]) },
-            errors("VALIDATION_ERROR", "UNAUTHORIZED"),
+            errors("VALIDATION_ERROR", "UNAUTHORIZED", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
           ),
         }),
       },
@@ -86,7 +86,7 @@ export const keysRoutes = (s: Services) =>
           requestBody: body("SiweAuth", SIGNED),
           responses: responses(
             { 200: json("ApiKeyRevokeResponse", "Revoked", { revoked: true }) },
-            errors("VALIDATION_ERROR", "UNAUTHORIZED", "NOT_FOUND"),
+            errors("VALIDATION_ERROR", "UNAUTHORIZED", "NOT_FOUND", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
           ),
         }),
       },

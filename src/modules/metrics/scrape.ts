@@ -1,6 +1,6 @@
 import type { Services } from "../services.ts";
 import { log } from "../../log.ts";
-import { holdOverruns } from "../chat/holdOverruns.ts";
+import { holdOverruns } from "../../billing/overruns.ts";
 import { dependencyStates } from "../health/dependencies.ts";
 import { metrics } from "../../observe/metrics.ts";
 

@@ -78,7 +78,7 @@ export const topupPayRoutes = (s: Services) =>
               content: { "application/json": { schema: REF("PlainError"), example: { error: "payment facilitator unavailable" } } },
             },
           },
-          errors("INTERNAL_ERROR"),
+          errors("INTERNAL_ERROR", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
         ),
       }),
     },

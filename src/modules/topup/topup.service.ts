@@ -1,7 +1,7 @@
 import type { Address } from "viem";
 import { ApiError, BareError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { parseUsd } from "../../money.ts";
+import { parseUsd } from "../../billing/money.ts";
 import type { PaymentsConfig } from "../../payments/config.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
 import { HttpFacilitator } from "../../payments/http.ts";

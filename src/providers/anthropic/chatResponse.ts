@@ -1,4 +1,4 @@
-import type { Usage } from "../pricing.ts";
+import type { Usage } from "../types.ts";
 import type { AssistantMessage, ChatCompletion, ThinkingBlock, ToolCall, Usage as OpenAIUsage } from "../openai/wire.ts";
 import type { ParsedCompletion } from "../types.ts";
 import type { Message, Usage as AnthropicUsage } from "./wire.ts";

@@ -1,5 +1,5 @@
 import type { ChatCompletionChunk, ChunkDelta, ToolCallDelta } from "../openai/wire.ts";
-import type { Usage } from "../pricing.ts";
+import type { Usage } from "../types.ts";
 import type { StreamStep, StreamTranslator } from "../types.ts";
 import { finishReason, openaiUsage, promptTokensOf } from "./chatResponse.ts";
 import type { Message, StreamEvent, Usage as AnthropicUsage } from "./wire.ts";

@@ -1,4 +1,4 @@
-import type { Usage } from "../pricing.ts";
+import type { Usage } from "../types.ts";
 import type { StreamStep, StreamTranslator } from "../types.ts";
 import type { AssistantMessage, ChatCompletionChunk, ChunkDelta, StreamError, Usage as WireUsage } from "./wire.ts";
 

@@ -3,6 +3,7 @@
  * and what the gateway answers in turn (the Anthropic adapter writes these too). What comes off the wire is not
  * checked by its type: the readers test each field they use, so these types name fields rather than promise them.
  */
+import type { Usage as TokenCounts } from "../types.ts";
 
 /** A function tool call of an assistant message. */
 export interface ToolCall {
@@ -119,4 +120,9 @@ export interface ChatCompletionChunk {
 /** An error a provider sends inside a stream instead of a chunk (OpenRouter, vLLM). */
 export interface StreamError {
   error: unknown;
+}
+
+/** OpenAI's usage object for a billed usage. */
+export function usageBody(u: TokenCounts) {
+  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens };
 }

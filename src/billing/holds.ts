@@ -1,0 +1,172 @@
+import { withDeadline } from "../deadline.ts";
+import { ApiError } from "../errors.ts";
+import { LedgerRebuilding } from "../ledger/fence.ts";
+import type { ChargeDetails, KeyPrincipal, Ledger, ReserveOutcome } from "../ledger/ledger.ts";
+import { log } from "../log.ts";
+import type { RequestTrace } from "../observe/trace.ts";
+import { DependencyDown, isRedisDown } from "../outage.ts";
+import type { Model } from "../providers/catalog.ts";
+import type { Usage } from "../providers/types.ts";
+import type { PendingSettle, PendingSettles } from "../store/pendingSettles.ts";
+import type { ReserveBound } from "./holdBound.ts";
+import { checkHoldOverrun } from "./overruns.ts";
+import { billedMicro, costMicro } from "./price.ts";
+import { refusalError } from "./refusals.ts";
+
+/** What a hold's settle needs of its request: who pays, which hold, the model's prices, what the hold covers. */
+export interface HeldCall {
+  principal: KeyPrincipal;
+  holdId: string;
+  model: Model;
+  bound: ReserveBound;
+  /** The access-log line and metrics of the request: the charge is written there. */
+  trace: RequestTrace;
+}
+
+// A reserve takes well under a millisecond in Redis; one that has not answered in this long is not coming soon.
+const RESERVE_DEADLINE_MS = 2_000;
+
+// A settle keeps trying for about a minute (a late settle still charges after the sweeper expired the hold), then
+// goes to Postgres (pending_settles) for the repair job.
+const SETTLE_ATTEMPTS = 35;
+const SETTLE_ATTEMPT_MS = 2_000;
+const RELEASE_ATTEMPTS = 5;
+// How long a release behind a lost reserve reply waits for that reserve's own outcome before it goes anyway (the
+// reserve is then stuck behind an outage; should it run later, the sweeper expires its hold with its lifetime).
+const RESERVE_OUTCOME_WAIT_MS = 30_000;
+
+/**
+ * A request's two Redis calls, as one hold's life: the reserve (under a deadline, refused in the spec's words), then
+ * the settle or the release, durable: settles run behind their answers with retries and a deadline per attempt, a
+ * settle that keeps failing goes to Postgres, and shutdown can wait for (or keep) what is in flight.
+ */
+export class Holds {
+  /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
+  private readonly settling = new Map<Promise<void>, PendingSettle>();
+  /** Releases of holds whose reserve reply was lost. */
+  private readonly releasing = new Set<Promise<void>>();
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly pending: PendingSettles,
+  ) {}
+
+  /**
+   * Holds `amount` for the request, answering 503 fast when Redis cannot: at once while the ledger's connection is
+   * down (nothing is sent, so nothing is held), and after RESERVE_DEADLINE_MS when Redis does not answer. A reserve
+   * whose reply was lost (connection dropped, deadline) may still open its hold, now or when a queued command runs
+   * on reconnect, or once a cluster's failover is over: a release by its hold id follows its outcome, behind the
+   * answer; should that fail too, the sweeper expires the hold. A refusal is the spec's 401/402/429.
+   */
+  async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number }> {
+    if (!this.ledger.connected) throw ApiError.unavailable(1);
+    let outcome: ReserveOutcome;
+    const reserving = this.ledger.reserve(principal, holdId, amount);
+    try {
+      outcome = await withDeadline(RESERVE_DEADLINE_MS, () => reserving, () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS));
+    } catch (e) {
+      // Refused by the fence: nothing was held.
+      if (e instanceof LedgerRebuilding) throw e;
+      this.releaseBehind(principal, holdId, reserving);
+      if (!isRedisDown(e)) throw e;
+      log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
+      throw ApiError.unavailable(1);
+    }
+    if (!outcome.ok) throw refusalError(outcome);
+    return outcome;
+  }
+
+  /**
+   * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
+   * command is queued on the ledger's Redis connection before the response (or the stream's end) leaves, so a
+   * balance read that follows on that connection sees the charge. Saves one Redis round trip of added latency.
+   * It retries for about a minute; after that the charge is kept in Postgres for the repair job.
+   */
+  settleBehind(call: HeldCall, usage: Usage): void {
+    const charge = billedMicro(call.model, usage);
+    // Charged all the same (the provider billed it), but the hold should have covered it.
+    checkHoldOverrun(charge, call.bound, { model: call.model.id, hold: call.holdId, usage });
+    const details: ChargeDetails = {
+      promptTokens: usage.prompt_tokens,
+      completionTokens: usage.completion_tokens,
+      costMicro: costMicro(call.model, usage),
+      model: call.model.id,
+    };
+    const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
+    call.trace.chargeUsdc = charge;
+    // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
+    // attempt that runs later is harmless: settle-batch posts a hold once.
+    const attempt = () => withDeadline(SETTLE_ATTEMPT_MS, () => this.ledger.settleOutcome(call.principal, call.holdId, charge, details), () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS));
+    const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
+      .then(
+        (outcome) => {
+          if (outcome !== "UNKNOWN_HOLD") return;
+          // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
+          log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });
+          return this.pending.record({ ...keep, unresolved: true });
+        },
+        () => this.pending.record(keep),
+      )
+      .finally(() => this.settling.delete(p));
+    this.settling.set(p, keep);
+  }
+
+  /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
+  async release(hold: { principal: KeyPrincipal; holdId: string }, attempts = RELEASE_ATTEMPTS): Promise<void> {
+    // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
+    const attempt = () => withDeadline(SETTLE_ATTEMPT_MS, () => this.ledger.release(hold.principal, hold.holdId), () => DependencyDown.late("redis", "release", SETTLE_ATTEMPT_MS));
+    await retry("release", attempt, { hold: hold.holdId }, attempts).catch(() => {
+      // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
+    });
+  }
+
+  /**
+   * Releases a hold that may or may not exist (its reserve's reply did not come in time), without making anyone
+   * wait. That reserve may still run: queued in its shard's batcher behind a call in flight, redirected by the
+   * Cluster client through a failover, queued for a reconnect. A release that ran first would find no hold, and the
+   * reserve would then open one nobody resolves (its credit locked until the sweeper): so the release goes once
+   * `reserve` has its outcome (or after RESERVE_OUTCOME_WAIT_MS), and retries as long as a settle does, through a
+   * failover.
+   */
+  releaseBehind(principal: KeyPrincipal, holdId: string, reserve: Promise<unknown>): void {
+    const p: Promise<void> = outcomeOf(reserve, RESERVE_OUTCOME_WAIT_MS)
+      .then(() => this.release({ principal, holdId }, SETTLE_ATTEMPTS))
+      .finally(() => this.releasing.delete(p));
+    this.releasing.add(p);
+  }
+
+  /** Waits for settles and releases still in flight: shutdown calls it before the final outbox drain. */
+  async idle(): Promise<void> {
+    while (this.settling.size > 0 || this.releasing.size > 0) await Promise.all([...this.settling.keys(), ...this.releasing]);
+  }
+
+  /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */
+  async keepInFlight(): Promise<number> {
+    const left = [...this.settling.values()];
+    await Promise.all(left.map((k) => this.pending.record(k)));
+    return left.length;
+  }
+}
+
+/** Resolves when `p` has settled either way, or after `ms`. */
+function outcomeOf(p: Promise<unknown>, ms: number): Promise<void> {
+  return withDeadline(ms, () => p, () => new Error(`no outcome within ${ms} ms`)).then(
+    () => {},
+    () => {},
+  );
+}
+
+/** Retries a ledger call (it is idempotent by hold id) with capped backoff; a settle must not be lost to a blip. */
+async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, unknown>, attempts: number): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (attempt >= attempts) {
+        log.error(`ledger ${what} failed after ${attempts} attempts`, { ...ctx, error: e });
+        throw e;
+      }
+      await Bun.sleep(Math.min(2_000, 20 * 2 ** attempt));
+    }
+  }
+}

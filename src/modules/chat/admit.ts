@@ -1,0 +1,26 @@
+import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
+import { refuseOverlongPrompt } from "../../billing/promptFloor.ts";
+import { ApiError } from "../../errors.ts";
+import type { KeyPrincipal } from "../../ledger/ledger.ts";
+import type { RequestTrace } from "../../observe/trace.ts";
+import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
+import { refuseRepricingFields } from "../../providers/fields.ts";
+import type { ChatRequest } from "../../providers/types.ts";
+
+/**
+ * Who calls, with which model: every check made before a hold, in the order a client meets them. A field that could
+ * raise the bill behind the hold is refused first (README "Money rules"), then the key, then the model; a prompt
+ * that cannot fit the model's context is 400 here, before the hold (whose prompt bound stops at the window) could
+ * make it a 402.
+ */
+export async function admit(auth: ApiKeyAuth, catalog: Catalog, authorization: string | null, body: ChatRequest, trace: RequestTrace): Promise<{ principal: KeyPrincipal; model: Model }> {
+  refuseRepricingFields(body);
+  const principal = await auth.fromHeader(authorization);
+  trace.keyId = principal.keyId;
+  trace.wallet = principal.wallet;
+  trace.model = String(body.model).slice(0, 200);
+  const model = catalog.models.get(body.model);
+  if (!model) throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(catalog, String(body.model)) });
+  refuseOverlongPrompt(model, body);
+  return { principal, model };
+}

@@ -1,0 +1,178 @@
+/**
+ * The composition root: the one place that builds everything (connections, ledger, store, services) and the
+ * background work. It sits above the routes' floors; what it builds is typed by modules/services.ts, which the
+ * routes import, so no module imports from here.
+ */
+import { ApiKeyAuth } from "./auth/apiKeys.ts";
+import { SiweVerifier } from "./auth/siwe.ts";
+import type { Config } from "./config.ts";
+import { RedisNames } from "./ledger/names.ts";
+import { Ledger } from "./ledger/ledger.ts";
+import { LedgerScripts } from "./ledger/scripts.ts";
+import { openRedis, type RedisCommands } from "./redis/connect.ts";
+import type { RedisTarget } from "./redis/target.ts";
+import { log } from "./log.ts";
+import { Holds } from "./billing/holds.ts";
+import { ChatService } from "./modules/chat/chat.service.ts";
+import { Forwarder } from "./modules/chat/forward.ts";
+import { KeyService } from "./modules/keys/keys.service.ts";
+import { TopupService } from "./modules/topup/topup.service.ts";
+import { UsageService } from "./modules/usage/usage.service.ts";
+import { Credits } from "./store/credits.ts";
+import { openDatabase } from "./store/db.ts";
+import { Flusher } from "./store/flusher.ts";
+import { PendingSettles } from "./store/pendingSettles.ts";
+import { migrate } from "./store/migrate.ts";
+import { PgHealth } from "./store/pgHealth.ts";
+import { withDeadline } from "./deadline.ts";
+import { DependencyDown, outageOf } from "./outage.ts";
+import { reconcileFromPostgres } from "./rebuild/reconcile.ts";
+import { ensureLedger } from "./rebuild/rebuild.ts";
+import { checkRedisForLedger } from "./rebuild/redisChecks.ts";
+
+import type { Services } from "./modules/services.ts";
+
+export type { Services };
+
+/** Where the services connect: a Redis URL or unix socket (or a Redis Cluster), and a Postgres URL (with socket path for PGlite). */
+export interface Connections {
+  redis: RedisTarget;
+  database: { url: string; path?: string; max?: number; debug?: (connection: number, query: string) => void };
+}
+
+const SWEEP_INTERVAL_MS = 5_000;
+// A dependency that does not answer at start stops the process with one line instead of waiting forever (Bun's
+// Redis client queues commands while it reconnects, without end).
+const STARTUP_DEADLINE_MS = 5_000;
+// Money-in repairs (credits half applied, payments whose settlement was not confirmed) also run under constant
+// load, when the flusher never has an idle round.
+const REPAIR_INTERVAL_MS = 30_000;
+// While Postgres is down, its probe (PgHealth) gives up on a connect after this long and tries again, so a host
+// that did not answer is seen back within about this long.
+const PROBE_CONNECT_TIMEOUT_S = 1;
+
+/** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
+export async function buildServices(config: Config, conn: Connections): Promise<Services> {
+  const rawSql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path, debug: conn.database.debug });
+  const pgHealth = new PgHealth(rawSql, () => openDatabase(conn.database.url, { max: 1, path: conn.database.path, connectTimeoutS: PROBE_CONNECT_TIMEOUT_S }));
+  const sql = pgHealth.guard();
+  const { commands: redis, router } = openRedis(conn.redis);
+  const redisNames = new RedisNames(config.ledgerShards);
+  const closeClients = async () => (redis.disconnect(), router.close(), await rawSql.end({ timeout: 1 }));
+  // Refusals (an evicting Redis, another LEDGER_SHARDS) come before anything is written anywhere.
+  await startupStep("Redis", closeClients, () => checkRedisForLedger(redis, redisNames));
+  await startupStep("Postgres", closeClients, () => migrate(rawSql));
+  const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(router));
+  const ledger = new Ledger(redis, scripts, redisNames, config);
+  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
+  ledger.fence.onLost(() => ensureLedger(ledger, sql));
+  await ensureLedger(ledger, sql);
+  await ledger.fence.readAll();
+
+  const apiKeyAuth = new ApiKeyAuth(sql, ledger);
+  const credits = new Credits(sql, ledger);
+  await credits.reapplyPending();
+  const flusher = new Flusher(scripts.client, sql, redisNames, {
+    onRedisLost: () => ensureLedger(ledger, sql),
+    beforeDrain: () => ledger.flushQueued(),
+  });
+  await flusher.init();
+
+  const pendingSettles = new PendingSettles(sql, ledger);
+  // One Holds for every endpoint that bills a model call: its settles in flight are what shutdown waits for.
+  const holds = new Holds(ledger, pendingSettles);
+  const chat = new ChatService(apiKeyAuth, config.catalog, holds, new Forwarder(holds, ledger, config.upstreamTimeoutMs, config.streamMaxMs));
+  let sweeper: ReturnType<typeof setInterval> | undefined;
+  let repairer: ReturnType<typeof setInterval> | undefined;
+  const topup = new TopupService(config.payments, sql, credits);
+  const keys = new KeyService(sql, ledger, credits, apiKeyAuth);
+  let closing: Promise<void> | undefined;
+  // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
+  // skip the others.
+  const jobs: [string, () => Promise<unknown>][] = [
+    ["credits", () => credits.reapplyPending()],
+    ["payment checks", () => topup.recovery.checkPending()],
+    ["deferred settles", () => pendingSettles.replay()],
+    // Revocations and applied credits a Redis lost with its recent writes come back from Postgres.
+    ["reconcile", () => reconcileFromPostgres(ledger, sql)],
+  ];
+  const running = new Map<string, Promise<unknown>>();
+  const runJobs = () =>
+    Promise.all(
+      jobs.map(([name, job]) => {
+        let run = running.get(name);
+        if (!run) {
+          run = job()
+            .catch((e) => log.error("repair job failed; it will retry", { job: name, error: e }))
+            .finally(() => running.delete(name));
+          running.set(name, run);
+        }
+        return run;
+      }),
+    );
+  return {
+    config,
+    redis,
+    scripts,
+    sql,
+    pgHealth,
+    ledger,
+    apiKeyAuth,
+    siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
+    credits,
+    keys,
+    usage: new UsageService(ledger, keys, sql),
+    topup,
+    chat,
+    pendingSettles,
+    flusher,
+    startBackground() {
+      flusher.start();
+      sweeper = setInterval(() => {
+        // Redis failing over or down is an outage the next round outlives (the holds wait, they do not move): a
+        // warning; anything else is a defect.
+        ledger.sweepExpired().catch((e) => (outageOf(e) ? log.warn("hold sweep postponed: Redis unavailable", { error: e }) : log.error("hold sweep failed", { error: e })));
+      }, SWEEP_INTERVAL_MS);
+      repairer = setInterval(() => {
+        void runJobs();
+      }, REPAIR_INTERVAL_MS);
+    },
+    async repairNow() {
+      await runJobs();
+    },
+    close() {
+      // Twice is once: a test or a signal may close what shutdown is already closing.
+      return (closing ??= closeOnce());
+    },
+  };
+
+  async function closeOnce(): Promise<void> {
+    pgHealth.stop();
+    clearInterval(sweeper);
+    clearInterval(repairer);
+    await chat.idle();
+    await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
+    redis.disconnect();
+    scripts.close();
+    // What is left are repair jobs, which are idempotent and may be cut short. postgres.js' end waits out its whole
+    // timeout for a connection Postgres dropped (it keeps the failed query), so a long grace only held shutdown.
+    await rawSql.end({ timeout: 1 });
+  }
+}
+
+/**
+ * One start-up step against a dependency, bounded: on failure or silence the clients opened so far are closed, and
+ * an outage comes out as DependencyDown naming the dependency in one line (main prints it and exits non-zero).
+ */
+async function startupStep<T>(name: "Postgres" | "Redis", cleanup: () => unknown, step: () => Promise<T>): Promise<T> {
+  const dependency = name === "Redis" ? "redis" : "postgres";
+  const p = step();
+  try {
+    return await withDeadline(STARTUP_DEADLINE_MS, () => p, () => DependencyDown.late(dependency, name, STARTUP_DEADLINE_MS));
+  } catch (e) {
+    p.catch(() => {});
+    await Promise.resolve(cleanup()).catch(() => {});
+    if (e instanceof DependencyDown || !outageOf(e)) throw e;
+    throw new DependencyDown(dependency, `${name} is unreachable: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}

@@ -1,0 +1,275 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { keyStateFields } from "../src/ledger/apiKeyState.ts";
+import { RedisNames } from "../src/ledger/names.ts";
+import { LedgerScripts, SCRIPT_FILES, scriptFile, scriptSource } from "../src/ledger/scripts.ts";
+import { privateRedis } from "./helpers/services.ts";
+
+/**
+ * The SHA1 of every ledger script as shipped. Redis runs them by this SHA1 (EVALSHA), and every balance in the
+ * system depends on their exact text: changing a script must be a deliberate act that updates this table.
+ * The SHA1 is of the script as Redis runs it, its includes in place; recompute with
+ * `bun -e 'import { SCRIPT_FILES, scriptSource } from "./src/ledger/scripts.ts"; for (const f of SCRIPT_FILES) console.log(f, new Bun.CryptoHasher("sha1").update(scriptSource(f)).digest("hex"))'`.
+ */
+const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
+  "reserve-batch.lua": "277e24687441aa48f52c8d94ff819bcd37678f1f",
+  "settle-batch.lua": "95f50691dd73d8903795b230124a6efc1dcd141e",
+  "release-6.lua": "29cf696ba93d5357169983d01777cd45ec5c36fa",
+  "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
+  "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
+  "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
+  "rebuild-write-2.lua": "f36e334912f8a38f427e2486532be6a61f362fc2",
+}
+
+const LUA_DIR = join(import.meta.dir, "..", "lua");
+
+const sha1 = (text: string) => new Bun.CryptoHasher("sha1").update(text).digest("hex");
+
+/** Splits a script into its opening `--[[ ... ]]` comment and the code after it. */
+function split(source: string): { header: string; code: string } {
+  const m = /^--\[\[([\s\S]*?)\]\]\n/.exec(source);
+  if (!m) throw new Error("script does not open with a --[[ ... ]] comment block");
+  return { header: m[1]!, code: source.slice(m[0].length) };
+}
+
+const indices = (text: string, name: "KEYS" | "ARGV") => [...text.matchAll(new RegExp(`${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
+
+describe("ledger Lua scripts", () => {
+  test("the shipped set is exactly the lua/ folder, byte for byte", () => {
+    const onDisk = readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua")).sort();
+    expect([...SCRIPT_FILES].sort() as string[]).toEqual(onDisk);
+    for (const file of SCRIPT_FILES) expect(scriptFile(file)).toBe(readFileSync(join(LUA_DIR, file), "utf8"));
+  });
+
+  test("every include of lua/includes/ is used, and pulled in whole where a script names it", () => {
+    const includes = readdirSync(join(LUA_DIR, "includes")).filter((f) => f.endsWith(".lua"));
+    expect(includes.length).toBeGreaterThan(0);
+    for (const inc of includes) {
+      const name = `includes/${inc.replace(/\.lua$/, "")}`;
+      const users = SCRIPT_FILES.filter((f) => scriptFile(f).includes(`--- @include "${name}"\n`));
+      expect(users.length).toBeGreaterThan(0);
+      for (const f of users) expect(scriptSource(f)).toContain(readFileSync(join(LUA_DIR, "includes", inc), "utf8"));
+    }
+    for (const f of SCRIPT_FILES) expect(scriptSource(f)).not.toContain("@include");
+  });
+
+  test("every script that checks the shard fence does it through the include, with the epoch in ARGV[1]", () => {
+    const fenced = SCRIPT_FILES.filter((f) => /shard fence/.test(split(scriptFile(f)).header));
+    expect(fenced.sort()).toEqual(["credit-3.lua", "rebuild-write-2.lua", "release-6.lua", "reserve-batch.lua", "settle-batch.lua"]);
+    for (const f of fenced) {
+      const { header, code } = split(scriptFile(f));
+      expect(code).toContain('--- @include "includes/fence"');
+      expect(code).not.toMatch(/'FENCED'/);
+      expect(header).toMatch(/ARGV\[1\] (ledger epoch the caller believes in|the closed fence this rebuild set)/);
+    }
+  });
+
+  test("every script's SHA1 is pinned", () => {
+    const actual = Object.fromEntries(SCRIPT_FILES.map((f) => [f, sha1(scriptSource(f))]));
+    expect(actual).toEqual(PINNED_SHA1);
+  });
+
+  for (const file of SCRIPT_FILES) {
+    describe(file, () => {
+      const source = scriptSource(file);
+      // A variadic script says so in its name (`name-batch.lua`): its common keys are the documented KEYS[n].
+      const variadic = file.endsWith("-batch.lua");
+      const declaredKeys = variadic ? Math.max(...indices(split(source).code, "KEYS")) : Number(/-(\d+)\.lua$/.exec(file)![1]);
+
+      test("opens with a comment block documenting KEYS, ARGV and Returns", () => {
+        expect(source.startsWith("--[[\n")).toBe(true);
+        const { header } = split(source);
+        expect(header).toContain("KEYS[1]");
+        expect(header).toContain("ARGV[1]");
+        expect(header).toContain("Returns");
+        if (variadic) expect(header).toContain("variadic");
+      });
+
+      test("the key count in the file name is the highest KEYS[n] the code uses, and every key is documented", () => {
+        const { header, code } = split(source);
+        const used = indices(code, "KEYS");
+        expect(used.length).toBeGreaterThan(0);
+        expect(Math.max(...used)).toBe(declaredKeys);
+        // Every key 1..n is used by the code and described in the header.
+        const usedSet = new Set(used);
+        const documented = new Set(indices(header, "KEYS"));
+        for (let n = 1; n <= declaredKeys; n++) {
+          expect(usedSet.has(n)).toBe(true);
+          expect(documented.has(n)).toBe(true);
+        }
+        expect(Math.max(...documented)).toBe(declaredKeys);
+      });
+
+      test("every ARGV the code reads is documented in the header", () => {
+        const { header, code } = split(source);
+        const documented = new Set(indices(header, "ARGV"));
+        const used = [...new Set(indices(code, "ARGV"))].sort((a, b) => a - b);
+        expect(used.length).toBeGreaterThan(0);
+        expect(used.filter((n) => !documented.has(n))).toEqual([]);
+      });
+    });
+  }
+});
+
+/**
+ * What reserve-batch and settle-batch do, called directly on a private redis-server: every case of the former
+ * one-call scripts (the reserve and settle that came before the batches) through a batch, and what only a batch can do (ok and refused items
+ * mixed, one hold id twice, each item seeing the ones before it).
+ */
+describe("batch scripts on Redis", () => {
+  const names = new RedisNames(4);
+  const wallet = `0x${"ab".repeat(19)}0001`;
+  const shard = names.shardOf(wallet);
+  const W = names.wallet(shard, wallet);
+  const K1 = names.apiKey(shard, 1); // no budget
+  const K2 = names.apiKey(shard, 2); // budget 1_000
+  const K3 = names.apiKey(shard, 3); // revoked
+  const keyOf: Record<number, string> = { 1: K1, 2: K2, 3: K3 };
+  const WINDOW = 7; // window number of the rate counters; elapsed 15_000 of a 60_000 ms window
+  const marker = (id: string) => names.holdMarker(shard, id);
+  let server: Awaited<ReturnType<typeof privateRedis>>;
+  let redis: Redis;
+  let scripts: LedgerScripts;
+
+  beforeAll(async () => {
+    server = await privateRedis();
+    redis = new Redis(server.socket);
+    scripts = await LedgerScripts.connect(server.socket);
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    scripts?.close();
+    await server?.stop();
+  });
+  beforeEach(async () => {
+    await redis.flushall();
+    await redis.set(names.fence(shard), "1");
+    await redis.hset(W, { balance: 10_000, locked: 0 });
+    await redis.hset(K1, keyStateFields({ revoked: false, budget: null }));
+    await redis.hset(K2, keyStateFields({ revoked: false, budget: 1_000 }));
+    await redis.hset(K3, keyStateFields({ revoked: true, budget: null }));
+  });
+
+  type R = [key: number, holdId: string, amount: number | string];
+  function reserve(items: R[], o: { epoch?: string; limit?: number; window?: number; extraKey?: boolean } = {}) {
+    const keys = [names.holds(shard), names.fence(shard)];
+    const argv: (string | number)[] = [o.epoch ?? "1", o.limit ?? 100, o.window ?? 60_000, 15_000, 3_600_000];
+    for (const [k, id, amount] of items) {
+      keys.push(W, keyOf[k]!, marker(id), names.rate(shard, wallet, WINDOW), names.rate(shard, wallet, WINDOW - 1));
+      argv.push(id, amount, `${wallet}|${k}`);
+    }
+    if (o.extraKey) keys.push(W);
+    return scripts.reserveBatch(keys, argv);
+  }
+  type S = [key: number, holdId: string, charge: number | string, cost?: number | string];
+  function settle(items: S[], epoch = "1") {
+    const keys = [names.holds(shard), names.outbox(shard), names.fence(shard)];
+    const argv: (string | number)[] = [epoch, 604_800];
+    for (const [k, id, charge, cost = 10] of items) {
+      keys.push(W, keyOf[k]!, marker(id));
+      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k);
+    }
+    return scripts.settleBatch(keys, argv);
+  }
+  async function state() {
+    const [w, k1, k2, holds, outbox, rate] = await Promise.all([
+      redis.hgetall(W), redis.hgetall(K1), redis.hgetall(K2), redis.zrange(names.holds(shard), "0", "-1"),
+      redis.xrange(names.outbox(shard), "-", "+"), redis.get(names.rate(shard, wallet, WINDOW)),
+    ]);
+    return { w, k1, k2, holds: holds.sort(), outbox: outbox.flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as Record<string, unknown>[]), entries: outbox.length, rate };
+  }
+
+  test("reserve: ok and refused items in one batch, each seeing the ones before it; a repeated hold id holds once", async () => {
+    const r = await reserve([
+      [1, "a", 6_000], // held: 4_000 left
+      [3, "b", 1], // revoked key: not counted by the rate limit
+      [1, "c", 5_000], // 4_000 available after a
+      [2, "d", 900], // budget 1_000: held
+      [2, "e", 200], // budget left 100 after d
+      [1, "a", 6_000], // a again: already held, nothing more
+    ]);
+    expect(r).toEqual([1, [1, 4_000, 99], [0, "UNAUTHORIZED"], [0, "INSUFFICIENT_BALANCE", 4_000], [1, 3_100, 97], [0, "KEY_BUDGET_EXCEEDED", 100], [1, 3_100, 0]]);
+    const s = await state();
+    expect(s.w).toEqual({ balance: "10000", locked: "6900" });
+    expect(s.k1.locked).toBe("6000");
+    expect(s.k2.locked).toBe("900");
+    expect(s.holds).toEqual(["a", "d"]);
+    expect(await redis.get(marker("a"))).toBe(`live|6000|${wallet}|1`);
+    expect(await redis.get(marker("c"))).toBeNull();
+    expect(s.rate).toBe("4"); // a, c, d, e passed the rate limit (c and e refused later still count)
+    expect(await redis.pttl(names.rate(shard, wallet, WINDOW))).toBeGreaterThan(110_000);
+    // A second batch sees the first: the counter goes on, and a resolved hold id is refused.
+    await redis.set(marker("z"), "settled");
+    expect(await reserve([[1, "z", 1], [1, "f", 4_000]])).toEqual([1, [0, "HOLD_RESOLVED"], [0, "INSUFFICIENT_BALANCE", 3_100]]);
+    expect(await redis.get(names.rate(shard, wallet, WINDOW))).toBe("5");
+  });
+
+  test("reserve: the rate limit refuses mid-batch, weighing the previous window", async () => {
+    await redis.set(names.rate(shard, wallet, WINDOW - 1), "4"); // 4 × 45/60 = 3 weighted
+    const r = await reserve([[1, "a", 1], [1, "b", 1], [1, "c", 1]], { limit: 5 });
+    expect(r).toEqual([1, [1, 9_999, 1], [1, 9_998, 0], [0, "RATE_LIMITED", 45_000]]);
+    expect((await state()).rate).toBe("2");
+  });
+
+  test("reserve: a fenced batch or bad arguments change nothing", async () => {
+    const before = await state();
+    expect(await reserve([[1, "a", 1], [1, "b", 2]], { epoch: "0" })).toEqual([0, "FENCED", "1"]);
+    await redis.set(names.fence(shard), "R:2");
+    expect(await reserve([[1, "a", 1]], { epoch: "1" })).toEqual([0, "FENCED", "R:2"]);
+    await redis.set(names.fence(shard), "1");
+    for (const bad of [
+      () => reserve([[1, "a", 1], [1, "", 1]]),
+      () => reserve([[1, "a", 1], [1, "b", "1.5"]]),
+      () => reserve([[1, "a", 1]], { window: 0 }),
+      () => reserve([[1, "a", 1]], { extraKey: true }),
+      () => reserve([]),
+    ]) {
+      await expect(bad()).rejects.toThrow("reserve-batch: bad arguments");
+    }
+    expect(await state()).toEqual(before);
+    expect(await redis.exists(marker("a"))).toBe(0);
+  });
+
+  test("settle: posted, repeated, unknown, released and expired holds in one batch", async () => {
+    expect(await reserve([[1, "a", 3_000], [2, "b", 500], [1, "c", 100], [1, "d", 200]])).toEqual([1, [1, 7_000, 99], [1, 6_500, 98], [1, 6_400, 97], [1, 6_200, 96]]);
+    await redis.set(marker("c"), "released"); // as release-6 leaves them (locks given back by hand here)
+    await redis.set(marker("d"), "expired");
+    await redis.zrem(names.holds(shard), "c", "d");
+    await redis.hset(W, "locked", 3_500);
+    await redis.hset(K1, "locked", 3_000);
+    const r = await settle([[1, "a", 2_500], [2, "b", 700, 800], [1, "a", 1], [1, "x", 5], [1, "c", 5], [1, "d", 40]]);
+    expect(r).toEqual([1, [1, 7_500], [1, 6_800], [0, "settled"], [0, "UNKNOWN_HOLD"], [0, "released"], [1, 6_760]]);
+    const s = await state();
+    expect(s.w).toEqual({ balance: "6760", locked: "0" });
+    expect(s.k1).toMatchObject({ locked: "0", spent: "2540", requests: "2", prompt_tokens: "200", completion_tokens: "40", revenue: "2520" });
+    expect(s.k2).toMatchObject({ locked: "0", spent: "700", requests: "1", revenue: "-100" });
+    expect(s.holds).toEqual([]);
+    for (const id of ["a", "b", "d"]) expect(await redis.get(marker(id))).toBe("settled");
+    expect(await redis.ttl(marker("a"))).toBeGreaterThan(600_000);
+    expect(s.outbox.map(({ at, ...e }: Record<string, unknown>) => (expect(Number(at)).toBeGreaterThan(1.6e12), e))).toEqual([
+      { type: "charge", hold: "a", wallet, key: 1, model: "m/x", amount: 2_500, cost: 10, pt: 100, ct: 20 },
+      { type: "charge", hold: "b", wallet, key: 2, model: "m/x", amount: 700, cost: 800, pt: 100, ct: 20 },
+      { type: "charge", hold: "d", wallet, key: 1, model: "m/x", amount: 40, cost: 10, pt: 100, ct: 20 },
+    ]);
+    // One outbox entry for the batch's three charges.
+    expect(s.entries).toBe(1);
+  });
+
+  test("settle: a fenced batch or bad arguments change nothing", async () => {
+    await reserve([[1, "a", 3_000]]);
+    const before = await state();
+    expect(await settle([[1, "a", 1]], "2")).toEqual([0, "FENCED", "1"]);
+    for (const bad of [
+      () => settle([[1, "a", 1], [1, "", 1]]),
+      () => settle([[1, "a", 1], [1, "b", -1]]),
+      () => settle([[1, "a", 1], [1, "b", 1, "1.5"]]),
+      () => settle([]),
+    ]) {
+      await expect(bad()).rejects.toThrow("settle-batch: bad arguments");
+    }
+    expect(await state()).toEqual(before);
+    expect(await redis.get(marker("a"))).toBe(`live|3000|${wallet}|1`);
+  });
+});
