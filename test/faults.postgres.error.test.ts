@@ -11,9 +11,16 @@
 import { describe, expect, test } from "bun:test";
 import { sharedGateway } from "./helpers/gateway.ts";
 import { CHARGE } from "./helpers/ledgerTraffic.ts";
+import { captureErrors } from "./helpers/logs.ts";
 
 // The chat load that fills the outbox during an outage is far above a key's default rate limit.
 const gw = sharedGateway({ RATE_LIMIT_REQUESTS: "1000000" }, { forwardPostgres: true });
+
+const UNREACHABLE = /"Postgres unreachable; Postgres-backed requests answer 503 until it returns"/;
+const FLUSH_FAILED = /"flusher round failed; it will retry"/;
+const REPAIR_FAILED = /"repair job failed; it will retry"/;
+const DRAIN_FAILED = /"final outbox drain failed; entries stay in Redis"/;
+const errors = captureErrors(UNREACHABLE, FLUSH_FAILED, REPAIR_FAILED, DRAIN_FAILED);
 
 // The flusher's batch (store/flusher.ts): an outage that leaves more behind is drained in back-to-back batches.
 const FLUSHER_BATCH = 500;
@@ -25,13 +32,21 @@ describe("Postgres down", () => {
     const { account, wallet, key } = await gw.newWallet(1);
     const apiKey = { authorization: `Bearer ${key}` };
     const listing = async () => gw.call("GET", `/v1/auth/keys?${new URLSearchParams(await gw.signIn(account))}`);
+    // Each one signed first (the test's own signing is no part of the gateway's answer time), then sent.
     const requests = {
-      usage: () => gw.call("GET", `/v1/usage/${wallet}`, undefined, apiKey),
-      listing,
-      creation: async () => gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "during outage" }),
-      history: () => gw.call("GET", `/v1/topups/${wallet}`, undefined, apiKey),
+      usage: async () => () => gw.call("GET", `/v1/usage/${wallet}`, undefined, apiKey),
+      listing: async () => {
+        const query = new URLSearchParams(await gw.signIn(account));
+        return () => gw.call("GET", `/v1/auth/keys?${query}`);
+      },
+      creation: async () => {
+        const body = { ...(await gw.signIn(account)), label: "during outage" };
+        return () => gw.call("POST", "/v1/auth/keys", body);
+      },
+      history: async () => () => gw.call("GET", `/v1/topups/${wallet}`, undefined, apiKey),
     };
-    expect((await requests.usage()).status).toBe(200);
+    const send = async (request: () => Promise<() => ReturnType<typeof gw.call>>) => (await request())();
+    expect((await send(requests.usage)).status).toBe(200);
     expect((await listing()).body.data).toHaveLength(1);
 
     await gw.pgForwarder!.down();
@@ -39,8 +54,9 @@ describe("Postgres down", () => {
     try {
       for (let round = 0; round < 3; round++) {
         for (const [name, request] of Object.entries(requests)) {
+          const signed = await request();
           const started = Date.now();
-          const res = await request();
+          const res = await signed();
           expect({ name, status: res.status, body: res.body }).toEqual({ name, status: 503, body: UNAVAILABLE });
           expect(Date.now() - started).toBeLessThan(500);
         }
@@ -56,17 +72,19 @@ describe("Postgres down", () => {
       reopened = Date.now();
     }
     // Recovery time is what is measured here: each try is a real request.
-    let usage = await requests.usage();
+    let usage = await send(requests.usage);
     while (usage.status !== 200 && Date.now() - reopened < 1_000) {
       await Bun.sleep(20);
-      usage = await requests.usage();
+      usage = await send(requests.usage);
     }
     expect(usage.status).toBe(200);
     expect(Date.now() - reopened).toBeLessThan(1_000);
     const list = await listing();
     expect(list.status).toBe(200);
     expect(list.body.data).toHaveLength(1); // the creation during the outage wrote nothing
-    expect((await requests.history()).status).toBe(200);
+    expect((await send(requests.history)).status).toBe(200);
+    // One log line for the outage, not one per refused request.
+    expect(errors.take(UNREACHABLE)).toHaveLength(1);
   });
 
   // Refused: Postgres stopped (its port closed). Not answering: a frozen host or a network cut, where a connect
@@ -176,6 +194,11 @@ describe("Postgres down", () => {
     await gw.services.flusher.drain();
     const [charges] = await gw.services.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger_events WHERE wallet = ${busy.wallet} AND type = 'charge'`;
     expect(charges!.n).toBe(chats.length);
+    // The outage was logged, and the flusher kept trying meanwhile (each failed round logged; a repair round at the
+    // return may have been refused too).
+    expect(errors.take(UNREACHABLE).length).toBeGreaterThan(0);
+    expect(errors.take(FLUSH_FAILED).length).toBeGreaterThan(0);
+    errors.take(REPAIR_FAILED);
   }, 30_000);
 
   test("a host that stops answering is seen back within 3 s of its return, even when it returns just after the probe's connect began to wait", async () => {
@@ -203,6 +226,7 @@ describe("Postgres down", () => {
     expect(res.status).toBe(200);
     // The probe's own connect gives up after 1 s; one through the pool waited its 5 s connect timeout.
     expect(Date.now() - reopened).toBeLessThan(3_000);
+    expect(errors.take(UNREACHABLE)).toHaveLength(1);
   }, 15_000);
 
   test("a read whose connect waited through the outage fails after the return without marking Postgres down again", async () => {
@@ -224,6 +248,8 @@ describe("Postgres down", () => {
     // Postgres is back: the late failure of a request sent before it returned is no new outage.
     expect(gw.services.pgHealth.down).toBe(false);
     expect((await usage()).status).toBe(200);
+    // The one outage line is the one reported during the outage: the late failure logged none.
+    expect(errors.take(UNREACHABLE)).toHaveLength(1);
   }, 15_000);
 
   test("a shutdown with Postgres down is not held up: the outbox stays in Redis for the next start", async () => {
@@ -241,5 +267,6 @@ describe("Postgres down", () => {
     for (const shard of ledger.names.allShards()) left += await side.xlen(ledger.names.outbox(shard));
     side.disconnect();
     expect(left).toBeGreaterThan(0);
+    expect(errors.take(DRAIN_FAILED)).toHaveLength(1);
   });
 });

@@ -73,15 +73,22 @@ export class PgHealth {
   }
 
   /**
-   * The client services use: the same postgres.js instance, except that a query (a tagged-template call) is
-   * refused with DependencyDown while Postgres is known down. Helpers (`sql(rows)`), `begin`, `unsafe` and `end`
-   * pass through untouched.
+   * The client services use: the same postgres.js instance, except that a query (a tagged-template call, `unsafe`,
+   * `begin`) is refused with DependencyDown while Postgres is known down. Helpers (`sql(rows)`) and `end` pass
+   * through untouched. The flusher's inserts (`unsafe`) are refused too: sent on, each waited on a connect that a
+   * host that does not answer holds for the connect timeout, so the backlog's drain began that long after the return.
    */
   guard(): Sql {
+    const refused = () => Promise.reject(new DependencyDown("postgres", "Postgres is unreachable"));
     return new Proxy(this.raw, {
       apply: (target, thisArg, args: unknown[]) => {
-        if (this.downSince !== null && isTemplateCall(args)) return Promise.reject(new DependencyDown("postgres", "Postgres is unreachable"));
+        if (this.downSince !== null && isTemplateCall(args)) return refused();
         return Reflect.apply(target, thisArg, args);
+      },
+      get: (target, prop, receiver) => {
+        const value = Reflect.get(target, prop, receiver);
+        if ((prop !== "unsafe" && prop !== "begin") || typeof value !== "function") return value;
+        return (...args: unknown[]) => (this.downSince !== null ? refused() : Reflect.apply(value, target, args));
       },
     });
   }
