@@ -3,6 +3,8 @@
 FROM oven/bun:1-debian AS build
 WORKDIR /src
 COPY package.json bun.lock ./
+# A fix to postgres.js, applied by the install (see src/store/db.ts).
+COPY patches ./patches
 RUN bun install --frozen-lockfile
 COPY tsconfig.json ./
 COPY src ./src

@@ -33,8 +33,8 @@ function validationMessage(error: ValidationError): string {
   return "Invalid request parameters";
 }
 
-/** The spec's error answer for anything thrown while serving; detail goes to the log only. */
-function renderError(code: string | number, error: unknown, s: Services): Response {
+/** The spec's error answer for anything thrown while serving (a request started at `startedAt`); detail goes to the log only. */
+function renderError(code: string | number, error: unknown, s: Services, startedAt: number): Response {
   if (error instanceof HttpError) return error.toResponse();
   if (code === "VALIDATION") {
     // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
@@ -52,7 +52,7 @@ function renderError(code: string | number, error: unknown, s: Services): Respon
   const down = outageOf(error);
   if (down) {
     // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.
-    if (down === "postgres") s.pgHealth.markDown(error);
+    if (down === "postgres") s.pgHealth.markDown(error, startedAt);
     return errorResponse(ApiError.unavailable(1));
   }
   log.error("unhandled error", { code, error });
@@ -89,7 +89,7 @@ export function createApp(s: Services) {
     // Before the app's error handler: its route answers errors in OpenAI's shape with its own (Elysia runs the first).
     .use(responsesRoutes(s))
     .onError(({ code, error, request }) => {
-      const res = renderError(code, error, s);
+      const res = renderError(code, error, s, traceOf(request).start);
       traceOf(request).status = res.status;
       return res;
     })

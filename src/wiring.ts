@@ -49,11 +49,14 @@ const STARTUP_DEADLINE_MS = 5_000;
 // Money-in repairs (credits half applied, payments whose settlement was not confirmed) also run under constant
 // load, when the flusher never has an idle round.
 const REPAIR_INTERVAL_MS = 30_000;
+// While Postgres is down, its probe (PgHealth) gives up on a connect after this long and tries again, so a host
+// that did not answer is seen back within about this long.
+const PROBE_CONNECT_TIMEOUT_S = 1;
 
 /** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
 export async function buildServices(config: Config, conn: Connections): Promise<Services> {
   const rawSql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path, debug: conn.database.debug });
-  const pgHealth = new PgHealth(rawSql);
+  const pgHealth = new PgHealth(rawSql, () => openDatabase(conn.database.url, { max: 1, path: conn.database.path, connectTimeoutS: PROBE_CONNECT_TIMEOUT_S }));
   const sql = pgHealth.guard();
   const { commands: redis, router } = openRedis(conn.redis);
   const redisNames = new RedisNames(config.ledgerShards);

@@ -25,7 +25,14 @@ export interface Forwarder {
   address: Address;
   /** Closes every connection and refuses new ones (connect is refused: the socket or port is gone). */
   down(): Promise<void>;
-  /** Listens again at the same address. */
+  /**
+   * Closes every connection; new ones are accepted but never answered (a host that is frozen or cut off by the
+   * network), until `up`. Those stay silent after `up` too, until their client gives up on them.
+   */
+  stall(): Promise<void>;
+  /** Connections accepted while stalled, so far. */
+  readonly stalledConnects: number;
+  /** Listens again at the same address and forwards new connections. */
   up(): void;
   /** The next client chunk that contains `marker` is forwarded; the server's answer to it is dropped and that client's connection closed. */
   loseNextReply(marker: string): void;
@@ -53,6 +60,8 @@ export function startForwarder(target: Address): Forwarder {
   const dir = "unix" in target ? mkdtempSync(join(tmpdir(), "gw-fwd-")) : undefined;
   const pairs = new Set<Pair>();
   let lose: string | undefined;
+  let stalled = false;
+  let stalledConnects = 0;
   let listener: UnixSocketListener<Pair> | TCPSocketListener<Pair> | undefined;
   let address: Address = dir ? { unix: join(dir, "fwd.sock") } : { hostname: "127.0.0.1", port: 0 };
 
@@ -67,6 +76,7 @@ export function startForwarder(target: Address): Forwarder {
       const pair: Pair = { client, early: [] };
       client.data = pair;
       pairs.add(pair);
+      if (stalled) return void stalledConnects++; // accepted, never forwarded: its bytes go to `early` and stay there
       const upstream = "unix" in target ? { unix: target.unix } : { hostname: target.hostname, port: target.port };
       void Bun.connect<undefined>({
         ...upstream,
@@ -119,13 +129,21 @@ export function startForwarder(target: Address): Forwarder {
     get address() {
       return address;
     },
+    get stalledConnects() {
+      return stalledConnects;
+    },
     async down() {
       listener?.stop(true);
       listener = undefined;
       if ("unix" in address) rmSync(address.unix, { force: true });
       for (const p of [...pairs]) closePair(p);
     },
+    async stall() {
+      for (const p of [...pairs]) closePair(p);
+      stalled = true;
+    },
     up() {
+      stalled = false;
       if (!listener) listen();
     },
     loseNextReply(marker) {
