@@ -2,34 +2,15 @@ import { hostname } from "node:os";
 import type { RedisNames } from "../ledger/names.ts";
 import { log } from "../log.ts";
 import { metrics } from "../observe/metrics.ts";
+import { outageOf } from "../outage.ts";
 import type { KeyRouter } from "../redis/router.ts";
+import { type StreamBatch, type StreamEntry, streamEntriesOf, streamPairs } from "../redis/streams.ts";
 import type { Sql } from "./db.ts";
 
 const GROUP = "flusher";
 const BATCH = 500;
 // An entry another (crashed) consumer has held this long is taken over; inserts are idempotent anyway.
 const CLAIM_IDLE_MS = 60_000;
-
-type Entry = [id: string, fields: string[] | null];
-type Batch = [stream: string, id: string, fields: string[] | null][];
-/**
- * The [stream, entries] pairs of an XREADGROUP reply: a map stream → entries over RESP3 (Bun's client), a list of
- * pairs over RESP2, or the flat `stream, entries, …` list ioredis' `call` makes of it (a cluster router falls back
- * to ioredis while a master fails over); null when nothing is there.
- */
-function streamPairs(reply: unknown): [string, Entry[] | null][] {
-  if (!reply) return [];
-  if (!Array.isArray(reply)) return Object.entries(reply as Record<string, Entry[] | null>);
-  if (typeof reply[0] !== "string") return reply as [string, Entry[] | null][];
-  return Array.from({ length: reply.length / 2 }, (_, i) => [reply[2 * i] as string, reply[2 * i + 1] as Entry[] | null]);
-}
-
-/** The entries of a many-stream XREADGROUP reply, each with its stream. */
-function streamEntriesOf(reply: unknown): Batch {
-  const out: Batch = [];
-  for (const [stream, entries] of streamPairs(reply)) for (const [id, fields] of entries ?? []) out.push([stream, id, fields]);
-  return out;
-}
 
 /** A ledger event's id in Postgres: `<type>:<hold id>`; the insert builds the same (EVENT_ID_SQL) from the raw JSON. */
 export const ledgerEventId = (type: string, hold: string) => `${type}:${hold}`;
@@ -114,13 +95,17 @@ export class Flusher {
   /** Runs in the background until stop(); every `intervalMs` it flushes what is there. */
   start(intervalMs = 200): void {
     this.stopped = false;
+    let failed = 0; // rounds failed in a row: one line when it starts and one when it ends, not one per round
     const tick = async () => {
       let n = 0;
       try {
         n = await this.flushOnce();
+        if (failed > 0) log.info("flusher rounds succeed again", { failed_rounds: failed });
+        failed = 0;
       } catch (e) {
         metrics.flushFailures.inc();
-        log.error("flusher round failed; it will retry", { error: e });
+        // A dependency down is an outage the entries wait out in Redis (a warning); anything else is a defect.
+        if (failed++ === 0) (outageOf(e) ? log.warn : log.error)("flusher round failed; it will retry", { error: e });
       }
       if (!this.stopped) this.timer = setTimeout(tick, n >= BATCH ? 0 : intervalMs);
     };
@@ -159,7 +144,7 @@ export class Flusher {
 
   private async round(claimIdleMs?: number): Promise<number> {
     this.rounds++;
-    let batch: Batch;
+    let batch: StreamBatch;
     try {
       batch = await this.next(claimIdleMs);
     } catch (e) {
@@ -202,8 +187,8 @@ export class Flusher {
    * The next batch: entries this reader read before and has not acked (only after a failed round or at start, so
    * an idle round costs one read per shard), stale entries of dead readers every 50 rounds, else new entries.
    */
-  private async next(claimIdleMs?: number): Promise<Batch> {
-    let batch: Batch = [];
+  private async next(claimIdleMs?: number): Promise<StreamBatch> {
+    let batch: StreamBatch = [];
     if (this.ownPending) {
       batch = await this.read("0");
       if (batch.length === 0) this.ownPending = false;
@@ -218,7 +203,7 @@ export class Flusher {
    * and round cost the gateway ~70 µs per request, bench/README.md); on a cluster, which refuses keys of several
    * slots in one command, one read per stream on its own master, all in flight together.
    */
-  private async read(from: "0" | ">"): Promise<Batch> {
+  private async read(from: "0" | ">"): Promise<StreamBatch> {
     const count = String(BATCH);
     if (this.redis.multiSlot) {
       const reply = await this.redis.send("XREADGROUP", ["GROUP", GROUP, this.consumer, "COUNT", count, "STREAMS", ...this.streams, ...this.streams.map(() => from)]);
@@ -227,7 +212,7 @@ export class Flusher {
     const replies = await Promise.all(
       this.streams.map((s) => this.redis.send("XREADGROUP", ["GROUP", GROUP, this.consumer, "COUNT", count, "STREAMS", s, from], s)),
     );
-    const out: Batch = [];
+    const out: StreamBatch = [];
     replies.forEach((reply, i) => {
       for (const [, entries] of streamPairs(reply)) for (const [id, fields] of entries ?? []) out.push([this.streams[i]!, id, fields]);
     });
@@ -235,11 +220,11 @@ export class Flusher {
   }
 
   /** Takes over entries another reader has held for `minIdleMs` or longer (a process that died mid-flush). */
-  private async claimStale(minIdleMs = CLAIM_IDLE_MS): Promise<Batch> {
+  private async claimStale(minIdleMs = CLAIM_IDLE_MS): Promise<StreamBatch> {
     const replies = await Promise.all(
-      this.streams.map((s) => this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(minIdleMs), "0-0", "COUNT", String(BATCH)], s) as Promise<[string, Entry[]]>),
+      this.streams.map((s) => this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(minIdleMs), "0-0", "COUNT", String(BATCH)], s) as Promise<[string, StreamEntry[]]>),
     );
-    const out: Batch = [];
+    const out: StreamBatch = [];
     replies.forEach(([, entries], i) => {
       for (const [id, fields] of entries) out.push([this.streams[i]!, id, fields]);
     });
