@@ -25,7 +25,8 @@ const server = Bun.serve({
       body: await req.text(),
     });
     const type = res.headers.get("content-type") ?? "application/json";
-    if (type.startsWith("text/event-stream")) return new Response(res.body, { status: res.status, headers: { "content-type": type, "cache-control": "no-cache" } });
+    if (type.startsWith("text/event-stream"))
+      return new Response(res.body, { status: res.status, headers: { "content-type": type, "cache-control": "no-cache" } });
     const body = await res.text();
     return new Response(body, { status: res.status, headers: { "content-type": type } });
   },

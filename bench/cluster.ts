@@ -18,8 +18,18 @@ import { RedisNames } from "../src/ledger/names.ts";
 import { accountOn, startCluster, type TestCluster } from "../test/helpers/cluster.ts";
 import { autocannon, checkAnswer, cpuSeconds, machineBusy, redisCommandStats, type Target } from "./measure.ts";
 import {
-  apiKeyWithCredit, cleanUpOnSignals, cleanup, freshDatabase, type Gateway, logChildTails, onCleanup, openWorkDir, startGateway, startRedis,
-  startUpstreams, stopChild,
+  apiKeyWithCredit,
+  cleanUpOnSignals,
+  cleanup,
+  freshDatabase,
+  type Gateway,
+  logChildTails,
+  onCleanup,
+  openWorkDir,
+  startGateway,
+  startRedis,
+  startUpstreams,
+  stopChild,
 } from "./processes.ts";
 import { f0, f2, mean } from "./report.ts";
 import { gatewayBody, log, RESULTS, ROOT, S } from "./settings.ts";
@@ -64,7 +74,9 @@ async function load(m: Mode, durationS: number): Promise<Mode["runs"][number]> {
   const before = pids.map(cpuSeconds);
   const loadgen = [Bun.which("node") ?? process.execPath];
   const per = Math.max(1, Math.round(S.connections / m.keys.length));
-  const rs = await Promise.all(m.keys.map((key) => autocannon(loadgen, target(m, key), per, durationS, { target: m.gw.child.proc.pid, standin: 0, redis: 0 })));
+  const rs = await Promise.all(
+    m.keys.map((key) => autocannon(loadgen, target(m, key), per, durationS, { target: m.gw.child.proc.pid, standin: 0, redis: 0 })),
+  );
   const after = pids.map(cpuSeconds);
   const bad = rs.reduce((a, r) => a + r.non2xx + r.errors + r.timeouts, 0);
   if (bad > 0) throw new Error(`${m.name}: ${bad} requests failed (non-2xx, errors or timeouts)`);
@@ -98,7 +110,9 @@ async function main(): Promise<number> {
   mkdirSync(RESULTS, { recursive: true });
   const busyBefore = await machineBusy();
   if (busyBefore > 0.15) log(`warning: ${Math.round(busyBefore * 100)}% of the CPU is busy before the bench starts; figures will be noisy`);
-  const loadBefore = loadavg().map((x) => x.toFixed(2)).join(" ");
+  const loadBefore = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 
   const upstreams = await startUpstreams([0]);
   const redis = await startRedis();
@@ -108,13 +122,29 @@ async function main(): Promise<number> {
   const [dbSingle, dbCluster] = [await freshDatabase(), await freshDatabase()];
 
   const single: Mode = {
-    name: "single", gw: await startGateway(upstreams, redis.url, dbSingle, "gateway-single"), keys: [], db: dbSingle,
-    nodes: [{ name: "redis", pid: redis.pid, url: redis.url, master: true }], runs: [], answered: 0, inFlight: 0,
+    name: "single",
+    gw: await startGateway(upstreams, redis.url, dbSingle, "gateway-single"),
+    keys: [],
+    db: dbSingle,
+    nodes: [{ name: "redis", pid: redis.pid, url: redis.url, master: true }],
+    runs: [],
+    answered: 0,
+    inFlight: 0,
   };
   const clustered: Mode = {
-    name: "cluster", gw: await startGateway(upstreams, { REDIS_CLUSTER_NODES: cluster.seeds }, dbCluster, "gateway-cluster"), keys: [], db: dbCluster,
-    nodes: cluster.nodes.map((n) => ({ name: `${masters.has(n.port) ? "master" : "replica"} :${n.port}`, pid: n.proc.pid, url: `redis://${n.address}`, master: masters.has(n.port) })),
-    runs: [], answered: 0, inFlight: 0,
+    name: "cluster",
+    gw: await startGateway(upstreams, { REDIS_CLUSTER_NODES: cluster.seeds }, dbCluster, "gateway-cluster"),
+    keys: [],
+    db: dbCluster,
+    nodes: cluster.nodes.map((n) => ({
+      name: `${masters.has(n.port) ? "master" : "replica"} :${n.port}`,
+      pid: n.proc.pid,
+      url: `redis://${n.address}`,
+      master: masters.has(n.port),
+    })),
+    runs: [],
+    answered: 0,
+    inFlight: 0,
   };
   // One wallet per master of the cluster (its shard's slot on that master), the same wallets on one Redis.
   const keys = new RedisNames(48);
@@ -139,23 +169,34 @@ async function main(): Promise<number> {
     for (const m of round % 2 === 0 ? [single, clustered] : [clustered, single]) {
       const r = await load(m, S.durationS);
       m.runs.push(r);
-      log(`round ${round + 1} ${m.name}: ${f0(r.rps)} req/s, gateway ${f0(r.gatewayUsPerRequest)} µs CPU/request, redis ${Object.entries(r.redisUsPerRequest).map(([k, v]) => `${k} ${f0(v)}`).join(", ")} µs/request`);
+      log(
+        `round ${round + 1} ${m.name}: ${f0(r.rps)} req/s, gateway ${f0(r.gatewayUsPerRequest)} µs CPU/request, redis ${Object.entries(
+          r.redisUsPerRequest,
+        )
+          .map(([k, v]) => `${k} ${f0(v)}`)
+          .join(", ")} µs/request`,
+      );
     }
   }
   // How the script calls spread: evalsha (and eval) calls per node over the measured rounds.
   const scriptCalls = async (m: Mode) =>
     Object.fromEntries(
       await Promise.all(
-        m.nodes.filter((n) => n.master).map(async (n) => {
-          const s = await redisCommandStats(n.url);
-          return [n.name, (s.evalsha?.calls ?? 0) + (s.eval?.calls ?? 0)] as const;
-        }),
+        m.nodes
+          .filter((n) => n.master)
+          .map(async (n) => {
+            const s = await redisCommandStats(n.url);
+            return [n.name, (s.evalsha?.calls ?? 0) + (s.eval?.calls ?? 0)] as const;
+          }),
       ),
     );
   const spread = { single: await scriptCalls(single), cluster: await scriptCalls(clustered) };
   const recorded = { single: await charges(single), cluster: await charges(clustered) };
 
-  const gatewayUs = { single: mean(single.runs.map((r) => r.gatewayUsPerRequest)), cluster: mean(clustered.runs.map((r) => r.gatewayUsPerRequest)) };
+  const gatewayUs = {
+    single: mean(single.runs.map((r) => r.gatewayUsPerRequest)),
+    cluster: mean(clustered.runs.map((r) => r.gatewayUsPerRequest)),
+  };
   const ratio = gatewayUs.cluster / gatewayUs.single;
   const redisUs = (m: Mode) => Object.fromEntries(m.nodes.map((n) => [n.name, mean(m.runs.map((r) => r.redisUsPerRequest[n.name]!))]));
   const date = new Date().toISOString();
@@ -163,7 +204,9 @@ async function main(): Promise<number> {
   const lines = [
     `# Gateway on one Redis vs a Redis Cluster — ${date}`,
     "",
-    `bun ${Bun.version} · ${cpus().length} CPU · CPU busy before start ${Math.round(busyBefore * 100)}% · loadavg before ${loadBefore}, after ${loadavg().map((x) => x.toFixed(2)).join(" ")} · ` +
+    `bun ${Bun.version} · ${cpus().length} CPU · CPU busy before start ${Math.round(busyBefore * 100)}% · loadavg before ${loadBefore}, after ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")} · ` +
       `autocannon ${S.connections} connections, ${S.rounds} × ${S.durationS} s per mode (alternating) after ${S.warmupS} s warm-up · stand-in 0 ms · cluster: 3 masters + 3 replicas on this machine`,
     "",
     "| mode | req/s | gateway CPU µs/request | Redis CPU µs/request (per node) | script calls per master |",
@@ -171,7 +214,11 @@ async function main(): Promise<number> {
     ...[single, clustered].map((m) => {
       const calls = spread[m.name];
       const total = Object.values(calls).reduce((a, b) => a + b, 0);
-      return `| ${m.name} | ${f0(mean(m.runs.map((r) => r.rps)))} | ${f0(gatewayUs[m.name])} | ${Object.entries(redisUs(m)).map(([k, v]) => `${k}: ${f2(v)}`).join(" · ")} | ${Object.entries(calls).map(([k, v]) => `${k}: ${total ? Math.round((v / total) * 100) : 0}%`).join(" · ")} |`;
+      return `| ${m.name} | ${f0(mean(m.runs.map((r) => r.rps)))} | ${f0(gatewayUs[m.name])} | ${Object.entries(redisUs(m))
+        .map(([k, v]) => `${k}: ${f2(v)}`)
+        .join(" · ")} | ${Object.entries(calls)
+        .map(([k, v]) => `${k}: ${total ? Math.round((v / total) * 100) : 0}%`)
+        .join(" · ")} |`;
     }),
     "",
     `**Gateway CPU per request, cluster / single: ${f2(ratio)}** (target ≤ ${TARGET_RATIO}: ${ratio <= TARGET_RATIO ? "PASS" : "FAIL"}).`,
@@ -185,7 +232,16 @@ async function main(): Promise<number> {
   const md = lines.join("\n");
   process.stdout.write("\n" + md);
   const stamp = date.replace(/[:.]/g, "-");
-  const json = { date, settings: S, ratio, gatewayUs, redisUs: { single: redisUs(single), cluster: redisUs(clustered) }, spread, recorded, runs: { single: single.runs, cluster: clustered.runs } };
+  const json = {
+    date,
+    settings: S,
+    ratio,
+    gatewayUs,
+    redisUs: { single: redisUs(single), cluster: redisUs(clustered) },
+    spread,
+    recorded,
+    runs: { single: single.runs, cluster: clustered.runs },
+  };
   writeFileSync(join(RESULTS, "cluster-latest.md"), md);
   writeFileSync(join(RESULTS, `cluster-${stamp}.json`), JSON.stringify(json, null, 2) + "\n");
   log(`wrote bench/results/cluster-latest.md and cluster-${stamp}.json (${ROOT})`);

@@ -57,18 +57,26 @@ async function main(): Promise<void> {
       url: chat.url.replace("/v1/chat/completions", "/v1/responses"),
       body: JSON.stringify({ model: "standin0/echo", input, max_output_tokens: S.maxTokens, store, ...(stream ? { stream } : {}) }),
     });
-    const runs: [string, Target][] = [["chat", chat], ["responses", responses(false)], ["responses+store", responses(true)]];
+    const runs: [string, Target][] = [
+      ["chat", chat],
+      ["responses", responses(false)],
+      ["responses+store", responses(true)],
+    ];
     const cpu: Record<string, number> = {};
     for (const [, t] of runs) await autocannon(loadgen, t, 32, 2, watch(t)); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
       for (const [label, t] of round % 2 ? [...runs].reverse() : runs) {
         const r = await autocannon(loadgen, t, 32, DURATION_S, watch(t));
         cpu[label] = (cpu[label] ?? 0) + r.cpuUsPerRequest / ROUNDS;
-        log(`doors ${stream ? "stream" : "json"} c32 ${label}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · non-2xx ${r.non2xx + r.errors}`);
+        log(
+          `doors ${stream ? "stream" : "json"} c32 ${label}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · non-2xx ${r.non2xx + r.errors}`,
+        );
       }
     }
     for (const label of ["responses", "responses+store"]) {
-      log(`doors ${stream ? "stream" : "json"}: ${label} ${f0(cpu[label]!)} µs vs chat ${f0(cpu.chat!)} µs CPU/request (${f2(cpu[label]! / cpu.chat!)}×, +${f0(cpu[label]! - cpu.chat!)} µs)`);
+      log(
+        `doors ${stream ? "stream" : "json"}: ${label} ${f0(cpu[label]!)} µs vs chat ${f0(cpu.chat!)} µs CPU/request (${f2(cpu[label]! / cpu.chat!)}×, +${f0(cpu[label]! - cpu.chat!)} µs)`,
+      );
     }
   };
   for (const f of FOCUS) {
@@ -128,5 +136,7 @@ process.exit(0);
 /** Script calls and their Redis time per request over one gateway run (INFO commandstats before and after). */
 function logScripts(before: Record<string, { calls: number; usec: number }>, after: typeof before, requests: number): void {
   const { calls, usec } = scriptDelta(before, after);
-  log(`  scripts: ${(calls / requests).toFixed(3)} calls/request · ${(usec / requests).toFixed(1)} µs/request in Redis · ${(usec / Math.max(1, calls)).toFixed(1)} µs/call`);
+  log(
+    `  scripts: ${(calls / requests).toFixed(3)} calls/request · ${(usec / requests).toFixed(1)} µs/request in Redis · ${(usec / Math.max(1, calls)).toFixed(1)} µs/call`,
+  );
 }

@@ -59,12 +59,16 @@ async function once(t: Target): Promise<{ ms: number; ok: boolean }> {
  * Concurrency 1: one request at a time, rotating over the targets (direct, baseline, gateway, then the next
  * order), so drift and noise on the shared machine hit every target alike. Bounded by `n` per target.
  */
-export async function sequentialLatency(targets: Target[], warmup: number, n: number): Promise<{ stats: Record<string, LatencyStats>; warmOk: Record<string, number> }> {
+export async function sequentialLatency(
+  targets: Target[],
+  warmup: number,
+  n: number,
+): Promise<{ stats: Record<string, LatencyStats>; warmOk: Record<string, number> }> {
   const warmOk: Record<string, number> = {};
   for (let i = 0; i < warmup; i++) for (const t of targets) if ((await once(t)).ok) warmOk[t.name] = (warmOk[t.name] ?? 0) + 1;
   const samples: Record<string, number[]> = {};
   const failures: Record<string, number> = {};
-  for (const t of targets) (samples[t.name] = []), (failures[t.name] = 0);
+  for (const t of targets) ((samples[t.name] = []), (failures[t.name] = 0));
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < targets.length; j++) {
       const t = targets[(i + j) % targets.length]!;
@@ -166,18 +170,42 @@ export interface Watch {
  */
 export async function autocannon(loadgen: string[], t: Target, connections: number, durationS: number, watch: Watch): Promise<LoadResult> {
   const args = [
-    ...loadgen, join(ROOT, "node_modules", "autocannon", "autocannon.js"),
-    "-j", "-n", "-c", String(connections), "-d", String(durationS), "-t", "10", "-m", "POST",
+    ...loadgen,
+    join(ROOT, "node_modules", "autocannon", "autocannon.js"),
+    "-j",
+    "-n",
+    "-c",
+    String(connections),
+    "-d",
+    String(durationS),
+    "-t",
+    "10",
+    "-m",
+    "POST",
     ...Object.entries(t.headers).flatMap(([k, v]) => ["-H", `${k}=${v}`]),
-    "-b", t.body, t.url,
+    "-b",
+    t.body,
+    t.url,
   ];
-  const cpu0 = { target: cpuSeconds(watch.target), standin: cpuSeconds(watch.standin), redis: cpuSeconds(watch.redis), postgres: postgresCpuSeconds(), machine: machineBusySeconds() };
+  const cpu0 = {
+    target: cpuSeconds(watch.target),
+    standin: cpuSeconds(watch.standin),
+    redis: cpuSeconds(watch.redis),
+    postgres: postgresCpuSeconds(),
+    machine: machineBusySeconds(),
+  };
   const wall0 = performance.now();
   const p = Bun.spawn(args, { cwd: ROOT, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   const killer = setTimeout(() => p.kill("SIGKILL"), (durationS + 60) * 1000);
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   clearTimeout(killer);
-  const cpu1 = { target: cpuSeconds(watch.target), standin: cpuSeconds(watch.standin), redis: cpuSeconds(watch.redis), postgres: postgresCpuSeconds(), machine: machineBusySeconds() };
+  const cpu1 = {
+    target: cpuSeconds(watch.target),
+    standin: cpuSeconds(watch.standin),
+    redis: cpuSeconds(watch.redis),
+    postgres: postgresCpuSeconds(),
+    machine: machineBusySeconds(),
+  };
   const wallS = (performance.now() - wall0) / 1000;
   const loadgenCpuS = Number(p.resourceUsage()?.cpuTime.total ?? NaN) / 1e6;
   const line = out.trim().split("\n").pop() ?? "";
@@ -261,7 +289,10 @@ export async function checkAnswer(t: Target): Promise<void> {
 }
 
 /** Script calls and the µs they ran inside Redis between two `redisCommandStats` readings. */
-export function scriptDelta(before: Record<string, { calls: number; usec: number }>, after: typeof before): { calls: number; usec: number } {
+export function scriptDelta(
+  before: Record<string, { calls: number; usec: number }>,
+  after: typeof before,
+): { calls: number; usec: number } {
   const sum = (st: typeof before, k: "calls" | "usec") => (st.evalsha?.[k] ?? 0) + (st.eval?.[k] ?? 0);
   return { calls: sum(after, "calls") - sum(before, "calls"), usec: sum(after, "usec") - sum(before, "usec") };
 }

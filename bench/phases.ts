@@ -36,10 +36,20 @@ export async function setUp(): Promise<Setup> {
   const redis = await startRedis();
   const db = await freshDatabase();
   const gw = await startGateway(upstreams, redis.url, db);
-  log(`gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded PGlite"}, LOG_LEVEL=${S.gatewayLogLevel})`);
+  log(
+    `gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded PGlite"}, LOG_LEVEL=${S.gatewayLogLevel})`,
+  );
   const { key } = await apiKeyWithCredit(gw);
   const u0 = upstreams[0]!;
-  return { upstreams, redis, db, gw, key, loop: new LoopMonitor(gw.child.proc.pid, gw.loopFile), baselineLoop: new LoopMonitor(u0.baseline.proc.pid!, u0.loopFile) };
+  return {
+    upstreams,
+    redis,
+    db,
+    gw,
+    key,
+    loop: new LoopMonitor(gw.child.proc.pid, gw.loopFile),
+    baselineLoop: new LoopMonitor(u0.baseline.proc.pid!, u0.loopFile),
+  };
 }
 
 /** The three targets of one stand-in delay; `stream` asks each for a streamed answer (with the usage chunk). */
@@ -107,7 +117,7 @@ export async function wrkPhase(s: Setup, dir: string, count: GatewayCount): Prom
   const runs = await wrkRotating(dir, [t.direct, t.baseline, t.gateway], S.wrkS, S.wrkRounds);
   const stall = await s.loop.read("wrk c1, 0 ms");
   const baselineStall = await s.baselineLoop.read("wrk c1, 0 ms — **baseline proxy**");
-  for (const r of runs.gateway!) (count.ok += r.requests), (count.extraInFlight += 1);
+  for (const r of runs.gateway!) ((count.ok += r.requests), (count.extraInFlight += 1));
   const m = (name: string, pick: (r: WrkResult) => number) => mean(runs[name]!.map(pick));
   return {
     runs,
@@ -117,7 +127,9 @@ export async function wrkPhase(s: Setup, dir: string, count: GatewayCount): Prom
     baselineAddedP50Ms: m("baseline", (r) => r.p50Ms) - m("direct", (r) => r.p50Ms),
     baselineAddedP99Ms: m("baseline", (r) => r.p99Ms) - m("direct", (r) => r.p99Ms),
     baselineAddedP999Ms: m("baseline", (r) => r.p999Ms) - m("direct", (r) => r.p999Ms),
-    failures: Object.values(runs).flat().reduce((a, r) => a + r.failures, 0),
+    failures: Object.values(runs)
+      .flat()
+      .reduce((a, r) => a + r.failures, 0),
     stall,
     baselineStall,
   };
@@ -134,7 +146,9 @@ export async function streamPhase(s: Setup, loadgen: string[], count: GatewayCou
   const ttfb = await streamLatency([t.direct, t.baseline, t.gateway], Math.ceil(S.latWarmup / 3), S.streamN);
   const ttfbStall = await s.loop.read("stream first byte c1, 0 ms");
   count.ok += Math.ceil(S.latWarmup / 3) + ttfb.gateway!.n - ttfb.gateway!.failures;
-  log(`  first byte: direct p50 ${f3(ttfb.direct!.ttfbP50)} p99 ${f3(ttfb.direct!.ttfbP99)} · gateway p50 ${f3(ttfb.gateway!.ttfbP50)} p99 ${f3(ttfb.gateway!.ttfbP99)}`);
+  log(
+    `  first byte: direct p50 ${f3(ttfb.direct!.ttfbP50)} p99 ${f3(ttfb.direct!.ttfbP99)} · gateway p50 ${f3(ttfb.gateway!.ttfbP50)} p99 ${f3(ttfb.gateway!.ttfbP99)}`,
+  );
 
   const rates: Record<number, StreamRate> = {};
   const stalls: LoopStall[] = ttfbStall ? [ttfbStall] : [];
@@ -162,7 +176,7 @@ async function streamRate(s: Setup, d: number, loadgen: string[], count: Gateway
   for (const x of [t.baseline, t.gateway]) {
     if (S.warmupS === 0) break;
     const w = await autocannon(loadgen, x, S.connections, S.warmupS, watch(x));
-    if (x.name === "gateway") (count.ok += w.ok2xx), (count.extraInFlight += S.connections);
+    if (x.name === "gateway") ((count.ok += w.ok2xx), (count.extraInFlight += S.connections));
   }
   for (let round = 0; round < S.rounds; round++) {
     for (const x of round % 2 === 0 ? [t.baseline, t.gateway] : [t.gateway, t.baseline]) {
@@ -171,10 +185,12 @@ async function streamRate(s: Setup, d: number, loadgen: string[], count: Gateway
       if (x.name === "gateway") {
         const st = await s.loop.read(`streams c${S.connections}, ${d} ms, round ${round + 1}`);
         if (st) stalls.push(st);
-        (count.ok += res.ok2xx), (count.extraInFlight += S.connections);
+        ((count.ok += res.ok2xx), (count.extraInFlight += S.connections));
       }
       runs[x.name as "gateway" | "baseline"].push(res);
-      log(`  streams ${d} ms round ${round + 1} ${x.name}: ${f0(res.rps)} streams/s, non-2xx ${res.non2xx}, errors ${res.errors}; ${f0(res.cpuUsPerRequest)} µs CPU/stream`);
+      log(
+        `  streams ${d} ms round ${round + 1} ${x.name}: ${f0(res.rps)} streams/s, non-2xx ${res.non2xx}, errors ${res.errors}; ${f0(res.cpuUsPerRequest)} µs CPU/stream`,
+      );
     }
   }
   const gatewayRps = mean(runs.gateway.map((x) => x.rps));
@@ -195,7 +211,7 @@ export async function throughputPhase(s: Setup, results: DelayResult[], loadgen:
       log(`concurrency ${S.connections}, stand-in ${r.delayMs} ms: warm-up`);
       for (const x of [t.baseline, t.gateway]) {
         const w = await load(x, S.warmupS, watch(x));
-        if (x.name === "gateway") (count.ok += w.ok2xx), (count.extraInFlight += S.connections);
+        if (x.name === "gateway") ((count.ok += w.ok2xx), (count.extraInFlight += S.connections));
       }
     }
     for (let round = 0; round < S.rounds; round++) {
@@ -206,10 +222,12 @@ export async function throughputPhase(s: Setup, results: DelayResult[], loadgen:
         const stats0 = x.name === "gateway" ? await redisCommandStats(s.redis.url) : undefined;
         const res = await load(x, S.durationS, watch(x));
         if (stats0) res.scriptUsPerRequest = scriptDelta(stats0, await redisCommandStats(s.redis.url)).usec / Math.max(1, res.ok2xx);
-        const st = await monitor?.read(`JSON c${S.connections}, ${r.delayMs} ms, round ${round + 1}${x.name === "baseline" ? " — **baseline proxy**" : ""}`);
+        const st = await monitor?.read(
+          `JSON c${S.connections}, ${r.delayMs} ms, round ${round + 1}${x.name === "baseline" ? " — **baseline proxy**" : ""}`,
+        );
         if (st) r.stalls.push(st);
         r.throughput[x.name].push(res);
-        if (x.name === "gateway") (count.ok += res.ok2xx), (count.extraInFlight += S.connections);
+        if (x.name === "gateway") ((count.ok += res.ok2xx), (count.extraInFlight += S.connections));
         log(
           `  ${r.delayMs} ms round ${round + 1} ${x.name}: ${f0(res.rps)} req/s, non-2xx ${res.non2xx}, errors ${res.errors}, timeouts ${res.timeouts}; ` +
             `cores: ${x.name} ${f2(res.cores.target)}, stand-in ${f2(res.cores.standin)}, redis ${f2(res.cores.redis)}, postgres ${f2(res.cores.postgres)}, ` +
@@ -225,6 +243,9 @@ export async function throughputPhase(s: Setup, results: DelayResult[], loadgen:
     r.baselineRps = mean(r.throughput.baseline.map((x) => x.rps));
     r.directRps = direct.rps;
     r.ratio = r.gatewayRps / r.baselineRps;
-    r.non2xx = [...r.throughput.gateway, ...r.throughput.baseline, ...r.throughput.direct].reduce((a, x) => a + x.non2xx + x.errors + x.timeouts, 0);
+    r.non2xx = [...r.throughput.gateway, ...r.throughput.baseline, ...r.throughput.direct].reduce(
+      (a, x) => a + x.non2xx + x.errors + x.timeouts,
+      0,
+    );
   }
 }

@@ -149,8 +149,18 @@ export async function startUpstreams(delays: number[]): Promise<Record<number, U
     const { child: standin, port: standinPort } = standins[d]!;
     // The same loop monitor as the gateway's: the floor of loop delay any Bun server on this machine sees now.
     const loopFile = join(workDir, `loop-stall-baseline-${d}.json`);
-    const env = { ...(process.env as Record<string, string>), BENCH_LOOP_FILE: loopFile, BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs) };
-    const cmd = [process.execPath, "--preload", "./bench/loopStall.preload.ts", "bench/baseline-proxy.ts", `http://127.0.0.1:${standinPort}/v1`];
+    const env = {
+      ...(process.env as Record<string, string>),
+      BENCH_LOOP_FILE: loopFile,
+      BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs),
+    };
+    const cmd = [
+      process.execPath,
+      "--preload",
+      "./bench/loopStall.preload.ts",
+      "bench/baseline-proxy.ts",
+      `http://127.0.0.1:${standinPort}/v1`,
+    ];
     const baseline = spawnChild(`baseline-${d}ms`, cmd, { pipeStdout: true, env });
     out[d] = { standin, standinPort, baseline, baselinePort: await readyPort(baseline), loopFile };
   }
@@ -239,7 +249,12 @@ export async function startGateway(
     // The memory hint a deployment runs with (Dockerfile, scripts/start.sh).
     BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? "536870912",
     // BENCH_GATEWAY_ENV="A=1,B=2": extra gateway settings, to compare configurations with the same runner.
-    ...Object.fromEntries((process.env.BENCH_GATEWAY_ENV ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
+    ...Object.fromEntries(
+      (process.env.BENCH_GATEWAY_ENV ?? "")
+        .split(",")
+        .filter((kv) => kv.includes("="))
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    ),
   };
   const profileDir = join(workDir, "profile");
   const profFlags = PROFILE ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${profileDir}`] : [];
@@ -270,7 +285,10 @@ async function waitHealthy(gw: Child, base: string, timeoutMs = 60_000): Promise
 }
 
 /** Signs in with a fresh wallet, creates an API key, and grants the wallet credit with the admin command. */
-export async function apiKeyWithCredit(gw: Gateway, account = privateKeyToAccount(generatePrivateKey())): Promise<{ key: string; wallet: string }> {
+export async function apiKeyWithCredit(
+  gw: Gateway,
+  account = privateKeyToAccount(generatePrivateKey()),
+): Promise<{ key: string; wallet: string }> {
   const message = createSiweMessage({
     domain: gw.domain,
     address: account.address,

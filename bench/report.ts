@@ -77,14 +77,27 @@ export interface RssFigures {
 const mib = (kb: number) => kb / 1024;
 
 /** Issue 14's table: each figure of this run beside the baseline's, the issue's "now" and its target. */
-function issueTable(L: string[], meta: Record<string, unknown>, results: DelayResult[], rss: RssFigures, w: WrkFigures | undefined, st: StreamResult): void {
+function issueTable(
+  L: string[],
+  meta: Record<string, unknown>,
+  results: DelayResult[],
+  rss: RssFigures,
+  w: WrkFigures | undefined,
+  st: StreamResult,
+): void {
   const r0 = results.find((r) => r.delayMs === 0)!;
   const gw0 = r0.throughput.gateway;
   const redisProc = mean(gw0.map((x) => x.redisUsPerRequest));
   const scriptsC32 = mean(gw0.map((x) => x.scriptUsPerRequest ?? NaN));
   const scriptUs = Number(meta.redisScriptUsPerCharge);
   const rows: [string, string, string, string, string][] = [
-    [`throughput, gateway / plain Bun proxy, ${S.connections} connections`, `**${f2(r0.ratio)}** (${f0(r0.gatewayRps)} req/s)`, `${f0(r0.baselineRps)} req/s`, ISSUE14.ratio.now, `≥ ${ISSUE14.ratio.target.toFixed(2)} ${verdict(r0.ratio >= ISSUE14.ratio.target)}`],
+    [
+      `throughput, gateway / plain Bun proxy, ${S.connections} connections`,
+      `**${f2(r0.ratio)}** (${f0(r0.gatewayRps)} req/s)`,
+      `${f0(r0.baselineRps)} req/s`,
+      ISSUE14.ratio.now,
+      `≥ ${ISSUE14.ratio.target.toFixed(2)} ${verdict(r0.ratio >= ISSUE14.ratio.target)}`,
+    ],
     [
       "added p99 at concurrency 1, persistent connection (wrk)",
       w ? `**${f3(w.addedP99Ms)} ms** (p50 ${f3(w.addedP50Ms)}, p99.9 ${f3(w.addedP999Ms)})` : "n/a (no wrk)",
@@ -92,7 +105,13 @@ function issueTable(L: string[], meta: Record<string, unknown>, results: DelayRe
       ISSUE14.wrkAddedP99Ms.now,
       w ? `≤ ${ISSUE14.wrkAddedP99Ms.target} ms ${verdict(w.addedP99Ms <= ISSUE14.wrkAddedP99Ms.target)}` : "n/a",
     ],
-    ["added p99 at concurrency 1, sequential fetch loop", `**${f3(r0.addedP99Ms)} ms** (p50 ${f3(r0.addedP50Ms)})`, `${f3(r0.baselineAddedP99Ms)} ms (p50 ${f3(r0.baselineAddedP50Ms)})`, ISSUE14.fetchAddedP99Ms.now, `≤ ${ISSUE14.fetchAddedP99Ms.target} ms ${verdict(r0.addedP99Ms <= ISSUE14.fetchAddedP99Ms.target)}`],
+    [
+      "added p99 at concurrency 1, sequential fetch loop",
+      `**${f3(r0.addedP99Ms)} ms** (p50 ${f3(r0.addedP50Ms)})`,
+      `${f3(r0.baselineAddedP99Ms)} ms (p50 ${f3(r0.baselineAddedP50Ms)})`,
+      ISSUE14.fetchAddedP99Ms.now,
+      `≤ ${ISSUE14.fetchAddedP99Ms.target} ms ${verdict(r0.addedP99Ms <= ISSUE14.fetchAddedP99Ms.target)}`,
+    ],
     [
       "stream: added time to first byte, p50 / p99",
       `**${f3(st.addedTtfbP50Ms)} / ${f3(st.addedTtfbP99Ms)} ms**`,
@@ -124,7 +143,7 @@ function issueTable(L: string[], meta: Record<string, unknown>, results: DelayRe
   ];
   L.push("## Issue 14's figures (0 ms stand-in)");
   L.push("");
-  L.push("| figure | gateway (this run) | baseline proxy (this run) | issue's \"now\" | target |");
+  L.push('| figure | gateway (this run) | baseline proxy (this run) | issue\'s "now" | target |');
   L.push("|---|---:|---:|---:|---:|");
   for (const row of rows) L.push(`| ${row.join(" | ")} |`);
   L.push("");
@@ -137,13 +156,22 @@ function stallTable(L: string[], stalls: LoopStall[]): void {
   L.push(`| phase | samples | p50 | p90 | p99 | p99.9 | max | ${BUCKET_LABELS.map((b) => `${b} ms`).join(" | ")} |`);
   L.push(`|---|---:|---:|---:|---:|---:|---:|${BUCKET_LABELS.map(() => "---:").join("|")}|`);
   for (const x of stalls) {
-    L.push(`| ${x.phase} | ${f0(x.samples)} | ${f2(x.p50Ms)} | ${f2(x.p90Ms)} | ${f2(x.p99Ms)} | ${f2(x.p999Ms)} | ${f2(x.maxMs)} | ${BUCKET_LABELS.map((b) => (x.buckets[b] ?? 0).toFixed(2)).join(" | ")} |`);
+    L.push(
+      `| ${x.phase} | ${f0(x.samples)} | ${f2(x.p50Ms)} | ${f2(x.p90Ms)} | ${f2(x.p99Ms)} | ${f2(x.p999Ms)} | ${f2(x.maxMs)} | ${BUCKET_LABELS.map((b) => (x.buckets[b] ?? 0).toFixed(2)).join(" | ")} |`,
+    );
   }
   L.push("");
 }
 
 /** The run as markdown: header, issue 14's figures, latency, wrk, streams, throughput, loop delay, memory, checks. */
-export function report(meta: Record<string, unknown>, results: DelayResult[], rss: RssFigures, valid: boolean, w: WrkFigures | undefined, st: StreamResult): string {
+export function report(
+  meta: Record<string, unknown>,
+  results: DelayResult[],
+  rss: RssFigures,
+  valid: boolean,
+  w: WrkFigures | undefined,
+  st: StreamResult,
+): string {
   const L: string[] = [];
   L.push(`# Gateway benchmark — ${meta.date}`);
   L.push("");
@@ -155,10 +183,13 @@ export function report(meta: Record<string, unknown>, results: DelayResult[], rs
   issueTable(L, meta, results, rss, w, st);
   L.push(`## Added latency at concurrency 1 (sequential, ${S.latN} req/target at 0 ms, ${S.latNSlow} at 20 ms, interleaved; ms)`);
   L.push("");
-  L.push("| stand-in delay | direct p50 | direct p99 | gateway p50 | gateway p99 | **added p50** | **added p99** | baseline added p50 | baseline added p99 | failures |");
+  L.push(
+    "| stand-in delay | direct p50 | direct p99 | gateway p50 | gateway p99 | **added p50** | **added p99** | baseline added p50 | baseline added p99 | failures |",
+  );
   L.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const r of results) {
-    const d = r.latency.direct!, g = r.latency.gateway!;
+    const d = r.latency.direct!,
+      g = r.latency.gateway!;
     const fails = Object.values(r.latency).reduce((a, s) => a + s.failures, 0);
     L.push(
       `| ${r.delayMs} ms | ${f3(d.p50)} | ${f3(d.p99)} | ${f3(g.p50)} | ${f3(g.p99)} | **${f3(r.addedP50Ms)}** | **${f3(r.addedP99Ms)}** | ${f3(r.baselineAddedP50Ms)} | ${f3(r.baselineAddedP99Ms)} | ${fails} |`,
@@ -166,30 +197,46 @@ export function report(meta: Record<string, unknown>, results: DelayResult[], rs
   }
   L.push("");
   if (w) {
-    L.push(`## Concurrency 1 on one persistent connection (wrk, 0 ms stand-in, ${S.wrkRounds} round(s) × ${S.wrkS} s per target, rotating; ms, mean over rounds)`);
+    L.push(
+      `## Concurrency 1 on one persistent connection (wrk, 0 ms stand-in, ${S.wrkRounds} round(s) × ${S.wrkS} s per target, rotating; ms, mean over rounds)`,
+    );
     L.push("");
     L.push("| target | req/s | p50 | p90 | p99 | p99.9 | max | failures |");
     L.push("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (const [name, runs] of Object.entries(w.runs)) {
       const m = (pick: (r: WrkResult) => number) => mean(runs.map(pick));
-      L.push(`| ${name} | ${f0(m((r) => r.rps))} | ${f3(m((r) => r.p50Ms))} | ${f3(m((r) => r.p90Ms))} | ${f3(m((r) => r.p99Ms))} | ${f3(m((r) => r.p999Ms))} | ${f2(Math.max(...runs.map((r) => r.maxMs)))} | ${runs.reduce((a, r) => a + r.failures, 0)} |`);
+      L.push(
+        `| ${name} | ${f0(m((r) => r.rps))} | ${f3(m((r) => r.p50Ms))} | ${f3(m((r) => r.p90Ms))} | ${f3(m((r) => r.p99Ms))} | ${f3(m((r) => r.p999Ms))} | ${f2(Math.max(...runs.map((r) => r.maxMs)))} | ${runs.reduce((a, r) => a + r.failures, 0)} |`,
+      );
     }
     L.push("");
   }
-  L.push(`## Streamed answers: first byte at concurrency 1 (0 ms stand-in, ${S.streamN} per target, interleaved; ms), streams/s at concurrency ${S.connections}`);
+  L.push(
+    `## Streamed answers: first byte at concurrency 1 (0 ms stand-in, ${S.streamN} per target, interleaved; ms), streams/s at concurrency ${S.connections}`,
+  );
   L.push("");
-  const rateCols = Object.keys(st.rates).map((d) => `streams/s (${d} ms) | CPU µs/stream (${d} ms)`).join(" | ");
+  const rateCols = Object.keys(st.rates)
+    .map((d) => `streams/s (${d} ms) | CPU µs/stream (${d} ms)`)
+    .join(" | ");
   L.push(`| target | first byte p50 | p90 | p99 | whole stream p50 | p99 | ${rateCols} | failures |`);
-  L.push(`|---|---:|---:|---:|---:|---:|${Object.keys(st.rates).map(() => "---:|---:").join("|")}|---:|`);
+  L.push(
+    `|---|---:|---:|---:|---:|---:|${Object.keys(st.rates)
+      .map(() => "---:|---:")
+      .join("|")}|---:|`,
+  );
   for (const [name, x] of Object.entries(st.ttfb)) {
     const cells = Object.values(st.rates).map((r) => {
       const runs = (r.runs as Record<string, LoadResult[] | undefined>)[name];
       return runs ? `${f0(mean(runs.map((q) => q.rps)))} | ${f0(mean(runs.map((q) => q.cpuUsPerRequest)))}` : "— | —";
     });
-    L.push(`| ${name} | ${f3(x.ttfbP50)} | ${f3(x.ttfbP90)} | ${f3(x.ttfbP99)} | ${f3(x.totalP50)} | ${f3(x.totalP99)} | ${cells.join(" | ")} | ${x.failures} |`);
+    L.push(
+      `| ${name} | ${f3(x.ttfbP50)} | ${f3(x.ttfbP90)} | ${f3(x.ttfbP99)} | ${f3(x.totalP50)} | ${f3(x.totalP99)} | ${cells.join(" | ")} | ${x.failures} |`,
+    );
   }
   L.push("");
-  L.push(`## Throughput at concurrency ${S.connections} (autocannon, ${S.durationS} s × ${S.rounds} round(s) each after ${S.warmupS} s warm-up; req/s)`);
+  L.push(
+    `## Throughput at concurrency ${S.connections} (autocannon, ${S.durationS} s × ${S.rounds} round(s) each after ${S.warmupS} s warm-up; req/s)`,
+  );
   L.push("");
   L.push(
     "| stand-in delay | gateway | baseline proxy | **ratio gateway/baseline** | direct to stand-in | gateway p50 / p99 latency (ms) | CPU µs/request gateway / baseline | machine CPU µs/request gateway / baseline | cores used: gateway · stand-in · redis · postgres · autocannon (machine busy) | non-2xx + errors |",
@@ -213,7 +260,13 @@ export function report(meta: Record<string, unknown>, results: DelayResult[], rs
       `baseline proxy (0 ms) after the run ${f0(rss.baselineAfter.rssKb / 1024)} MiB.`,
   );
   L.push("");
-  stallTable(L, [...results.flatMap((r) => r.stalls.filter((x) => x.phase.startsWith("fetch"))), ...(w?.stall ? [w.stall] : []), ...(w?.baselineStall ? [w.baselineStall] : []), ...st.stalls, ...results.flatMap((r) => r.stalls.filter((x) => !x.phase.startsWith("fetch")))]);
+  stallTable(L, [
+    ...results.flatMap((r) => r.stalls.filter((x) => x.phase.startsWith("fetch"))),
+    ...(w?.stall ? [w.stall] : []),
+    ...(w?.baselineStall ? [w.baselineStall] : []),
+    ...st.stalls,
+    ...results.flatMap((r) => r.stalls.filter((x) => !x.phase.startsWith("fetch"))),
+  ]);
   if (meta.ledgerCheck) L.push(`Ledger: ${meta.ledgerCheck}`);
   if (meta.redisPerCharge) L.push("", String(meta.redisPerCharge));
   L.push("");
@@ -223,11 +276,32 @@ export function report(meta: Record<string, unknown>, results: DelayResult[], rs
   L.push("|---|---:|---:|");
   const by = (d: number) => results.find((r) => r.delayMs === d);
   const row = (label: string, pick: (r: DelayResult) => string, ok: (r: DelayResult) => boolean) =>
-    L.push(`| ${label} | ${[0, 20].map((d) => { const r = by(d); return r ? `${pick(r)} ${verdict(ok(r))}` : "n/a"; }).join(" | ")} |`);
-  row(`throughput ratio ≥ ${TARGETS.ratio}`, (r) => f2(r.ratio), (r) => r.ratio >= TARGETS.ratio);
-  row(`added p50 ≤ ${TARGETS.addedP50Ms} ms`, (r) => f3(r.addedP50Ms), (r) => r.addedP50Ms <= TARGETS.addedP50Ms);
-  row(`added p99 ≤ ${TARGETS.addedP99Ms} ms`, (r) => f3(r.addedP99Ms), (r) => r.addedP99Ms <= TARGETS.addedP99Ms);
+    L.push(
+      `| ${label} | ${[0, 20]
+        .map((d) => {
+          const r = by(d);
+          return r ? `${pick(r)} ${verdict(ok(r))}` : "n/a";
+        })
+        .join(" | ")} |`,
+    );
+  row(
+    `throughput ratio ≥ ${TARGETS.ratio}`,
+    (r) => f2(r.ratio),
+    (r) => r.ratio >= TARGETS.ratio,
+  );
+  row(
+    `added p50 ≤ ${TARGETS.addedP50Ms} ms`,
+    (r) => f3(r.addedP50Ms),
+    (r) => r.addedP50Ms <= TARGETS.addedP50Ms,
+  );
+  row(
+    `added p99 ≤ ${TARGETS.addedP99Ms} ms`,
+    (r) => f3(r.addedP99Ms),
+    (r) => r.addedP99Ms <= TARGETS.addedP99Ms,
+  );
   L.push("");
-  L.push(valid ? "Run valid: every measured request answered 2xx." : "**Run INVALID: some requests failed (see failures / non-2xx columns).**");
+  L.push(
+    valid ? "Run valid: every measured request answered 2xx." : "**Run INVALID: some requests failed (see failures / non-2xx columns).**",
+  );
   return L.join("\n") + "\n";
 }

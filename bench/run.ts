@@ -47,7 +47,9 @@ async function ledgerCheck(s: Setup, count: GatewayCount, redisStats: Record<str
     const line =
       `${f0(charges)} charges recorded in Postgres after shutdown for ${f0(count.ok)} gateway answers counted by the clients ` +
       `(+ up to ${count.extraInFlight} in flight when autocannon stopped): ${ok ? "consistent" : "MISMATCH"}.`;
-    const scriptUsec = Object.entries(redisStats).filter(([k]) => /^(evalsha|eval|evalsha_ro|eval_ro|fcall)$/.test(k)).reduce((a, [, v]) => a + v.usec, 0);
+    const scriptUsec = Object.entries(redisStats)
+      .filter(([k]) => /^(evalsha|eval|evalsha_ro|eval_ro|fcall)$/.test(k))
+      .reduce((a, [, v]) => a + v.usec, 0);
     return {
       ok,
       line,
@@ -77,7 +79,9 @@ async function main(): Promise<number> {
   const started = Date.now();
   const workDir = openWorkDir();
   mkdirSync(RESULTS, { recursive: true });
-  const loadBefore = loadavg().map((x) => x.toFixed(2)).join(" ");
+  const loadBefore = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
   const busyBefore = await machineBusy();
   if (busyBefore > 0.15) log(`warning: ${Math.round(busyBefore * 100)}% of the CPU is busy before the bench starts; figures will be noisy`);
 
@@ -95,7 +99,9 @@ async function main(): Promise<number> {
   }
   const streams = targetsFor(s, 0, true);
   const streamCheck = await streamLatency([streams.direct, streams.baseline, streams.gateway], 0, 1);
-  const streamFailures = Object.entries(streamCheck).filter(([, x]) => x.failures > 0).map(([k]) => k);
+  const streamFailures = Object.entries(streamCheck)
+    .filter(([, x]) => x.failures > 0)
+    .map(([k]) => k);
   if (streamFailures.length) throw new Error(`streamed sanity request failed for: ${streamFailures.join(", ")}`);
   count.ok++;
   await s.loop.reset();
@@ -134,7 +140,9 @@ async function main(): Promise<number> {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model.trim() ?? "?",
     loadavgBefore: loadBefore,
-    loadavgAfter: loadavg().map((x) => x.toFixed(2)).join(" "),
+    loadavgAfter: loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" "),
     cpuBusyBeforePct: Math.round(busyBefore * 100),
     loadgen: loadgenName,
     postgres: s.db ? "machine's server, fresh database" : "embedded PGlite",

@@ -70,12 +70,25 @@ export const MESSAGES = [{ role: "user", content: "Say hello to the benchmark." 
 /** The request body straight to a stand-in (and through the baseline proxy). */
 export const directBody = JSON.stringify({ model: "echo", messages: MESSAGES, max_tokens: S.maxTokens });
 /** The same request through the gateway, to the catalog model of the stand-in with this delay. */
-export const gatewayBody = (delay: number) => JSON.stringify({ model: `standin${delay}/echo`, messages: MESSAGES, max_tokens: S.maxTokens });
+export const gatewayBody = (delay: number) =>
+  JSON.stringify({ model: `standin${delay}/echo`, messages: MESSAGES, max_tokens: S.maxTokens });
 /** A streamed request straight to a stand-in: with include_usage, as the gateway asks upstream, so the bytes match. */
-export const directStreamBody = JSON.stringify({ model: "echo", messages: MESSAGES, max_tokens: S.maxTokens, stream: true, stream_options: { include_usage: true } });
+export const directStreamBody = JSON.stringify({
+  model: "echo",
+  messages: MESSAGES,
+  max_tokens: S.maxTokens,
+  stream: true,
+  stream_options: { include_usage: true },
+});
 /** The same streamed request through the gateway. */
 export const gatewayStreamBody = (delay: number) =>
-  JSON.stringify({ model: `standin${delay}/echo`, messages: MESSAGES, max_tokens: S.maxTokens, stream: true, stream_options: { include_usage: true } });
+  JSON.stringify({
+    model: `standin${delay}/echo`,
+    messages: MESSAGES,
+    max_tokens: S.maxTokens,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Progress on stderr; stdout carries only the report. */

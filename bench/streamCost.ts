@@ -8,11 +8,16 @@ const tree = process.argv[2] ?? new URL("..", import.meta.url).pathname.replace(
 const { MeteredStream } = await import(`${tree}/src/modules/chat/meteredStream.ts`);
 let IdleDeadline: any;
 // Before idleDeadline.ts, IdleDeadline lived in meteredStream.ts.
-try { IdleDeadline = (await import(`${tree}/src/modules/chat/idleDeadline.ts`)).IdleDeadline; } catch { IdleDeadline = (await import(`${tree}/src/modules/chat/meteredStream.ts`)).IdleDeadline; }
+try {
+  IdleDeadline = (await import(`${tree}/src/modules/chat/idleDeadline.ts`)).IdleDeadline;
+} catch {
+  IdleDeadline = (await import(`${tree}/src/modules/chat/meteredStream.ts`)).IdleDeadline;
+}
 const { openaiAdapter } = await import(`${tree}/src/providers/openai/adapter.ts`);
 const enc = new TextEncoder();
 const base = { id: "chatcmpl-standin", created: 1763920000, model: "echo", system_fingerprint: "fp_standin" };
-const chunk = (delta: object, finish: string | null = null) => `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null })}\n\n`;
+const chunk = (delta: object, finish: string | null = null) =>
+  `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null })}\n\n`;
 const words = (n: number) => Array.from({ length: n }, (_, i) => chunk({ content: ` w${i}` }));
 const tail = `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 11, completion_tokens: 5, total_tokens: 16 } })}\n\ndata: [DONE]\n\n`;
 const shapes: Record<string, Uint8Array[]> = {
@@ -23,11 +28,32 @@ const shapes: Record<string, Uint8Array[]> = {
 };
 const settler = { settleBehind() {}, release: async () => {} };
 const ledger = { extendHold: async () => {}, holdRefreshMs: 60_000 };
-const call = { principal: {}, holdId: "h", model: { id: "standin0/echo" }, adapter: openaiAdapter, body: { messages: [] }, bound: { promptTokens: 100, completionTokens: 16 }, headers: {}, trace: {} };
+const call = {
+  principal: {},
+  holdId: "h",
+  model: { id: "standin0/echo" },
+  adapter: openaiAdapter,
+  body: { messages: [] },
+  bound: { promptTokens: 100, completionTokens: 16 },
+  headers: {},
+  trace: {},
+};
 async function one(parts: Uint8Array[]) {
   let i = 0;
-  const upstream = new ReadableStream<Uint8Array>({ pull(c) { if (i < parts.length) c.enqueue(parts[i++]!); else c.close(); } });
-  const m = new MeteredStream(call, upstream, { holds: settler, settler, ledger, deadline: new IdleDeadline(60_000), includeUsage: true, maxStreamMs: 7_200_000 });
+  const upstream = new ReadableStream<Uint8Array>({
+    pull(c) {
+      if (i < parts.length) c.enqueue(parts[i++]!);
+      else c.close();
+    },
+  });
+  const m = new MeteredStream(call, upstream, {
+    holds: settler,
+    settler,
+    ledger,
+    deadline: new IdleDeadline(60_000),
+    includeUsage: true,
+    maxStreamMs: 7_200_000,
+  });
   const r = m.body.getReader();
   for (;;) if ((await r.read()).done) break;
   await m.ended;
@@ -43,6 +69,8 @@ for (const [name, parts] of Object.entries(shapes)) {
     best.push((c.user + c.system) / n);
   }
   best.sort((a, b) => a - b);
-  console.log(`${tree.split("/").pop()!.padEnd(12)} ${name.padEnd(24)} CPU µs/stream median ${best[2]!.toFixed(1)} min ${best[0]!.toFixed(1)}`);
+  console.log(
+    `${tree.split("/").pop()!.padEnd(12)} ${name.padEnd(24)} CPU µs/stream median ${best[2]!.toFixed(1)} min ${best[0]!.toFixed(1)}`,
+  );
 }
 process.exit(0);

@@ -33,7 +33,9 @@ const luaString = (s: string) => `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"
 /** The Lua script that makes wrk POST the target's body and print its figures as one JSON line. */
 function wrkScript(dir: string, t: Target): string {
   const file = join(dir, `wrk-${t.name}.lua`);
-  const headers = Object.entries(t.headers).map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`).join("\n");
+  const headers = Object.entries(t.headers)
+    .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
+    .join("\n");
   writeFileSync(
     file,
     `wrk.method = "POST"
@@ -93,7 +95,9 @@ export async function wrkRotating(dir: string, targets: Target[], durationS: num
       const t = targets[(round + j) % targets.length]!;
       const r = await wrk(dir, t, durationS);
       out[t.name]!.push(r);
-      log(`  wrk c1 round ${round + 1} ${t.name}: ${Math.round(r.rps)} req/s, p50 ${r.p50Ms.toFixed(3)} p99 ${r.p99Ms.toFixed(3)} p99.9 ${r.p999Ms.toFixed(3)} max ${r.maxMs.toFixed(2)} ms, failures ${r.failures}`);
+      log(
+        `  wrk c1 round ${round + 1} ${t.name}: ${Math.round(r.rps)} req/s, p50 ${r.p50Ms.toFixed(3)} p99 ${r.p99Ms.toFixed(3)} p99.9 ${r.p999Ms.toFixed(3)} max ${r.maxMs.toFixed(2)} ms, failures ${r.failures}`,
+      );
     }
   }
   return out;
@@ -110,7 +114,8 @@ export interface StreamStats {
   totalP99: number;
 }
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 
 async function oneStream(t: Target): Promise<{ ttfb: number; total: number; ok: boolean }> {
   const t0 = performance.now();
@@ -135,7 +140,7 @@ export async function streamLatency(targets: Target[], warmup: number, n: number
   const ttfb: Record<string, number[]> = {};
   const total: Record<string, number[]> = {};
   const failures: Record<string, number> = {};
-  for (const t of targets) (ttfb[t.name] = []), (total[t.name] = []), (failures[t.name] = 0);
+  for (const t of targets) ((ttfb[t.name] = []), (total[t.name] = []), (failures[t.name] = 0));
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < targets.length; j++) {
       const t = targets[(i + j) % targets.length]!;
@@ -149,7 +154,15 @@ export async function streamLatency(targets: Target[], warmup: number, n: number
   for (const t of targets) {
     const a = ttfb[t.name]!.sort((x, y) => x - y);
     const b = total[t.name]!.sort((x, y) => x - y);
-    out[t.name] = { n: a.length, failures: failures[t.name]!, ttfbP50: pct(a, 50), ttfbP90: pct(a, 90), ttfbP99: pct(a, 99), totalP50: pct(b, 50), totalP99: pct(b, 99) };
+    out[t.name] = {
+      n: a.length,
+      failures: failures[t.name]!,
+      ttfbP50: pct(a, 50),
+      ttfbP90: pct(a, 90),
+      ttfbP99: pct(a, 99),
+      totalP50: pct(b, 50),
+      totalP99: pct(b, 99),
+    };
   }
   return out;
 }

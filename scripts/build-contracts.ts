@@ -38,7 +38,13 @@ if (errors.length > 0) process.exit(1);
 
 for (const [file, contracts] of Object.entries(output.contracts)) {
   for (const [name, c] of Object.entries(contracts)) {
-    const artifact = { contractName: name, source: `contracts/${file}`, compiler: solc.version(), abi: c.abi, bytecode: `0x${c.evm.bytecode.object}` };
+    const artifact = {
+      contractName: name,
+      source: `contracts/${file}`,
+      compiler: solc.version(),
+      abi: c.abi,
+      bytecode: `0x${c.evm.bytecode.object}`,
+    };
     writeFileSync(join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
     console.error(`contracts: ${name} compiled with solc ${solc.version()}`);
   }

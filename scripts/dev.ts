@@ -20,7 +20,15 @@ const payer = privateKeyToAccount(payerKey);
 await chain.mint(chain.usdc.address, payer.address, 1_000n * 10n ** BigInt(chain.usdc.decimals));
 await chain.mint(chain.usdt.address, payer.address, 1_000n * 10n ** BigInt(chain.usdt.decimals));
 
-const info = { gateway: `http://localhost:${port}`, rpcUrl: chain.rpcUrl, chainId: chain.chainId, usdc: chain.usdc, usdt: chain.usdt, payTo: chain.payTo, payerKey };
+const info = {
+  gateway: `http://localhost:${port}`,
+  rpcUrl: chain.rpcUrl,
+  chainId: chain.chainId,
+  usdc: chain.usdc,
+  usdt: chain.usdt,
+  payTo: chain.payTo,
+  payerKey,
+};
 writeFileSync(join(dataDir, "devchain.json"), JSON.stringify(info, null, 2));
 
 const gateway = Bun.spawn(["bun", join(root, "src/main.ts"), "serve"], {

@@ -15,7 +15,12 @@ function textOf(content: unknown): string {
   return "";
 }
 
-type Body = { model?: string; messages?: { role?: string; content?: unknown }[]; stream?: boolean; stream_options?: { include_usage?: boolean } };
+type Body = {
+  model?: string;
+  messages?: { role?: string; content?: unknown }[];
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+};
 
 function answer(body: Body): Response {
   const messages = Array.isArray(body.messages) ? body.messages : [];
@@ -41,7 +46,8 @@ function answer(body: Body): Response {
   const parts = [chunk({ role: "assistant", content: "" }, null)];
   for (const word of reply.split(/(?= )/)) parts.push(chunk({ content: word }, null));
   parts.push(chunk({}, "stop"));
-  if (body.stream_options?.include_usage) parts.push(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`);
+  if (body.stream_options?.include_usage)
+    parts.push(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`);
   parts.push("data: [DONE]\n\n");
   return new Response(parts.join(""), { headers: { "content-type": "text/event-stream" } });
 }

@@ -31,7 +31,11 @@ const chain = {
 } as DevChain;
 
 const pay = args.includes("--v2") ? v2Fetch(fetch, chain, payer, args.includes("--usdt") ? "USDT" : "USDC") : v1Fetch(fetch, chain, payer);
-const res = await pay(`${info.gateway}/v1/topup`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ amount }) });
+const res = await pay(`${info.gateway}/v1/topup`, {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ amount }),
+});
 const receipt = res.headers.get("x-payment-response") ?? res.headers.get("payment-response");
 console.log(res.status, await res.text());
 if (receipt) console.log("settlement", JSON.parse(Buffer.from(receipt, "base64").toString("utf8")));

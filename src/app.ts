@@ -61,51 +61,53 @@ function renderError(code: string | number, error: unknown, s: Services, started
 
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
-  return new Elysia()
-    // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A
-    // preflight is answered there, before a trace opens: it is neither counted nor logged.
-    .use(cors(s.config.corsOrigins))
-    .onRequest(({ request, set }) => {
-      const trace = startTrace(request);
-      set.headers["x-request-id"] = trace.id;
-      if (declaredTooLarge(request, s.config)) {
-        // Answered before routing: no after-response hook runs, so the request is counted and logged here.
-        const res = errorResponse(bodyTooLarge(s.config));
-        finishTrace(trace, undefined, res.status);
+  return (
+    new Elysia()
+      // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A
+      // preflight is answered there, before a trace opens: it is neither counted nor logged.
+      .use(cors(s.config.corsOrigins))
+      .onRequest(({ request, set }) => {
+        const trace = startTrace(request);
+        set.headers["x-request-id"] = trace.id;
+        if (declaredTooLarge(request, s.config)) {
+          // Answered before routing: no after-response hook runs, so the request is counted and logged here.
+          const res = errorResponse(bodyTooLarge(s.config));
+          finishTrace(trace, undefined, res.status);
+          return res;
+        }
+      })
+      // Every body is read here, under the size limit and the body deadline, before any route sees it.
+      .onParse({ as: "global" }, jsonBody(s.config))
+      .onAfterResponse((c) => {
+        const trace = traceOf(c.request);
+        const wallet = (c.params as Record<string, string> | undefined)?.wallet;
+        if (trace.wallet === undefined && wallet) trace.wallet = wallet.toLowerCase();
+        const value = (c as { responseValue?: unknown }).responseValue;
+        const status = trace.status ?? (value instanceof Response ? value.status : typeof c.set.status === "number" ? c.set.status : 200);
+        finishTrace(trace, c.route || undefined, status);
+      })
+      .use(openapiDocs())
+      // Before the app's error handler: its route answers errors in OpenAI's shape with its own (Elysia runs the first).
+      .use(responsesRoutes(s))
+      .onError(({ code, error, request }) => {
+        const res = renderError(code, error, s, traceOf(request).start);
+        traceOf(request).status = res.status;
         return res;
-      }
-    })
-    // Every body is read here, under the size limit and the body deadline, before any route sees it.
-    .onParse({ as: "global" }, jsonBody(s.config))
-    .onAfterResponse((c) => {
-      const trace = traceOf(c.request);
-      const wallet = (c.params as Record<string, string> | undefined)?.wallet;
-      if (trace.wallet === undefined && wallet) trace.wallet = wallet.toLowerCase();
-      const value = (c as { responseValue?: unknown }).responseValue;
-      const status = trace.status ?? (value instanceof Response ? value.status : typeof c.set.status === "number" ? c.set.status : 200);
-      finishTrace(trace, c.route || undefined, status);
-    })
-    .use(openapiDocs())
-    // Before the app's error handler: its route answers errors in OpenAI's shape with its own (Elysia runs the first).
-    .use(responsesRoutes(s))
-    .onError(({ code, error, request }) => {
-      const res = renderError(code, error, s, traceOf(request).start);
-      traceOf(request).status = res.status;
-      return res;
-    })
-    .use(healthRoutes(s))
-    .use(modelsRoutes(s))
-    .use(balanceRoutes(s))
-    .use(siweRoutes(s))
-    .use(keysRoutes(s))
-    .use(usageRoutes(s))
-    .use(dailyUsageRoutes(s))
-    .use(topupPayRoutes(s))
-    .use(topupHistoryRoutes(s))
-    .use(chatRoutes(s))
-    .use(messagesRoutes(s))
-    .use(metricsRoutes(s))
-    .use(dashboardRoutes(s));
+      })
+      .use(healthRoutes(s))
+      .use(modelsRoutes(s))
+      .use(balanceRoutes(s))
+      .use(siweRoutes(s))
+      .use(keysRoutes(s))
+      .use(usageRoutes(s))
+      .use(dailyUsageRoutes(s))
+      .use(topupPayRoutes(s))
+      .use(topupHistoryRoutes(s))
+      .use(chatRoutes(s))
+      .use(messagesRoutes(s))
+      .use(metricsRoutes(s))
+      .use(dashboardRoutes(s))
+  );
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -55,14 +55,17 @@ const DEFAULT_NETWORK: Record<Deployment, NetworkId> = { production: "base", sta
 /** Validates the payment variables (design §7); throws ConfigError naming the first bad one. */
 function loadPayments(env: Env, deployment: Deployment, chainId: number): PaymentsConfig {
   const network = oneOf(env, "X402_NETWORK", NETWORK_IDS, DEFAULT_NETWORK[deployment]);
-  if (deployment === "production" && network !== "base") throw new ConfigError("X402_NETWORK", `production settles on a mainnet (base), got "${network}"`);
-  if (deployment === "staging" && network === "base") throw new ConfigError("X402_NETWORK", "staging settles on a testnet, got the mainnet base");
+  if (deployment === "production" && network !== "base")
+    throw new ConfigError("X402_NETWORK", `production settles on a mainnet (base), got "${network}"`);
+  if (deployment === "staging" && network === "base")
+    throw new ConfigError("X402_NETWORK", "staging settles on a testnet, got the mainnet base");
   let assets;
   if (env.ASSETS_FILE) {
     try {
       assets = parseAssets(JSON.parse(readFileSync(resolve(env.ASSETS_FILE), "utf8")));
     } catch (e) {
-      const why = e instanceof SyntaxError ? `invalid JSON (${e.message})` : e instanceof Error && !("code" in e) ? e.message : "cannot be read";
+      const why =
+        e instanceof SyntaxError ? `invalid JSON (${e.message})` : e instanceof Error && !("code" in e) ? e.message : "cannot be read";
       throw new ConfigError("ASSETS_FILE", `${env.ASSETS_FILE}: ${why}`);
     }
   }
@@ -78,7 +81,8 @@ function loadPayments(env: Env, deployment: Deployment, chainId: number): Paymen
   };
   const payTo = address("PAY_TO");
   const relayerPrivateKey = env.RELAYER_PRIVATE_KEY || undefined;
-  if (relayerPrivateKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerPrivateKey)) throw new ConfigError("RELAYER_PRIVATE_KEY", "must be 0x followed by 64 hex digits");
+  if (relayerPrivateKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerPrivateKey))
+    throw new ConfigError("RELAYER_PRIVATE_KEY", "must be 0x followed by 64 hex digits");
   const facilitatorUrl = url(env, "FACILITATOR_URL", ["http:", "https:"]);
   const rpcUrl = url(env, "RPC_URL", ["http:", "https:"]);
   const facilitator = env.FACILITATOR ? oneOf(env, "FACILITATOR", ["local", "http"] as const, "http") : facilitatorUrl ? "http" : undefined;
@@ -90,7 +94,8 @@ function loadPayments(env: Env, deployment: Deployment, chainId: number): Paymen
     throw new ConfigError("ASSETS_FILE", "permit assets need RELAYER_PRIVATE_KEY and RPC_URL (the relayer settles them)");
   }
   if (deployment !== "local" && !payTo) throw new ConfigError("PAY_TO", `is required for DEPLOYMENT=${deployment}`);
-  if (deployment !== "local" && !facilitator) throw new ConfigError("FACILITATOR_URL", `or FACILITATOR=local is required for DEPLOYMENT=${deployment}`);
+  if (deployment !== "local" && !facilitator)
+    throw new ConfigError("FACILITATOR_URL", `or FACILITATOR=local is required for DEPLOYMENT=${deployment}`);
   return {
     network,
     payTo,
@@ -131,7 +136,8 @@ function corsOrigins(env: Env): "*" | string[] {
     } catch {
       // reported below
     }
-    if (origin !== o) throw new ConfigError("CORS_ORIGINS", `must be "*" or comma-separated origins like https://app.example.com (no path), got "${o}"`);
+    if (origin !== o)
+      throw new ConfigError("CORS_ORIGINS", `must be "*" or comma-separated origins like https://app.example.com (no path), got "${o}"`);
     return o;
   });
 }
@@ -142,14 +148,23 @@ type Env = Record<string, string | undefined>;
 function redisCluster(env: Env): ClusterTarget | undefined {
   const raw = env.REDIS_CLUSTER_NODES?.trim();
   if (!raw) {
-    if (env.REDIS_PASSWORD) throw new ConfigError("REDIS_PASSWORD", "is for REDIS_CLUSTER_NODES; with REDIS_URL put the password in the URL (redis://:password@host:port)");
+    if (env.REDIS_PASSWORD)
+      throw new ConfigError(
+        "REDIS_PASSWORD",
+        "is for REDIS_CLUSTER_NODES; with REDIS_URL put the password in the URL (redis://:password@host:port)",
+      );
     return undefined;
   }
-  if (env.REDIS_URL) throw new ConfigError("REDIS_CLUSTER_NODES", "and REDIS_URL are both set: set REDIS_URL for one Redis or REDIS_CLUSTER_NODES for a Redis Cluster, not both");
+  if (env.REDIS_URL)
+    throw new ConfigError(
+      "REDIS_CLUSTER_NODES",
+      "and REDIS_URL are both set: set REDIS_URL for one Redis or REDIS_CLUSTER_NODES for a Redis Cluster, not both",
+    );
   const nodes = raw.split(",").map((seed) => {
     const m = /^\s*([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})\s*$/.exec(seed);
     const port = Number(m?.[2]);
-    if (!m || port < 1 || port > 65535) throw new ConfigError("REDIS_CLUSTER_NODES", `must be comma-separated host:port seeds, got "${seed.trim()}"`);
+    if (!m || port < 1 || port > 65535)
+      throw new ConfigError("REDIS_CLUSTER_NODES", `must be comma-separated host:port seeds, got "${seed.trim()}"`);
     return { host: m[1]!.replace(/^\[|\]$/g, ""), port };
   });
   return { cluster: nodes, password: env.REDIS_PASSWORD || undefined };
@@ -208,7 +223,8 @@ export function loadConfig(env: Env = process.env): Config {
   });
   const listenHost = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
   const siweDomain = env.SIWE_DOMAIN || `${listenHost}:${port}`;
-  if (!/^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:\d+)?$/.test(siweDomain)) throw new ConfigError("SIWE_DOMAIN", `must be a host[:port], got "${siweDomain}"`);
+  if (!/^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:\d+)?$/.test(siweDomain))
+    throw new ConfigError("SIWE_DOMAIN", `must be a host[:port], got "${siweDomain}"`);
 
   const upstreamTimeoutMs = int(env, "UPSTREAM_TIMEOUT_MS", 120_000, 1, 3_600_000);
   return {

@@ -125,7 +125,10 @@ function emit(level: LogLevel, msg: string, fields?: Record<string, unknown>): v
 export function infoVetted(msg: string, fields: Record<string, unknown>): void {
   if (LEVELS.info < threshold) return;
   const rest = JSON.stringify(fields);
-  sink(`{"t":"${new Date().toISOString()}","level":"info","msg":${JSON.stringify(msg)}${rest.length > 2 ? "," + rest.slice(1) : "}"}`, "info");
+  sink(
+    `{"t":"${new Date().toISOString()}","level":"info","msg":${JSON.stringify(msg)}${rest.length > 2 ? "," + rest.slice(1) : "}"}`,
+    "info",
+  );
 }
 
 /** The process logger. */

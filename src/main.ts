@@ -34,7 +34,9 @@ function logProviders(config: Config): void {
   const off = providers.filter((p) => p.state === "off").map((p) => `${p.name} (${p.apiKeyEnv} unset)`);
   log.info("providers", { on, off, models: models.size, catalog: config.modelsFile });
   if (models.size === 0) {
-    log.warn("no model is served: set a provider's API key variable, or MODELS_FILE=config/models.local.json for a local model server (README)");
+    log.warn(
+      "no model is served: set a provider's API key variable, or MODELS_FILE=config/models.local.json for a local model server (README)",
+    );
   }
 }
 
@@ -45,7 +47,10 @@ async function serve(config: Config): Promise<void> {
   // Until the services are up, requests get 503.
   let server: ReturnType<typeof Bun.serve>;
   try {
-    server = Bun.serve({ ...options, fetch: () => errorResponse(new ApiError({ code: "SERVICE_UNAVAILABLE", message: "The gateway is starting" })) });
+    server = Bun.serve({
+      ...options,
+      fetch: () => errorResponse(new ApiError({ code: "SERVICE_UNAVAILABLE", message: "The gateway is starting" })),
+    });
   } catch (e) {
     throw listenError(e, config);
   }

@@ -26,11 +26,22 @@ export class DependencyDown extends Error {
 const REDIS_TRANSIENT = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|OOM|NOREPLICAS)\b/;
 // ioredis' Cluster giving up on a command it could not route: redirected or cut off past maxRedirections while a
 // master fails over, no slot map (every node refused the refresh), or no node to start from.
-const IOREDIS_CLUSTER = /^(Too many Cluster redirections\b|None of startup nodes is available$|Failed to refresh slots cache\.$|Cluster isn't ready and enableOfflineQueue)/;
+const IOREDIS_CLUSTER =
+  /^(Too many Cluster redirections\b|None of startup nodes is available$|Failed to refresh slots cache\.$|Cluster isn't ready and enableOfflineQueue)/;
 // postgres.js' own codes for a connection lost or never made.
 const PG_CONNECTION = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT"]);
 // Socket errors of a connect or a live connection (postgres.js passes them on unchanged).
-const SOCKET = new Set(["ECONNREFUSED", "ECONNRESET", "ENOENT", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND"]);
+const SOCKET = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOENT",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+]);
 
 function fields(e: unknown): { name: string; code: string; message: string; syscall: string } {
   const x = (typeof e === "object" && e !== null ? e : {}) as Record<string, unknown>;
@@ -42,7 +53,8 @@ export function isRedisDown(e: unknown): boolean {
   if (e instanceof DependencyDown) return e.dependency === "redis";
   const { name, code, message } = fields(e);
   if (code.startsWith("ERR_REDIS_CONNECTION") || code === "ERR_REDIS_IDLE_TIMEOUT") return true; // Bun's client
-  if (name === "MaxRetriesPerRequestError" || message === "Connection is closed." || message.startsWith("Stream isn't writeable")) return true; // ioredis
+  if (name === "MaxRetriesPerRequestError" || message === "Connection is closed." || message.startsWith("Stream isn't writeable"))
+    return true; // ioredis
   if (name === "ClusterAllFailedError" || IOREDIS_CLUSTER.test(message)) return true; // ioredis' Cluster
   return REDIS_TRANSIENT.test(message);
 }
@@ -55,7 +67,9 @@ export function isPostgresDown(e: unknown): boolean {
   // ENOENT is a missing unix socket only when connecting, not a missing file.
   if (SOCKET.has(code) && (code !== "ENOENT" || syscall === "connect")) return true;
   // Server-side: class 08 (connection exception), shutting down / starting up, too many connections.
-  return name === "PostgresError" && (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03" || code === "53300");
+  return (
+    name === "PostgresError" && (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03" || code === "53300")
+  );
 }
 
 /** Which dependency `e` says is down, if any. */

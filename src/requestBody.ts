@@ -11,7 +11,11 @@ const CLOSE = { connection: "close" };
 
 /** 413 PAYLOAD_TOO_LARGE: the body is (or would be) longer than the limit. */
 export function bodyTooLarge(limits: BodyLimits): ApiError {
-  return new ApiError({ code: "PAYLOAD_TOO_LARGE", message: `Request body too large (at most ${limits.maxBodyBytes} bytes)`, headers: CLOSE });
+  return new ApiError({
+    code: "PAYLOAD_TOO_LARGE",
+    message: `Request body too large (at most ${limits.maxBodyBytes} bytes)`,
+    headers: CLOSE,
+  });
 }
 
 function bodyTooSlow(limits: BodyLimits): ApiError {

@@ -20,7 +20,9 @@ export async function openStack(config: Config): Promise<Stack> {
     const r = await startEmbeddedRedis(join(config.dataDir, "redis"));
     stops.push(r.stop);
     redis = r.socket;
-    log.info(r.started ? "embedded redis-server started" : "joined the embedded redis-server already serving DATA_DIR", { socket: r.socket });
+    log.info(r.started ? "embedded redis-server started" : "joined the embedded redis-server already serving DATA_DIR", {
+      socket: r.socket,
+    });
   }
   let database: Connections["database"] = { url: config.databaseUrl ?? "" };
   if (!config.databaseUrl) {

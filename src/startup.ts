@@ -24,7 +24,9 @@ function where(target: string): string {
 
 function reason(e: unknown): string {
   const err = e as { code?: string; message?: string };
-  return redactText(err?.code ?? err?.message ?? String(e)).split("\n")[0]!.slice(0, 200);
+  return redactText(err?.code ?? err?.message ?? String(e))
+    .split("\n")[0]!
+    .slice(0, 200);
 }
 
 /**
@@ -34,7 +36,12 @@ function reason(e: unknown): string {
 export async function checkDependencies(conn: Connections): Promise<void> {
   if (isCluster(conn.redis)) await probeCluster(conn.redis);
   else await probeRedis(conn.redis);
-  const sql = postgres(conn.database.url, { path: conn.database.path, max: 1, connect_timeout: PROBE_TIMEOUT_MS / 1000, onnotice: () => {} });
+  const sql = postgres(conn.database.url, {
+    path: conn.database.path,
+    max: 1,
+    connect_timeout: PROBE_TIMEOUT_MS / 1000,
+    onnotice: () => {},
+  });
   try {
     await sql`SELECT 1`;
   } catch (e) {
@@ -47,13 +54,20 @@ export async function checkDependencies(conn: Connections): Promise<void> {
 
 async function probeRedis(target: string): Promise<void> {
   let redisError: unknown;
-  const redis = new Redis(target, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: PROBE_TIMEOUT_MS });
+  const redis = new Redis(target, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: PROBE_TIMEOUT_MS,
+  });
   redis.on("error", (e) => (redisError ??= e));
   try {
     await redis.connect();
     await redis.ping();
   } catch (e) {
-    throw new StartupError(`Redis at ${where(target)} is not reachable (${reason(redisError ?? e)}); check REDIS_URL or that redis-server runs`);
+    throw new StartupError(
+      `Redis at ${where(target)} is not reachable (${reason(redisError ?? e)}); check REDIS_URL or that redis-server runs`,
+    );
   } finally {
     redis.disconnect();
   }
@@ -67,13 +81,23 @@ async function probeCluster(target: ClusterTarget): Promise<void> {
   const problems: string[] = [];
   for (const seed of target.cluster) {
     let error: unknown;
-    const node = new Redis({ ...seed, password: target.password, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: PROBE_TIMEOUT_MS });
+    const node = new Redis({
+      ...seed,
+      password: target.password,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      connectTimeout: PROBE_TIMEOUT_MS,
+    });
     node.on("error", (e) => (error ??= e));
     try {
       await node.connect();
       const info = await node.info("cluster");
-      if (!/cluster_enabled:1/.test(info)) throw new StartupError(`${seed.host}:${seed.port} is a Redis without cluster mode; use REDIS_URL for it, or point REDIS_CLUSTER_NODES at a Redis Cluster`);
-      const state = /cluster_state:(\w+)/.exec(await node.call("CLUSTER", "INFO") as string)?.[1];
+      if (!/cluster_enabled:1/.test(info))
+        throw new StartupError(
+          `${seed.host}:${seed.port} is a Redis without cluster mode; use REDIS_URL for it, or point REDIS_CLUSTER_NODES at a Redis Cluster`,
+        );
+      const state = /cluster_state:(\w+)/.exec((await node.call("CLUSTER", "INFO")) as string)?.[1];
       if (state === "ok") return;
       problems.push(`${seed.host}:${seed.port}: cluster_state ${state ?? "unknown"}`);
     } catch (e) {
@@ -83,7 +107,9 @@ async function probeCluster(target: ClusterTarget): Promise<void> {
       node.disconnect();
     }
   }
-  throw new StartupError(`no node of REDIS_CLUSTER_NODES serves a healthy Redis Cluster (${problems.join("; ")}); check the seeds and CLUSTER INFO`);
+  throw new StartupError(
+    `no node of REDIS_CLUSTER_NODES serves a healthy Redis Cluster (${problems.join("; ")}); check the seeds and CLUSTER INFO`,
+  );
 }
 
 /**
@@ -93,7 +119,12 @@ async function probeCluster(target: ClusterTarget): Promise<void> {
 export function assertEmbeddedDataExists(config: Config): void {
   const missing: string[] = [];
   const redisDir = join(config.dataDir, "redis");
-  if (!config.redisUrl && !config.redisCluster && !["redis.sock", "appendonlydir", "appendonly.aof"].some((f) => existsSync(join(redisDir, f)))) missing.push("Redis");
+  if (
+    !config.redisUrl &&
+    !config.redisCluster &&
+    !["redis.sock", "appendonlydir", "appendonly.aof"].some((f) => existsSync(join(redisDir, f)))
+  )
+    missing.push("Redis");
   const pgDir = join(config.dataDir, "postgres");
   if (!config.databaseUrl && !existsSync(join(pgDir, "pgdata")) && !existsSync(join(pgDir, ".s.PGSQL.5432"))) missing.push("Postgres");
   if (missing.length > 0) {

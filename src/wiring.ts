@@ -56,7 +56,9 @@ const PROBE_CONNECT_TIMEOUT_S = 1;
 /** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
 export async function buildServices(config: Config, conn: Connections): Promise<Services> {
   const rawSql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path, debug: conn.database.debug });
-  const pgHealth = new PgHealth(rawSql, () => openDatabase(conn.database.url, { max: 1, path: conn.database.path, connectTimeoutS: PROBE_CONNECT_TIMEOUT_S }));
+  const pgHealth = new PgHealth(rawSql, () =>
+    openDatabase(conn.database.url, { max: 1, path: conn.database.path, connectTimeoutS: PROBE_CONNECT_TIMEOUT_S }),
+  );
   const sql = pgHealth.guard();
   const { commands: redis, router } = openRedis(conn.redis);
   const redisNames = new RedisNames(config.ledgerShards);
@@ -83,7 +85,12 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const pendingSettles = new PendingSettles(sql, ledger);
   // One Holds for every endpoint that bills a model call: its settles in flight are what shutdown waits for.
   const holds = new Holds(ledger, pendingSettles);
-  const chat = new ChatService(apiKeyAuth, config.catalog, holds, new Forwarder(holds, ledger, config.upstreamTimeoutMs, config.streamMaxMs));
+  const chat = new ChatService(
+    apiKeyAuth,
+    config.catalog,
+    holds,
+    new Forwarder(holds, ledger, config.upstreamTimeoutMs, config.streamMaxMs),
+  );
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
@@ -134,7 +141,11 @@ export async function buildServices(config: Config, conn: Connections): Promise<
       sweeper = setInterval(() => {
         // Redis failing over or down is an outage the next round outlives (the holds wait, they do not move): a
         // warning; anything else is a defect.
-        ledger.sweepExpired().catch((e) => (outageOf(e) ? log.warn("hold sweep postponed: Redis unavailable", { error: e }) : log.error("hold sweep failed", { error: e })));
+        ledger
+          .sweepExpired()
+          .catch((e) =>
+            outageOf(e) ? log.warn("hold sweep postponed: Redis unavailable", { error: e }) : log.error("hold sweep failed", { error: e }),
+          );
       }, SWEEP_INTERVAL_MS);
       repairer = setInterval(() => {
         void runJobs();
@@ -171,7 +182,11 @@ async function startupStep<T>(name: "Postgres" | "Redis", cleanup: () => unknown
   const dependency = name === "Redis" ? "redis" : "postgres";
   const p = step();
   try {
-    return await withDeadline(STARTUP_DEADLINE_MS, () => p, () => DependencyDown.late(dependency, name, STARTUP_DEADLINE_MS));
+    return await withDeadline(
+      STARTUP_DEADLINE_MS,
+      () => p,
+      () => DependencyDown.late(dependency, name, STARTUP_DEADLINE_MS),
+    );
   } catch (e) {
     p.catch(() => {});
     await Promise.resolve(cleanup()).catch(() => {});

@@ -38,7 +38,11 @@ async function cli(...args: string[]): Promise<{ code: number; stdout: string; s
   delete env.REDIS_URL;
   delete env.DATABASE_URL;
   if (!gw.connections.database.path) env.DATABASE_URL = gw.connections.database.url;
-  const child = Bun.spawn(["bun", join(import.meta.dir, "..", "src", "main.ts"), "admin", ...args], { env, stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(["bun", join(import.meta.dir, "..", "src", "main.ts"), "admin", ...args], {
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
 }
@@ -55,7 +59,12 @@ describe("admin audit", () => {
   test("arguments: none or --fix; anything else is a usage mistake before anything opens", () => {
     expect(typeof parseAdmin(["audit"])).toBe("function");
     expect(typeof parseAdmin(["audit", "--fix"])).toBe("function");
-    for (const args of [["audit", "--fix", "now"], ["audit", "fix"], ["audit", "--all"]]) expect(() => parseAdmin(args)).toThrow(AdminUsageError);
+    for (const args of [
+      ["audit", "--fix", "now"],
+      ["audit", "fix"],
+      ["audit", "--all"],
+    ])
+      expect(() => parseAdmin(args)).toThrow(AdminUsageError);
   });
 
   let a: Awaited<ReturnType<TestGateway["newWallet"]>>;
@@ -107,7 +116,9 @@ describe("admin audit", () => {
     const walletName = gw.services.ledger.principal(a.keyId, a.wallet).walletName;
     await gw.services.redis.hincrby(walletName, "balance", 1_234_567);
 
-    expect(only(await audit())).toEqual([{ subject: `wallet ${a.wallet}`, field: "balance", redis: before.balance + 1_234_567, expected: before.balance }]);
+    expect(only(await audit())).toEqual([
+      { subject: `wallet ${a.wallet}`, field: "balance", redis: before.balance + 1_234_567, expected: before.balance },
+    ]);
     const run = await cli("audit");
     expect(run.code).toBe(1);
     expect(run.stdout).toStartWith("audit: 1 difference between Redis and Postgres");
@@ -163,7 +174,9 @@ describe("admin audit", () => {
 
     expect((await runAudit(gw.services, { fix: true })).clean).toBe(true);
     expect(await gw.ledgerState(c.wallet)).toEqual({ balance: 2_000_000 - charge, locked: 0 });
-    expect(await gw.services.redis.hexists(gw.services.ledger.names.credited(gw.services.ledger.names.shardOf(c.wallet)), credit!.event_id)).toBe(0);
+    expect(
+      await gw.services.redis.hexists(gw.services.ledger.names.credited(gw.services.ledger.names.shardOf(c.wallet)), credit!.event_id),
+    ).toBe(0);
   }, 60_000);
 
   test("a revoked key brought back in Redis is named; `--fix` revokes it again", async () => {
@@ -218,7 +231,11 @@ describe("admin audit", () => {
     // The shard's outbox (7 charges) and credited hash (41 credits or more) were read in pages of 3, outside the script.
     const xranges = commands.filter((c) => c[0]?.toUpperCase() === "XRANGE" && c[1] === outbox);
     const hscans = commands.filter((c) => c[0]?.toUpperCase() === "HSCAN" && c[1] === credited);
-    expect(xranges.map((c) => c.slice(4))).toEqual([["COUNT", "3"], ["COUNT", "3"], ["COUNT", "3"]]);
+    expect(xranges.map((c) => c.slice(4))).toEqual([
+      ["COUNT", "3"],
+      ["COUNT", "3"],
+      ["COUNT", "3"],
+    ]);
     expect(hscans.length).toBeGreaterThan(5);
     for (const c of hscans) expect(c.slice(3)).toEqual(["COUNT", "3"]);
   }, 60_000);
@@ -236,7 +253,7 @@ describe("admin audit", () => {
     });
     let granted = 0;
     const grants = (async () => {
-      for (let n = 0; !stop; n++) await gw.grant(wallets[n % wallets.length]!.wallet, 1_000), granted++;
+      for (let n = 0; !stop; n++) (await gw.grant(wallets[n % wallets.length]!.wallet, 1_000), granted++);
     })();
     // Often enough to flush between and during the passes, seldom enough that charges wait in the outbox.
     gw.services.flusher.start(20);

@@ -55,13 +55,17 @@ describe("admin refuses rather than guessing", () => {
     [["keys", "list", WALLET, "extra"], 'unexpected argument "extra"', "usage: admin keys list"],
     [["keys"], 'unknown admin command "keys"', "usage: bun src/main.ts admin"],
     [[], "usage: bun src/main.ts admin", "admin keys revoke"],
-  ])("usage mistake %p: exit 2, the reason and the usage on stderr", async (args, reason, usage) => {
-    const r = await runCli(["admin", ...args], { cwd: root });
-    expect(r.code).toBe(2);
-    expect(r.stdout).toBe("");
-    expect(r.stderr).toStartWith(reason);
-    expect(r.stderr).toContain(usage);
-  }, 30_000);
+  ])(
+    "usage mistake %p: exit 2, the reason and the usage on stderr",
+    async (args, reason, usage) => {
+      const r = await runCli(["admin", ...args], { cwd: root });
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toStartWith(reason);
+      expect(r.stderr).toContain(usage);
+    },
+    30_000,
+  );
 
   test("unknown top-level command: exit 2 with the usage", async () => {
     const r = await runCli(["serv"], { cwd: root });

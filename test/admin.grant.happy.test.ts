@@ -10,8 +10,10 @@ const admin = (...args: string[]) => parseAdmin(args)(gw.services);
 const freshWallet = () => privateKeyToAccount(generatePrivateKey()).address.toLowerCase();
 
 async function grants(wallet: string) {
-  return [...(await gw.services.sql<{ amount_usdc: number; reason: string }[]>`
-    SELECT amount_usdc, reason FROM credits WHERE wallet = ${wallet} AND kind = 'grant' ORDER BY id`)];
+  return [
+    ...(await gw.services.sql<{ amount_usdc: number; reason: string }[]>`
+    SELECT amount_usdc, reason FROM credits WHERE wallet = ${wallet} AND kind = 'grant' ORDER BY id`),
+  ];
 }
 
 describe("admin grant", () => {
@@ -33,8 +35,12 @@ describe("admin grant", () => {
 
     // The same id for a different grant is an operator mistake: refused, nothing granted anywhere.
     const other = freshWallet();
-    await expect(admin("grant", other, "1", "--reason", "promo", "--id", "promo-2026-11:alice")).rejects.toThrow(/was used for another grant/);
-    await expect(admin("grant", wallet, "2", "--reason", "promo", "--id", "promo-2026-11:alice")).rejects.toThrow(/was used for another grant/);
+    await expect(admin("grant", other, "1", "--reason", "promo", "--id", "promo-2026-11:alice")).rejects.toThrow(
+      /was used for another grant/,
+    );
+    await expect(admin("grant", wallet, "2", "--reason", "promo", "--id", "promo-2026-11:alice")).rejects.toThrow(
+      /was used for another grant/,
+    );
     expect(await gw.ledgerState(other)).toEqual({ balance: 0, locked: 0 });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   });

@@ -44,12 +44,23 @@ const freshWallet = () => privateKeyToAccount(generatePrivateKey()).address.toLo
 
 describe("--help", () => {
   test("every command answers --help on stdout with exit 0, opening nothing", async () => {
-    const commands = [[], ["grant"], ["balance"], ["keys", "list"], ["keys", "revoke"], ["redeem-codes", "create"], ["ref-codes", "create"], ["referrals"]];
+    const commands = [
+      [],
+      ["grant"],
+      ["balance"],
+      ["keys", "list"],
+      ["keys", "revoke"],
+      ["redeem-codes", "create"],
+      ["ref-codes", "create"],
+      ["referrals"],
+    ];
     const results = await Promise.all(commands.map((c) => runCli(["admin", ...c, "--help"], { cwd: root })));
     results.forEach((r, i) => {
       expect(r.code).toBe(0);
       expect(r.stderr).toBe("");
-      expect(r.stdout).toStartWith(commands[i]!.length ? `usage: admin ${commands[i]!.join(" ")}` : "usage: bun src/main.ts admin <command>");
+      expect(r.stdout).toStartWith(
+        commands[i]!.length ? `usage: admin ${commands[i]!.join(" ")}` : "usage: bun src/main.ts admin <command>",
+      );
     });
     const overview = results[0]!.stdout;
     for (const name of ["grant", "balance", "keys list", "keys revoke", "redeem-codes create", "ref-codes create", "referrals"]) {

@@ -16,7 +16,9 @@ async function expectUntouched(wallet: string, balance = 1_000_000) {
 
 async function pgEvents(wallet: string) {
   await gw.services.flusher.drain();
-  return [...(await gw.services.sql<{ type: string }[]>`SELECT type FROM ledger_events WHERE wallet = ${wallet} ORDER BY occurred_at`)].map((r) => r.type);
+  return [...(await gw.services.sql<{ type: string }[]>`SELECT type FROM ledger_events WHERE wallet = ${wallet} ORDER BY occurred_at`)].map(
+    (r) => r.type,
+  );
 }
 
 const REJECTED = { error: "UPSTREAM_CLIENT_ERROR", message: "The model provider rejected the request" };
@@ -109,7 +111,10 @@ describe("Anthropic errors → the spec's error rows, hold released", () => {
   test("504 UPSTREAM_DEADLINE when no answer comes in time, JSON and stream", async () => {
     const { wallet, key } = await gw.newWallet(1);
     expect(await chat(key, { model: "claude/slow", messages })).toMatchObject({ status: 504, body: { error: "UPSTREAM_DEADLINE" } });
-    expect(await chat(key, { model: "claude/slow", messages, stream: true })).toMatchObject({ status: 504, body: { error: "UPSTREAM_DEADLINE" } });
+    expect(await chat(key, { model: "claude/slow", messages, stream: true })).toMatchObject({
+      status: 504,
+      body: { error: "UPSTREAM_DEADLINE" },
+    });
     expect(await chat(key, { model: "claude/hang", messages })).toMatchObject({ status: 504, body: { error: "UPSTREAM_DEADLINE" } });
     await expectUntouched(wallet);
   });
@@ -123,7 +128,12 @@ describe("Anthropic errors → the spec's error rows, hold released", () => {
     expect(events.at(-1)).toBe("data: [DONE]");
     expect(JSON.parse(events.at(-2)!.slice(6)).error.type).toBe("upstream_error");
     // role chunk and three words made it out before the silence
-    expect(events.slice(0, -2).map((e) => JSON.parse(e.slice(6)).choices[0].delta.content).join("")).toBe(REPLY.slice(0, 3).join(""));
+    expect(
+      events
+        .slice(0, -2)
+        .map((e) => JSON.parse(e.slice(6)).choices[0].delta.content)
+        .join(""),
+    ).toBe(REPLY.slice(0, 3).join(""));
     await gw.anthropic.cancelledAtLeast(cancelledBefore + 1); // the provider's stream was stopped
     await expectUntouched(wallet);
   });

@@ -1,16 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parseCatalog } from "../src/providers/catalog.ts";
-import {
-  AFTER_TOOL,
-  inputTokensFor,
-  REPLY,
-  SIGNATURE,
-  THINKING,
-  TOOL_ID,
-  TOOL_INTRO,
-  TOOL_JSON,
-} from "./helpers/anthropicStandin.ts";
+import { AFTER_TOOL, inputTokensFor, REPLY, SIGNATURE, THINKING, TOOL_ID, TOOL_INTRO, TOOL_JSON } from "./helpers/anthropicStandin.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 
 const gw = sharedGateway();
@@ -37,7 +28,9 @@ function lastUpstream() {
 
 async function pgCharges(wallet: string) {
   return [
-    ...(await gw.services.sql<{ amount_usdc: number; prompt_tokens: number; completion_tokens: number; api_key_id: number; model: string }[]>`
+    ...(await gw.services.sql<
+      { amount_usdc: number; prompt_tokens: number; completion_tokens: number; api_key_id: number; model: string }[]
+    >`
     SELECT amount_usdc, prompt_tokens, completion_tokens, api_key_id, model FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'
     ORDER BY occurred_at`),
   ];
@@ -191,7 +184,13 @@ describe("Anthropic through the openai SDK: text", () => {
         { type: "text", text: "Answer in English." },
       ],
       messages: [
-        { role: "user", content: [{ type: "text", text: "One." }, { type: "text", text: "Two." }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "One." },
+            { type: "text", text: "Two." },
+          ],
+        },
         { role: "assistant", content: "Noted." },
         { role: "user", content: "Three." },
       ],
@@ -238,11 +237,7 @@ describe("Anthropic through the openai SDK: tool calls", () => {
 
     const second = await client.chat.completions.create({
       model: SONNET,
-      messages: [
-        ...ask,
-        first.choices[0]!.message,
-        { role: "tool", tool_call_id: TOOL_ID, content: '{"sky": "sunny"}' },
-      ],
+      messages: [...ask, first.choices[0]!.message, { role: "tool", tool_call_id: TOOL_ID, content: '{"sky": "sunny"}' }],
       tools: [weatherTool],
       tool_choice: { type: "function", function: { name: "get_weather" } },
     });
@@ -404,14 +399,26 @@ describe("Anthropic through the openai SDK: thinking and reasoning_effort", () =
         { reasoning_effort: "minimal", temperature: 0.2, top_p: 0.5 },
         { thinking: { type: "adaptive" }, output_config: { effort: "low" }, temperature: undefined, top_p: undefined },
       ],
-      ["claude/claude-opus-4-7", { thinking: { type: "enabled", budget_tokens: 2000 }, max_tokens: 4096 }, { thinking: { type: "adaptive" } }],
+      [
+        "claude/claude-opus-4-7",
+        { thinking: { type: "enabled", budget_tokens: 2000 }, max_tokens: 4096 },
+        { thinking: { type: "adaptive" } },
+      ],
       ["claude/claude-opus-4-7", { temperature: 0.2 }, { temperature: undefined, thinking: undefined }],
       // 3.5: no thinking at all; "none" and disabled send nothing
-      ["claude/claude-3-5-haiku", { reasoning_effort: "high", max_tokens: 4096, temperature: 0.2 }, { thinking: undefined, temperature: 0.2 }],
+      [
+        "claude/claude-3-5-haiku",
+        { reasoning_effort: "high", max_tokens: 4096, temperature: 0.2 },
+        { thinking: undefined, temperature: 0.2 },
+      ],
       ["claude/claude-sonnet-4-5", { reasoning_effort: "none" }, { thinking: undefined }],
       ["claude/claude-sonnet-4-5", { thinking: { type: "disabled" }, reasoning_effort: "high", max_tokens: 4096 }, { thinking: undefined }],
       // an effort named like a built-in property is unknown, not Object.prototype's
-      ["claude/claude-sonnet-4-6", { reasoning_effort: "constructor", max_tokens: 4096 }, { thinking: undefined, output_config: undefined }],
+      [
+        "claude/claude-sonnet-4-6",
+        { reasoning_effort: "constructor", max_tokens: 4096 },
+        { thinking: undefined, output_config: undefined },
+      ],
       ["claude/claude-sonnet-4-5", { reasoning_effort: "toString", max_tokens: 4096 }, { thinking: undefined }],
     ];
     let charged = 0;

@@ -71,7 +71,8 @@ async function greedyCall(dialect: "openai" | "anthropic", body: Record<string, 
   const sent = provider.requests.at(-1)!;
   const upstreamBytes = Buffer.byteLength(JSON.stringify(sent));
   const billed = provider.billed.at(-1)!;
-  const [prompt, completion] = "prompt_tokens" in billed ? [billed.prompt_tokens, billed.completion_tokens] : [billed.input_tokens, billed.output_tokens];
+  const [prompt, completion] =
+    "prompt_tokens" in billed ? [billed.prompt_tokens, billed.completion_tokens] : [billed.input_tokens, billed.output_tokens];
   expect(prompt).toBe(upstreamBytes); // the greedy provider's prompt bill: every byte it received
 
   const charge = expectedCharge(prompt, completion);
@@ -127,7 +128,10 @@ describe("OpenAI dialect: a provider that bills every token it may", () => {
     const r = await greedyCall("openai", { model: "standin/greedy", messages, reasoning_effort: "high" });
     expect(r.sent).toMatchObject({ reasoning_effort: "high", max_tokens: 1024 });
     expect(r.billed.completion).toBe(1024);
-    expect(r.received.completion!.usage).toMatchObject({ completion_tokens: 1024, completion_tokens_details: { reasoning_tokens: 1024 - REPLY_WORDS.length } });
+    expect(r.received.completion!.usage).toMatchObject({
+      completion_tokens: 1024,
+      completion_tokens_details: { reasoning_tokens: 1024 - REPLY_WORDS.length },
+    });
     expect(r.hold).toBe(expectedCharge(r.upstreamBytes + 8, 1024));
   });
 

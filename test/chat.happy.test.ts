@@ -29,7 +29,13 @@ describe("chat completions, happy paths", () => {
 
     await gw.services.flusher.drain();
     expect([...(await pgCharges(wallet))]).toEqual([
-      { amount_usdc: charge, prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, api_key_id: keyId, model: "standin/echo" },
+      {
+        amount_usdc: charge,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        api_key_id: keyId,
+        model: "standin/echo",
+      },
     ]);
   });
 
@@ -102,7 +108,7 @@ describe("chat completions, happy paths", () => {
           total_completion_tokens: 4 * usage.completion_tokens,
           total_charged_usdc: 4 * charge,
           // billed − cost at 2/8 USD per 1M
-          total_platform_revenue_usd: (4 * (charge - Math.ceil((usage.prompt_tokens * 2 + usage.completion_tokens * 8)))) / 1e6,
+          total_platform_revenue_usd: (4 * (charge - Math.ceil(usage.prompt_tokens * 2 + usage.completion_tokens * 8))) / 1e6,
         },
       ],
     });

@@ -17,7 +17,13 @@ const gw = sharedGateway({ RATE_LIMIT_REQUESTS: "100000" });
 
 const IMAGE_URL = "https://img.example/cat.png"; // 27 bytes that a provider bills 1,445 tokens at high detail
 const imageMessages = (n: number, detail = "high") => [
-  { role: "user", content: [{ type: "text", text: "Compare these." }, ...Array.from({ length: n }, () => ({ type: "image_url", image_url: { url: IMAGE_URL, detail } }))] },
+  {
+    role: "user",
+    content: [
+      { type: "text", text: "Compare these." },
+      ...Array.from({ length: n }, () => ({ type: "image_url", image_url: { url: IMAGE_URL, detail } })),
+    ],
+  },
 ];
 // Extra fields the SDK's types do not know; sent as they are.
 const extension = (fields: Record<string, unknown>) => fields as {};
@@ -26,7 +32,10 @@ const extension = (fields: Record<string, unknown>) => fields as {};
 async function send(client: OpenAI, body: Record<string, unknown>): Promise<{ status: number; code?: string }> {
   try {
     if (body.stream) {
-      const stream = await client.chat.completions.create({ ...(body as unknown as OpenAI.ChatCompletionCreateParamsStreaming), stream: true });
+      const stream = await client.chat.completions.create({
+        ...(body as unknown as OpenAI.ChatCompletionCreateParamsStreaming),
+        stream: true,
+      });
       for await (const chunk of stream) if ((chunk as any).error) return { status: 200, code: "stream error" };
     } else {
       await client.chat.completions.create(body as any);
@@ -47,15 +56,32 @@ async function pgCharges(wallet: string): Promise<{ n: number; total: number }> 
 
 /** The key's spent and locked counters in Redis. */
 async function keyState(wallet: string, keyId: number): Promise<{ spent: number; locked: number }> {
-  const [[spent, locked]] = (await gw.services.ledger.keyCounters([gw.services.ledger.principal(keyId, wallet)], ["spent", "locked"])) as [number[]];
+  const [[spent, locked]] = (await gw.services.ledger.keyCounters([gw.services.ledger.principal(keyId, wallet)], ["spent", "locked"])) as [
+    number[],
+  ];
   return { spent: spent!, locked: locked! };
 }
 
 // Each variant's request and what the stand-in bills for one answer to it (10 high-detail images, 50 tokens cap).
 const variants = [
-  { name: "OpenAI dialect, JSON", model: "standin/vision", stream: false, charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length) },
-  { name: "OpenAI dialect, stream", model: "standin/vision", stream: true, charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length) },
-  { name: "Anthropic dialect, stream", model: "claude/claude-sonnet-4-5", stream: true, charge: expectedCharge(10 + 3 + 10 * CLAUDE_IMAGE_TOKENS, REPLY.length) },
+  {
+    name: "OpenAI dialect, JSON",
+    model: "standin/vision",
+    stream: false,
+    charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length),
+  },
+  {
+    name: "OpenAI dialect, stream",
+    model: "standin/vision",
+    stream: true,
+    charge: expectedCharge(usageFor(1, 10 * IMAGE_TOKENS.high).prompt_tokens, REPLY_WORDS.length),
+  },
+  {
+    name: "Anthropic dialect, stream",
+    model: "claude/claude-sonnet-4-5",
+    stream: true,
+    charge: expectedCharge(10 + 3 + 10 * CLAUDE_IMAGE_TOKENS, REPLY.length),
+  },
 ];
 
 describe("the hold bounds the bill: concurrent image-heavy requests", () => {
@@ -98,7 +124,9 @@ describe("the hold bounds the bill: concurrent image-heavy requests", () => {
     const { wallet, key, keyId } = await gw.newWallet(10, { budget_usdc: 100_000 });
     const client = gw.openai(key);
     const results = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => send(client, { model: "standin/vision", messages: imageMessages(10), max_tokens: 50, stream: i % 2 === 0 })),
+      Array.from({ length: 40 }, (_, i) =>
+        send(client, { model: "standin/vision", messages: imageMessages(10), max_tokens: 50, stream: i % 2 === 0 }),
+      ),
     );
     const ok = results.filter((r) => r.status === 200).length;
     expect(ok).toBeGreaterThan(0);
@@ -203,10 +231,32 @@ describe("nothing raises the provider's bill behind the hold", () => {
 
   // Parts whose bill is not in their bytes (an audio's duration, a file's pages) and parts of an unknown type.
   const refusedParts: [string, Record<string, unknown>, string][] = [
-    ["input_audio", { role: "user", content: [{ type: "text", text: "hi" }, { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } }] }, 'messages[0].content[1]: content part type "input_audio" is not accepted'],
-    ["file", { role: "user", content: [{ type: "file", file: { file_id: "file-abc" } }] }, 'messages[0].content[0]: content part type "file" is not accepted'],
-    ["file (inline)", { role: "user", content: [{ type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,JVBERi0=" } }] }, 'messages[0].content[0]: content part type "file" is not accepted'],
-    ["an unknown part type", { role: "user", content: [{ type: "video_url", video_url: { url: "https://v.example/a.mp4" } }] }, 'messages[0].content[0]: content part type "video_url" is not accepted'],
+    [
+      "input_audio",
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "hi" },
+          { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } },
+        ],
+      },
+      'messages[0].content[1]: content part type "input_audio" is not accepted',
+    ],
+    [
+      "file",
+      { role: "user", content: [{ type: "file", file: { file_id: "file-abc" } }] },
+      'messages[0].content[0]: content part type "file" is not accepted',
+    ],
+    [
+      "file (inline)",
+      { role: "user", content: [{ type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,JVBERi0=" } }] },
+      'messages[0].content[0]: content part type "file" is not accepted',
+    ],
+    [
+      "an unknown part type",
+      { role: "user", content: [{ type: "video_url", video_url: { url: "https://v.example/a.mp4" } }] },
+      'messages[0].content[0]: content part type "video_url" is not accepted',
+    ],
     ["a message's audio reference", { role: "assistant", content: null, audio: { id: "audio_abc" } }, "messages[0]: audio is not accepted"],
   ];
   for (const model of ["standin/echo", "claude/claude-sonnet-4-5"]) {
@@ -241,13 +291,25 @@ describe("nothing raises the provider's bill behind the hold", () => {
         ],
         thinking_blocks: [{ type: "thinking", thinking: "x", signature: "s" }],
       },
-      { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: "{}", ...cache }, ...cache }], ...cache },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: "{}", ...cache }, ...cache }],
+        ...cache,
+      },
       { role: "tool", tool_call_id: "t1", content: [{ type: "text", text: "ok", ...cache }] },
     ];
     await gw.openai(key).chat.completions.create({ model: "standin/vision", messages: messages as any, max_tokens: 50 });
     expect(gw.standin.requests.at(-1)!.messages).toEqual([
       { role: "system", content: [{ type: "text", text: "Be brief." }] },
-      { role: "user", name: "ann", content: [{ type: "text", text: "Compare these." }, { type: "image_url", image_url: { url: IMAGE_URL, detail: "low" } }] },
+      {
+        role: "user",
+        name: "ann",
+        content: [
+          { type: "text", text: "Compare these." },
+          { type: "image_url", image_url: { url: IMAGE_URL, detail: "low" } },
+        ],
+      },
       { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: "{}" } }] },
       { role: "tool", tool_call_id: "t1", content: [{ type: "text", text: "ok" }] },
     ]);
@@ -255,7 +317,15 @@ describe("nothing raises the provider's bill behind the hold", () => {
 
   test("fields named like built-in properties (constructor, toString, __proto__) are unknown fields: dropped, not refused", async () => {
     const { key } = await gw.newWallet(1);
-    const body = { model: "standin/echo", messages: [{ role: "user", content: "hi" }], max_tokens: 50, constructor: 1, toString: "x", hasOwnProperty: true, ...JSON.parse('{"__proto__": {"a": 1}}') };
+    const body = {
+      model: "standin/echo",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 50,
+      constructor: 1,
+      toString: "x",
+      hasOwnProperty: true,
+      ...JSON.parse('{"__proto__": {"a": 1}}'),
+    };
     const res = await gw.call("POST", "/v1/chat/completions", body, { authorization: `Bearer ${key}` });
     expect(res.status).toBe(200);
     const upstream = gw.standin.requests.at(-1)!;
@@ -266,7 +336,12 @@ describe("nothing raises the provider's bill behind the hold", () => {
     const { wallet, key } = await gw.newWallet(1);
     const calls = gw.standin.requests.length;
     const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }, { type: "web_search" }];
-    const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }], tools }, { authorization: `Bearer ${key}` });
+    const res = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "standin/echo", messages: [{ role: "user", content: "hi" }], tools },
+      { authorization: `Bearer ${key}` },
+    );
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: "VALIDATION_ERROR" });
     expect(res.body.message).toStartWith('tools[1].type "web_search" is not accepted');
@@ -300,9 +375,20 @@ describe("nothing raises the provider's bill behind the hold", () => {
       top_k: 40,
       modalities: ["text"],
     };
-    const dropped = { store: true, metadata: { team: "a" }, transforms: ["middle-out"], something_new: 1, reasoning: { max_tokens: 99_999 } };
+    const dropped = {
+      store: true,
+      metadata: { team: "a" },
+      transforms: ["middle-out"],
+      something_new: 1,
+      reasoning: { max_tokens: 99_999 },
+    };
     const messages = [{ role: "user", content: "hi" }];
-    const completion = await gw.openai(key).chat.completions.create({ model: "standin/echo", messages: messages as any, max_tokens: 100, ...extension({ ...passed, ...dropped }) });
+    const completion = await gw.openai(key).chat.completions.create({
+      model: "standin/echo",
+      messages: messages as any,
+      max_tokens: 100,
+      ...extension({ ...passed, ...dropped }),
+    });
     expect(completion.choices[0]!.message.content).toBe(REPLY_WORDS.join(""));
     expect(gw.standin.requests.at(-1)).toEqual({ model: "echo", messages, max_tokens: 100, ...passed });
 
@@ -315,7 +401,13 @@ describe("nothing raises the provider's bill behind the hold", () => {
       ...extension(dropped),
     });
     for await (const _ of stream);
-    expect(gw.standin.requests.at(-1)).toEqual({ model: "echo", messages, max_tokens: 100, stream: true, stream_options: { include_usage: true } });
+    expect(gw.standin.requests.at(-1)).toEqual({
+      model: "echo",
+      messages,
+      max_tokens: 100,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const charge = expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000 - 2 * charge, locked: 0 });
   });

@@ -32,7 +32,7 @@ async function readSome(res: Response, n: number) {
   const dec = new TextDecoder();
   let buffer = "";
   let text = "";
-  for (let seen = 0; seen < n; ) {
+  for (let seen = 0; seen < n;) {
     const r = await reader.read();
     if (r.done) throw new Error("stream ended early");
     buffer += dec.decode(r.value, { stream: true });
@@ -71,7 +71,9 @@ describe("a stream stopped at the gateway's time cap is charged what it produced
     await gw.services.chat.idle();
     const charge = expectedCharge(PROMPT_COUNT, countTokens(text));
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
-    expect(await ledgerRows(wallet)).toEqual([{ type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: countTokens(text) }]);
+    expect(await ledgerRows(wallet)).toEqual([
+      { type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: countTokens(text) },
+    ]);
 
     // The client's stream ends with [DONE], no error event (nothing failed, nothing was released).
     let tail = "";
@@ -91,7 +93,9 @@ describe("a stream stopped at the gateway's time cap is charged what it produced
     await gw.standin.cancelledAtLeast(cancelled + 1);
     await gw.services.chat.idle();
     const charge = expectedCharge(PROMPT_COUNT, 4096);
-    expect(await ledgerRows(wallet)).toEqual([{ type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 4096 }]);
+    expect(await ledgerRows(wallet)).toEqual([
+      { type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 4096 },
+    ]);
     expect(charge).toBeLessThanOrEqual(locked);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
   });
@@ -106,7 +110,9 @@ describe("a stream stopped at the gateway's time cap is charged what it produced
     await gw.standin.cancelledAtLeast(cancelled + 1);
     await gw.services.chat.idle();
     const charge = expectedCharge(PROMPT_COUNT, 1400);
-    expect(await ledgerRows(wallet)).toEqual([{ type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 1400 }]);
+    expect(await ledgerRows(wallet)).toEqual([
+      { type: "charge", amount_usdc: charge, prompt_tokens: PROMPT_COUNT, completion_tokens: 1400 },
+    ]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
   });
 
@@ -127,7 +133,9 @@ describe("a stream stopped at the gateway's time cap is charged what it produced
     await readSome(hang, 3);
     await gw.standin.cancelledAtLeast(cancelled + 1);
     await gw.services.chat.idle();
-    expect(await ledgerRows(wallet)).toEqual([{ type: "charge", amount_usdc: charge, prompt_tokens: usageFor(1).prompt_tokens, completion_tokens: REPLY_WORDS.length }]);
+    expect(await ledgerRows(wallet)).toEqual([
+      { type: "charge", amount_usdc: charge, prompt_tokens: usageFor(1).prompt_tokens, completion_tokens: REPLY_WORDS.length },
+    ]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
   });
 });

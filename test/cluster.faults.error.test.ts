@@ -43,7 +43,8 @@ const errors = captureErrors(/"Redis lost the outbox consumer groups/);
 const messages = [{ role: "user" as const, content: "Say hello." }];
 const usage = usageFor(messages.length);
 const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
-const chat = (key: string) => gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 50 }, { authorization: `Bearer ${key}` });
+const chat = (key: string) =>
+  gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 50 }, { authorization: `Bearer ${key}` });
 const shardOf = (w: string) => gw.services.ledger.names.wallet(gw.services.ledger.names.shardOf(w), w);
 
 /** Waits (bounded) until no hold of `wallet` is open: settles run behind their answers, on two gateways. */
@@ -149,9 +150,17 @@ describe("a Redis Cluster losing a node", () => {
       const onOther = await gw.newWallet(5, {}, await accountOn(cluster, masters[(round + 1) % 3]!.port, shardOf));
       wallets.push(onVictim, onOther);
       // Keys no gateway has resolved yet, sent while the master is down: each is looked up in Redis first.
-      const fresh = async (w: { account: PrivateKeyAccount }) => Promise.all(Array.from({ length: FRESH_KEYS }, () => gw.newWallet(0, {}, w.account).then((k) => k.key)));
+      const fresh = async (w: { account: PrivateKeyAccount }) =>
+        Promise.all(Array.from({ length: FRESH_KEYS }, () => gw.newWallet(0, {}, w.account).then((k) => k.key)));
       const [victimKeys, otherKeys] = await Promise.all([fresh(onVictim), fresh(onOther)]);
-      const load = new ChatLoad(gateways, [{ ...onVictim, fresh: victimKeys }, { ...onOther, fresh: otherKeys }], (u) => expectedCharge(u.prompt_tokens, u.completion_tokens));
+      const load = new ChatLoad(
+        gateways,
+        [
+          { ...onVictim, fresh: victimKeys },
+          { ...onOther, fresh: otherKeys },
+        ],
+        (u) => expectedCharge(u.prompt_tokens, u.completion_tokens),
+      );
       try {
         rounds.push(await failoverRound(cluster, load, gateways, victim, onVictim.wallet, 10_000));
       } finally {
@@ -166,7 +175,12 @@ describe("a Redis Cluster losing a node", () => {
     if (odd.length > 0) console.error("answers outside the allowed set:", odd);
     const tally: Record<string, number> = {};
     for (const a of answers) tally[a.status] = (tally[a.status] ?? 0) + 1;
-    console.log("failover rounds:", rounds.map((r) => ({ promotedAfterMs: r.promotedAt - r.killedAt, servedAfterMs: r.servedAfterMs })), "statuses:", tally);
+    console.log(
+      "failover rounds:",
+      rounds.map((r) => ({ promotedAfterMs: r.promotedAt - r.killedAt, servedAfterMs: r.servedAfterMs })),
+      "statuses:",
+      tally,
+    );
     expect(odd).toEqual([]);
     for (const r of rounds) for (const ms of Object.values(r.servedAfterMs)) expect(ms).toBeLessThan(10_000);
 
@@ -174,7 +188,11 @@ describe("a Redis Cluster losing a node", () => {
     for (const w of wallets) {
       const reported = answers.filter((a) => a.wallet === w.wallet).reduce((sum, a) => sum + a.charge, 0);
       await settled(w.wallet);
-      expect({ wallet: w.wallet, ...(await gw.ledgerState(w.wallet)) }).toEqual({ wallet: w.wallet, balance: 5_000_000 - reported, locked: 0 });
+      expect({ wallet: w.wallet, ...(await gw.ledgerState(w.wallet)) }).toEqual({
+        wallet: w.wallet,
+        balance: 5_000_000 - reported,
+        locked: 0,
+      });
     }
     const audit = await runMain(["admin", "audit"], gw.sharedEnv());
     expect(audit.stdout).toContain("audit: the books agree");

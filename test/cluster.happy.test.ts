@@ -82,7 +82,11 @@ describe("Redis Cluster mode", () => {
     const report = await gw.call("GET", `/v1/usage/${account.address}?${q}`);
     expect(report.status).toBe(200);
     expect(report.body).toMatchObject({ balance_usdc: 10_000_000 - 2 * charge, locked_usdc: 0 });
-    expect(report.body.keys[0]).toMatchObject({ request_count: 2, total_charged_usdc: 2 * charge, total_prompt_tokens: 2 * usage.prompt_tokens });
+    expect(report.body.keys[0]).toMatchObject({
+      request_count: 2,
+      total_charged_usdc: 2 * charge,
+      total_prompt_tokens: 2 * usage.prompt_tokens,
+    });
 
     await gw.services.flusher.drain();
     const [row] = await gw.services.sql<{ n: number; sum: number }[]>`
@@ -101,10 +105,20 @@ describe("Redis Cluster mode", () => {
     const revoked = await gw.call("DELETE", `/v1/auth/keys/${created.body.id}`, await gw.signIn(account));
     expect(revoked.status).toBe(200);
     expect(revoked.body).toEqual({ revoked: true });
-    const refused = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${created.body.key}` });
+    const refused = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "standin/echo", messages },
+      { authorization: `Bearer ${created.body.key}` },
+    );
     expect(refused.status).toBe(401);
     expect(refused.body.error).toBe("UNAUTHORIZED");
-    const ok = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 50 }, { authorization: `Bearer ${key}` });
+    const ok = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "standin/echo", messages, max_tokens: 50 },
+      { authorization: `Bearer ${key}` },
+    );
     expect(ok.status).toBe(200);
   });
 
@@ -132,14 +146,21 @@ describe("Redis Cluster mode", () => {
 
   test("grant through `admin grant` (a child process on REDIS_CLUSTER_NODES) and an x402 top-up credit exactly once", async () => {
     const { wallet } = await gw.newWallet(0);
-    const granted = await runMain(["admin", "grant", wallet, "2.5", "--reason", "cluster test", "--id", `cluster:${wallet}`], gw.sharedEnv());
+    const granted = await runMain(
+      ["admin", "grant", wallet, "2.5", "--reason", "cluster test", "--id", `cluster:${wallet}`],
+      gw.sharedEnv(),
+    );
     expect(granted.code).toBe(0);
     const again = await runMain(["admin", "grant", wallet, "2.5", "--reason", "cluster test", "--id", `cluster:${wallet}`], gw.sharedEnv());
     expect(again.code).toBe(0);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 2_500_000, locked: 0 });
 
     const payer = await chain.newPayer();
-    const res = await v2Fetch(gw.fetch, chain, payer)(`${BASE}/v1/topup`, {
+    const res = await v2Fetch(
+      gw.fetch,
+      chain,
+      payer,
+    )(`${BASE}/v1/topup`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ amount: 3 }),
@@ -151,12 +172,16 @@ describe("Redis Cluster mode", () => {
 
   test("the flusher reads every shard's stream on its master: all outboxes empty, one row per charge", async () => {
     const { wallet, key } = await gw.newWallet(5);
-    await Promise.all(Array.from({ length: 6 }, () => gw.openai(key).chat.completions.create({ model: "standin/echo", messages, max_tokens: 50 })));
+    await Promise.all(
+      Array.from({ length: 6 }, () => gw.openai(key).chat.completions.create({ model: "standin/echo", messages, max_tokens: 50 })),
+    );
     await gw.services.flusher.drain();
     const keys = gw.services.ledger.names;
     const lengths = await Promise.all(keys.allShards().map((s) => gw.services.redis.xlen(keys.outbox(s))));
     expect(lengths.reduce((a, b) => a + b, 0)).toBe(0);
-    const [row] = await gw.services.sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
+    const [row] = await gw.services.sql<
+      { n: number }[]
+    >`SELECT COUNT(*)::int AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
     expect(row!.n).toBe(6);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 5_000_000 - 6 * charge, locked: 0 });
   });

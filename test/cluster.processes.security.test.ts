@@ -122,7 +122,12 @@ describe("three gateway processes on one cluster", () => {
       // Wait until the children's flushers have read all three (they stay pending: not acked, not inserted).
       let pending: [string, string][] = [];
       for (let i = 0; i < 200; i++) {
-        const [count, , , consumers] = (await gw.services.redis.xpending(stream, "flusher")) as [number, string, string, [string, string][] | null];
+        const [count, , , consumers] = (await gw.services.redis.xpending(stream, "flusher")) as [
+          number,
+          string,
+          string,
+          [string, string][] | null,
+        ];
         pending = consumers ?? [];
         if (count === 3) break;
         await Bun.sleep(25);

@@ -50,9 +50,18 @@ describe("configuration is validated once, naming the variable", () => {
   });
 
   test("REDIS_CLUSTER_NODES: seeds and the password of a Redis Cluster", () => {
-    const c = loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002", REDIS_PASSWORD: "pw" });
+    const c = loadConfig({
+      MODELS_FILE: catalogFile(good),
+      P_KEY: "k",
+      REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002",
+      REDIS_PASSWORD: "pw",
+    });
     expect(c.redisCluster).toEqual({
-      cluster: [{ host: "10.0.0.1", port: 7000 }, { host: "redis-b.internal", port: 7001 }, { host: "::1", port: 7002 }],
+      cluster: [
+        { host: "10.0.0.1", port: 7000 },
+        { host: "redis-b.internal", port: 7001 },
+        { host: "::1", port: 7002 },
+      ],
       password: "pw",
     });
     expect(c.redisUrl).toBeUndefined();
@@ -85,10 +94,18 @@ describe("configuration is validated once, naming the variable", () => {
 
   test.each([
     ["not JSON", "{", /invalid JSON/],
-    ["price with 7 decimals", { ...good, models: [{ ...goodModel, promptPricePer1MTokens: 0.1234567 }] }, /promptPricePer1MTokens has more than 6 decimals/],
+    [
+      "price with 7 decimals",
+      { ...good, models: [{ ...goodModel, promptPricePer1MTokens: 0.1234567 }] },
+      /promptPricePer1MTokens has more than 6 decimals/,
+    ],
     ["unknown provider", { ...good, models: [{ ...goodModel, provider: "q" }] }, /provider "q" is not in providers/],
     ["negative price", { ...good, models: [{ ...goodModel, completionPricePer1M: -1 }] }, /completionPricePer1M must be a non-negative/],
-    ["image tokens without high", { ...good, models: [{ ...goodModel, imageTokens: { low: 85 } }] }, /models\[0\]\.imageTokens\.high must be a positive integer/],
+    [
+      "image tokens without high",
+      { ...good, models: [{ ...goodModel, imageTokens: { low: 85 } }] },
+      /models\[0\]\.imageTokens\.high must be a positive integer/,
+    ],
     ["image tokens as a number", { ...good, models: [{ ...goodModel, imageTokens: 765 }] }, /models\[0\]\.imageTokens must be an object/],
     ["bad provider type", { ...good, providers: { p: { ...good.providers.p, type: "grpc" } } }, /providers\.p\.type/],
   ])("catalog: %s is refused under MODELS_FILE", (_name, content, expected) => {

@@ -14,7 +14,14 @@ const file = (name: string, content: unknown) => {
 };
 const PAY_TO = "0x000000000000000000000000000000000000dEaD";
 const KEY = `0x${"11".repeat(32)}`;
-const usdt = { symbol: "USDT", address: "0x00000000000000000000000000000000000000a1", decimals: 6, eip712Name: "Tether USD", eip712Version: "1", transfer: "permit" };
+const usdt = {
+  symbol: "USDT",
+  address: "0x00000000000000000000000000000000000000a1",
+  decimals: 6,
+  eip712Name: "Tether USD",
+  eip712Version: "1",
+  transfer: "permit",
+};
 const load = (env: Record<string, string>) => loadConfig({ MODELS_FILE: models, LOG_LEVEL: "error", ...env });
 
 function problem(env: Record<string, string>): string {
@@ -33,11 +40,28 @@ describe("payment configuration (design §7)", () => {
     expect(prod).toMatchObject({ network: "base", facilitator: "http", enabled: true, payTo: PAY_TO.toLowerCase() });
     expect(prod.chain).toMatchObject({ name: "Base", chainId: 8453, caip2: "eip155:8453", v1Name: "base", testnet: false });
     expect(prod.chain.assets).toEqual([
-      { symbol: "USDC", address: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", decimals: 6, eip712Name: "USD Coin", eip712Version: "2", transfer: "eip3009" },
+      {
+        symbol: "USDC",
+        address: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        decimals: 6,
+        eip712Name: "USD Coin",
+        eip712Version: "2",
+        transfer: "eip3009",
+      },
     ]);
-    const staging = load({ DEPLOYMENT: "staging", PAY_TO, FACILITATOR: "local", RPC_URL: "http://127.0.0.1:8545", RELAYER_PRIVATE_KEY: KEY }).payments;
+    const staging = load({
+      DEPLOYMENT: "staging",
+      PAY_TO,
+      FACILITATOR: "local",
+      RPC_URL: "http://127.0.0.1:8545",
+      RELAYER_PRIVATE_KEY: KEY,
+    }).payments;
     expect(staging.chain).toMatchObject({ name: "Base Sepolia", chainId: 84532, caip2: "eip155:84532", v1Name: "base-sepolia" });
-    expect(staging.chain.assets[0]).toMatchObject({ address: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", eip712Name: "USDC", eip712Version: "2" });
+    expect(staging.chain.assets[0]).toMatchObject({
+      address: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+      eip712Name: "USDC",
+      eip712Version: "2",
+    });
   });
 
   test("local: the chain id is CHAIN_ID's, assets come from ASSETS_FILE; without them top-ups are off", () => {
@@ -58,7 +82,10 @@ describe("payment configuration (design §7)", () => {
   test.each([
     [{ DEPLOYMENT: "production", FACILITATOR_URL: "https://f.example" }, /^PAY_TO: is required/],
     [{ DEPLOYMENT: "production", PAY_TO }, /^FACILITATOR_URL: /],
-    [{ DEPLOYMENT: "production", PAY_TO, FACILITATOR_URL: "https://f.example", X402_NETWORK: "base-sepolia" }, /^X402_NETWORK: production settles on a mainnet/],
+    [
+      { DEPLOYMENT: "production", PAY_TO, FACILITATOR_URL: "https://f.example", X402_NETWORK: "base-sepolia" },
+      /^X402_NETWORK: production settles on a mainnet/,
+    ],
     [{ DEPLOYMENT: "staging", PAY_TO, FACILITATOR_URL: "https://f.example", X402_NETWORK: "base" }, /^X402_NETWORK: staging/],
     [{ X402_NETWORK: "ethereum" }, /^X402_NETWORK: must be one of/],
     [{ PAY_TO: "0x1234" }, /^PAY_TO: /],
@@ -87,6 +114,8 @@ describe("payment configuration (design §7)", () => {
   });
 
   test("permit assets need the relayer (it is the permit's spender)", () => {
-    expect(problem({ ASSETS_FILE: file("permit.json", [usdt]), PAY_TO, FACILITATOR_URL: "https://f.example" })).toMatch(/^ASSETS_FILE: permit assets need/);
+    expect(problem({ ASSETS_FILE: file("permit.json", [usdt]), PAY_TO, FACILITATOR_URL: "https://f.example" })).toMatch(
+      /^ASSETS_FILE: permit assets need/,
+    );
   });
 });

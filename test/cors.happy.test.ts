@@ -29,7 +29,11 @@ const list = (h: string | null) => (h ?? "").split(",").map((s) => s.trim().toLo
 
 describe("CORS_ORIGINS unset (any origin)", () => {
   test("a preflight from another origin is 204 with the methods and headers a client needs", async () => {
-    for (const [path, method] of [["/v1/chat/completions", "POST"], ["/v1/auth/keys/12", "DELETE"], ["/v1/topup", "POST"]] as const) {
+    for (const [path, method] of [
+      ["/v1/chat/completions", "POST"],
+      ["/v1/auth/keys/12", "DELETE"],
+      ["/v1/topup", "POST"],
+    ] as const) {
       const res = await preflight(open, path, DAPP, method);
       expect(res.status).toBe(204);
       expect(res.headers.get("access-control-allow-origin")).toBe("*");
@@ -56,7 +60,16 @@ describe("CORS_ORIGINS unset (any origin)", () => {
     expect(res.headers.get("x-ratelimit-remaining")).not.toBeNull();
     const exposed = list(res.headers.get("access-control-expose-headers"));
     expect(exposed).toEqual(
-      expect.arrayContaining(["payment-required", "payment-response", "x-payment-response", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after", "x-request-id"]),
+      expect.arrayContaining([
+        "payment-required",
+        "payment-response",
+        "x-payment-response",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "retry-after",
+        "x-request-id",
+      ]),
     );
     expect(res.headers.get("vary")).toBeNull(); // one answer for every origin: caches need not split
     await res.text();

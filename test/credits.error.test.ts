@@ -37,7 +37,13 @@ async function redisUp() {
   await gw.services.redis.ping();
 }
 
-const credit = (wallet: string, n: number) => ({ eventId: `topup:test:${wallet}:${n}`, wallet, kind: "topup" as const, amountUsdc: 2_000_000, txHash: `0x${String(n).padStart(64, "0")}` });
+const credit = (wallet: string, n: number) => ({
+  eventId: `topup:test:${wallet}:${n}`,
+  wallet,
+  kind: "topup" as const,
+  amountUsdc: 2_000_000,
+  txHash: `0x${String(n).padStart(64, "0")}`,
+});
 
 describe("a settled payment that cannot be applied", () => {
   test("Redis down, Postgres up: recorded, the repair job applies it once; no 'grant it by hand'", async () => {

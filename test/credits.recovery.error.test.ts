@@ -20,7 +20,9 @@ describe("credits reconciler", () => {
     expect(await gw.services.credits.reapplyPending()).toBe(0);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 3_500_000, locked: 0 });
 
-    const [row] = await gw.services.sql<{ applied: boolean }[]>`SELECT applied_at IS NOT NULL AS applied FROM credits WHERE event_id = ${eventId}`;
+    const [row] = await gw.services.sql<
+      { applied: boolean }[]
+    >`SELECT applied_at IS NOT NULL AS applied FROM credits WHERE event_id = ${eventId}`;
     expect(row!.applied).toBe(true);
   });
 

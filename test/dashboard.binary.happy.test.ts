@@ -20,11 +20,20 @@ afterAll(async () => {
 
 test("the compiled gateway serves the dashboard from inside the binary", async () => {
   const binary = join(dir, "gateway");
-  const build = Bun.spawnSync(["bun", "build", "--compile", "--minify", join(ROOT, "src/main.ts"), "--outfile", binary], { cwd: ROOT, stderr: "pipe" });
+  const build = Bun.spawnSync(["bun", "build", "--compile", "--minify", join(ROOT, "src/main.ts"), "--outfile", binary], {
+    cwd: ROOT,
+    stderr: "pipe",
+  });
   expect(build.exitCode).toBe(0);
 
   // On the test Postgres when there is one (a fresh embedded one takes long to initialise on a busy machine).
-  const env: Record<string, string> = { PATH: process.env.PATH ?? "", PORT: "0", HOST: "127.0.0.1", DATA_DIR: join(dir, "data"), LOG_LEVEL: "info" };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "",
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: join(dir, "data"),
+    LOG_LEVEL: "info",
+  };
   if (process.env.TEST_DATABASE_URL) {
     db = await freshDatabase();
     env.DATABASE_URL = db.database.url;

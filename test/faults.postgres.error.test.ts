@@ -63,7 +63,10 @@ describe("Postgres down", () => {
       }
       // Balance and chat do not need Postgres.
       expect((await gw.call("GET", `/v1/balance/${wallet}`)).status).toBe(200);
-      expect((await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, apiKey)).status).toBe(200);
+      expect(
+        (await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, apiKey))
+          .status,
+      ).toBe(200);
       // Background work keeps trying meanwhile (the flusher every 200 ms): each failed connect used to lengthen
       // postgres.js' reconnect backoff, up to 20 s, which then held requests back after Postgres returned.
       for (let i = 0; i < 40; i++) await expect(gw.services.flusher.flushOnce()).rejects.toThrow();
@@ -97,109 +100,147 @@ describe("Postgres down", () => {
   test.each([
     ["refused", () => gw.pgForwarder!.down(), async () => {}],
     ["not answering", () => gw.pgForwarder!.stall(), afterAConnectBeganToWait],
-  ] as const)("Postgres away (%s) under load and a flusher backlog: every read answers 200 quickly from 3 s after it accepts connections again", async (_mode, takeAway, beforeReturn) => {
-    // A reader wallet whose answers do not change during the test (its usage, top-up history, daily spend), and a
-    // busy wallet whose chats fill the outbox while Postgres is away, so the flusher has a backlog at the return.
-    const reader = await gw.newWallet(1);
-    const readerKey = { authorization: `Bearer ${reader.key}` };
-    await gw.services.credits.add({ eventId: `topup:${crypto.randomUUID()}`, wallet: reader.wallet, kind: "topup", amountUsdc: 2_000_000, txHash: `0x${crypto.randomUUID().replaceAll("-", "")}${crypto.randomUUID().replaceAll("-", "")}`, network: "base" });
-    for (let i = 0; i < 3; i++) expect((await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, readerKey)).status).toBe(200);
-    await gw.services.chat.idle();
-    await gw.services.flusher.drain();
-    const busy = await gw.newWallet(100);
-    const busyKey = { authorization: `Bearer ${busy.key}` };
+  ] as const)(
+    "Postgres away (%s) under load and a flusher backlog: every read answers 200 quickly from 3 s after it accepts connections again",
+    async (_mode, takeAway, beforeReturn) => {
+      // A reader wallet whose answers do not change during the test (its usage, top-up history, daily spend), and a
+      // busy wallet whose chats fill the outbox while Postgres is away, so the flusher has a backlog at the return.
+      const reader = await gw.newWallet(1);
+      const readerKey = { authorization: `Bearer ${reader.key}` };
+      await gw.services.credits.add({
+        eventId: `topup:${crypto.randomUUID()}`,
+        wallet: reader.wallet,
+        kind: "topup",
+        amountUsdc: 2_000_000,
+        txHash: `0x${crypto.randomUUID().replaceAll("-", "")}${crypto.randomUUID().replaceAll("-", "")}`,
+        network: "base",
+      });
+      for (let i = 0; i < 3; i++)
+        expect(
+          (await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, readerKey))
+            .status,
+        ).toBe(200);
+      await gw.services.chat.idle();
+      await gw.services.flusher.drain();
+      const busy = await gw.newWallet(100);
+      const busyKey = { authorization: `Bearer ${busy.key}` };
 
-    const reads = {
-      usage: () => gw.call("GET", `/v1/usage/${reader.wallet}`, undefined, readerKey),
-      history: () => gw.call("GET", `/v1/topups/${reader.wallet}`, undefined, readerKey),
-      daily: () => gw.call("GET", `/v1/usage/${reader.wallet}/daily?days=3`, undefined, readerKey),
-    };
-    type Read = keyof typeof reads;
-    // The days a charge fell on (dates move at midnight; the charges do not).
-    const comparable = (name: Read, body: any) => (name === "daily" ? { ...body, from: undefined, to: undefined, days: body.days.filter((d: any) => d.keys.length > 0) } : body);
-    const expected = {} as Record<Read, unknown>;
-    for (const [name, read] of Object.entries(reads) as [Read, () => ReturnType<typeof gw.call>][]) {
-      const res = await read();
-      expect(res.status).toBe(200);
-      expected[name] = comparable(name, res.body);
-    }
-    expect((expected.history as any).topups).toHaveLength(1);
-    expect((expected.daily as any).days).toHaveLength(1);
-
-    type Answer = { name: Read; sent: number; ms: number; status: number; body: any; retryAfter: string | null };
-    const answers: Answer[] = [];
-    const chats: number[] = [];
-    let stop = false;
-    const readLoop = async (offset: number) => {
-      const names = Object.keys(reads) as Read[];
-      for (let i = offset; !stop; i++) {
-        const name = names[i % names.length]!;
-        const sent = Date.now();
-        const res = await reads[name]();
-        answers.push({ name, sent, ms: Date.now() - sent, status: res.status, body: res.body, retryAfter: res.headers.get("retry-after") });
-        await Bun.sleep(5 + offset * 2); // pacing: clients reading now and then, not in step, not a flood
+      const reads = {
+        usage: () => gw.call("GET", `/v1/usage/${reader.wallet}`, undefined, readerKey),
+        history: () => gw.call("GET", `/v1/topups/${reader.wallet}`, undefined, readerKey),
+        daily: () => gw.call("GET", `/v1/usage/${reader.wallet}/daily?days=3`, undefined, readerKey),
+      };
+      type Read = keyof typeof reads;
+      // The days a charge fell on (dates move at midnight; the charges do not).
+      const comparable = (name: Read, body: any) =>
+        name === "daily" ? { ...body, from: undefined, to: undefined, days: body.days.filter((d: any) => d.keys.length > 0) } : body;
+      const expected = {} as Record<Read, unknown>;
+      for (const [name, read] of Object.entries(reads) as [Read, () => ReturnType<typeof gw.call>][]) {
+        const res = await read();
+        expect(res.status).toBe(200);
+        expected[name] = comparable(name, res.body);
       }
-    };
-    const chatLoop = async () => {
-      while (!stop) {
-        const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, busyKey);
-        chats.push(res.status);
+      expect((expected.history as any).topups).toHaveLength(1);
+      expect((expected.daily as any).days).toHaveLength(1);
+
+      type Answer = { name: Read; sent: number; ms: number; status: number; body: any; retryAfter: string | null };
+      const answers: Answer[] = [];
+      const chats: number[] = [];
+      let stop = false;
+      const readLoop = async (offset: number) => {
+        const names = Object.keys(reads) as Read[];
+        for (let i = offset; !stop; i++) {
+          const name = names[i % names.length]!;
+          const sent = Date.now();
+          const res = await reads[name]();
+          answers.push({
+            name,
+            sent,
+            ms: Date.now() - sent,
+            status: res.status,
+            body: res.body,
+            retryAfter: res.headers.get("retry-after"),
+          });
+          await Bun.sleep(5 + offset * 2); // pacing: clients reading now and then, not in step, not a flood
+        }
+      };
+      const chatLoop = async () => {
+        while (!stop) {
+          const res = await gw.call(
+            "POST",
+            "/v1/chat/completions",
+            { model: "standin/echo", messages: [{ role: "user", content: "hi" }] },
+            busyKey,
+          );
+          chats.push(res.status);
+        }
+      };
+
+      gw.services.flusher.start();
+      const load = [0, 1, 2, 3, 4, 5].map(readLoop).concat([chatLoop(), chatLoop()]);
+      let wentDown = 0;
+      let reopened = 0;
+      const chatsBefore = chats.length;
+      try {
+        await takeAway();
+        wentDown = Date.now();
+        // Away long enough for every pooled connection to fail, for readers to be refused (a host that does not answer
+        // first holds the reads in flight for the connect timeout) and for the outbox to hold two flusher batches.
+        const refused = () => answers.filter((a) => a.sent >= wentDown && a.status === 503).length;
+        while (Date.now() - wentDown < 4_000 || refused() < 20 || chats.length - chatsBefore < 2 * FLUSHER_BATCH) await Bun.sleep(100);
+        await beforeReturn();
+        gw.pgForwarder!.up();
+        reopened = Date.now();
+        // A repair round may well start at the return too (every 30 s in production): it competes for the pool.
+        const repair = gw.services.repairNow();
+        while (Date.now() - reopened < 6_000) await Bun.sleep(100);
+        await repair;
+      } finally {
+        gw.pgForwarder!.up();
+        stop = true;
+        await Promise.all(load);
+        await gw.services.flusher.stop();
       }
-    };
 
-    gw.services.flusher.start();
-    const load = [0, 1, 2, 3, 4, 5].map(readLoop).concat([chatLoop(), chatLoop()]);
-    let wentDown = 0;
-    let reopened = 0;
-    const chatsBefore = chats.length;
-    try {
-      await takeAway();
-      wentDown = Date.now();
-      // Away long enough for every pooled connection to fail, for readers to be refused (a host that does not answer
-      // first holds the reads in flight for the connect timeout) and for the outbox to hold two flusher batches.
-      const refused = () => answers.filter((a) => a.sent >= wentDown && a.status === 503).length;
-      while (Date.now() - wentDown < 4_000 || refused() < 20 || chats.length - chatsBefore < 2 * FLUSHER_BATCH) await Bun.sleep(100);
-      await beforeReturn();
-      gw.pgForwarder!.up();
-      reopened = Date.now();
-      // A repair round may well start at the return too (every 30 s in production): it competes for the pool.
-      const repair = gw.services.repairNow();
-      while (Date.now() - reopened < 6_000) await Bun.sleep(100);
-      await repair;
-    } finally {
-      gw.pgForwarder!.up();
-      stop = true;
-      await Promise.all(load);
-      await gw.services.flusher.stop();
-    }
-
-    // Never a 500: not when it goes, not while away, not in the first moments of the return.
-    const neither = answers.filter((a) => a.status !== 200 && a.status !== 503).map((a) => ({ name: a.name, at: a.sent - reopened, status: a.status, body: a.body }));
-    expect(neither).toEqual([]);
-    const down = answers.filter((a) => a.sent >= wentDown && a.sent + a.ms < reopened);
-    expect(down.length).toBeGreaterThanOrEqual(20);
-    for (const a of down) expect({ name: a.name, status: a.status, body: a.body, retryAfter: a.retryAfter }).toEqual({ name: a.name, status: 503, body: UNAVAILABLE, retryAfter: "1" });
-    const after = answers.filter((a) => a.sent >= reopened);
-    const settled = after.filter((a) => a.sent - reopened >= 3_000);
-    expect(settled.length).toBeGreaterThan(30);
-    // Every late answer listed that is not a fast 200 with the right body (so a failure shows them all).
-    const wrong = settled
-      .filter((a) => a.status !== 200 || a.ms >= 1_000 || !Bun.deepEquals(comparable(a.name, a.body), expected[a.name]))
-      .map((a) => ({ name: a.name, at: a.sent - reopened, ms: a.ms, status: a.status, body: a.body }));
-    expect(wrong).toEqual([]);
-    // Chat never needed Postgres, each one charged exactly once, and the backlog it left reaches Postgres.
-    expect(chats.filter((s) => s !== 200)).toEqual([]);
-    await gw.services.chat.idle();
-    expect(await gw.ledgerState(busy.wallet)).toEqual({ balance: 100_000_000 - chats.length * CHARGE, locked: 0 });
-    await gw.services.flusher.drain();
-    const [charges] = await gw.services.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger_events WHERE wallet = ${busy.wallet} AND type = 'charge'`;
-    expect(charges!.n).toBe(chats.length);
-    // The outage was logged as an error once (PgHealth); the flusher's failed rounds meanwhile are a warning, not an
-    // error per round (a repair round at the return may have been refused too).
-    expect(errors.take(UNREACHABLE).length).toBeGreaterThan(0);
-    expect(errors.take(FLUSH_FAILED)).toEqual([]);
-    errors.take(REPAIR_FAILED);
-  }, 30_000);
+      // Never a 500: not when it goes, not while away, not in the first moments of the return.
+      const neither = answers
+        .filter((a) => a.status !== 200 && a.status !== 503)
+        .map((a) => ({ name: a.name, at: a.sent - reopened, status: a.status, body: a.body }));
+      expect(neither).toEqual([]);
+      const down = answers.filter((a) => a.sent >= wentDown && a.sent + a.ms < reopened);
+      expect(down.length).toBeGreaterThanOrEqual(20);
+      for (const a of down)
+        expect({ name: a.name, status: a.status, body: a.body, retryAfter: a.retryAfter }).toEqual({
+          name: a.name,
+          status: 503,
+          body: UNAVAILABLE,
+          retryAfter: "1",
+        });
+      const after = answers.filter((a) => a.sent >= reopened);
+      const settled = after.filter((a) => a.sent - reopened >= 3_000);
+      expect(settled.length).toBeGreaterThan(30);
+      // Every late answer listed that is not a fast 200 with the right body (so a failure shows them all).
+      const wrong = settled
+        .filter((a) => a.status !== 200 || a.ms >= 1_000 || !Bun.deepEquals(comparable(a.name, a.body), expected[a.name]))
+        .map((a) => ({ name: a.name, at: a.sent - reopened, ms: a.ms, status: a.status, body: a.body }));
+      expect(wrong).toEqual([]);
+      // Chat never needed Postgres, each one charged exactly once, and the backlog it left reaches Postgres.
+      expect(chats.filter((s) => s !== 200)).toEqual([]);
+      await gw.services.chat.idle();
+      expect(await gw.ledgerState(busy.wallet)).toEqual({ balance: 100_000_000 - chats.length * CHARGE, locked: 0 });
+      await gw.services.flusher.drain();
+      const [charges] = await gw.services.sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM ledger_events WHERE wallet = ${busy.wallet} AND type = 'charge'`;
+      expect(charges!.n).toBe(chats.length);
+      // The outage was logged as an error once (PgHealth); the flusher's failed rounds meanwhile are a warning, not an
+      // error per round (a repair round at the return may have been refused too).
+      expect(errors.take(UNREACHABLE).length).toBeGreaterThan(0);
+      expect(errors.take(FLUSH_FAILED)).toEqual([]);
+      errors.take(REPAIR_FAILED);
+    },
+    30_000,
+  );
 
   test("a host that stops answering is seen back within 3 s of its return, even when it returns just after the probe's connect began to wait", async () => {
     const { wallet, key } = await gw.newWallet(1);
@@ -254,7 +295,12 @@ describe("Postgres down", () => {
 
   test("a shutdown with Postgres down is not held up: the outbox stays in Redis for the next start", async () => {
     const { key } = await gw.newWallet(1);
-    const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, { authorization: `Bearer ${key}` });
+    const res = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "standin/echo", messages: [{ role: "user", content: "hi" }] },
+      { authorization: `Bearer ${key}` },
+    );
     expect(res.status).toBe(200);
     await gw.pgForwarder!.down();
     const started = Date.now();

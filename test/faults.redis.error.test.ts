@@ -34,7 +34,9 @@ async function reconnected() {
 async function outboxEvents(wallet: string) {
   const ledger = gw.services.ledger;
   const entries = await side.xrange(ledger.names.outbox(ledger.names.shardOf(wallet)), "-", "+");
-  return entries.flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as { wallet: string; type: string; amount: number }[]).filter((e) => e.wallet === wallet);
+  return entries
+    .flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as { wallet: string; type: string; amount: number }[])
+    .filter((e) => e.wallet === wallet);
 }
 
 /** No hold of the wallet is left once the sweeper has run: nothing locked in the wallet nor in its key. */

@@ -26,7 +26,8 @@ async function pendingCount(): Promise<number> {
 /** Every outbox entry now in Redis, with its stream. */
 async function outboxEntries(): Promise<{ stream: string; id: string; fields: string[] }[]> {
   const out = [];
-  for (const stream of streams()) for (const [id, fields] of await gw.services.redis.xrange(stream, "-", "+")) out.push({ stream, id, fields });
+  for (const stream of streams())
+    for (const [id, fields] of await gw.services.redis.xrange(stream, "-", "+")) out.push({ stream, id, fields });
   return out;
 }
 

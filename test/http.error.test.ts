@@ -33,7 +33,10 @@ describe("bodies", () => {
       expect((await res.json()).choices[0].message.content).toBe("Hello from the stand-in");
     }
     await gw.services.chat.idle();
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000 - 2 * expectedCharge(usage.prompt_tokens, usage.completion_tokens), locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: 1_000_000 - 2 * expectedCharge(usage.prompt_tokens, usage.completion_tokens),
+      locked: 0,
+    });
   });
 
   test("empty, malformed and non-object bodies: 400 VALIDATION_ERROR, nothing held", async () => {
@@ -50,7 +53,10 @@ describe("bodies", () => {
     const { wallet, key } = await gw.newWallet(1);
     const limit = 32 * 1024 * 1024;
     expect(gw.services.config.maxBodyBytes).toBe(limit);
-    const res = await chat({ authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": String(limit + 1) }, "{}");
+    const res = await chat(
+      { authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": String(limit + 1) },
+      "{}",
+    );
     expect(res.status).toBe(413);
     expect(res.headers.get("connection")).toBe("close");
     expect(await res.json()).toEqual({ error: "PAYLOAD_TOO_LARGE", message: `Request body too large (at most ${limit} bytes)` });

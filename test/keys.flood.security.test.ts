@@ -19,7 +19,12 @@ afterAll(async () => {
 const randomKey = () => "sk-" + Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
 const usage = (wallet: string, key: string) => gw.call("GET", `/v1/usage/${wallet}`, undefined, { authorization: `Bearer ${key}` });
 const chat = (key: string) =>
-  gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hi" }] }, { authorization: `Bearer ${key}` });
+  gw.call(
+    "POST",
+    "/v1/chat/completions",
+    { model: "standin/echo", messages: [{ role: "user", content: "hi" }] },
+    { authorization: `Bearer ${key}` },
+  );
 
 describe("unknown API key flood", () => {
   test("300 distinct unknown keys at once: 300 × 401, a bounded number of Postgres lookups", async () => {
@@ -55,7 +60,11 @@ describe("unknown API key flood", () => {
     const [row] = await gw.services.sql<{ id: number }[]>`
       INSERT INTO api_keys (wallet, key_hash, label) VALUES (${wallet}, ${hash}, 'elsewhere') RETURNING id`;
     const p = gw.services.ledger.principal(row!.id, wallet);
-    await gw.services.redis.multi().hset(p.apiKeyName, { revoked: "0", budget: "" }).set(gw.services.ledger.names.keyHash(hash), `${row!.id}|${wallet}`).exec();
+    await gw.services.redis
+      .multi()
+      .hset(p.apiKeyName, { revoked: "0", budget: "" })
+      .set(gw.services.ledger.names.keyHash(hash), `${row!.id}|${wallet}`)
+      .exec();
     expect((await usage(wallet, key)).status).toBe(200);
   });
 

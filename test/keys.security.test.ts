@@ -35,10 +35,22 @@ describe("SIWE on key creation", () => {
 
   // Each 401 names the rule that failed, so a client author is not left guessing (the reason was once only logged).
   const rejected: [string, RegExp, (a: ReturnType<typeof newAccount>) => Promise<{ message: string; signature: string }>][] = [
-    ["wrong domain", /^SIWE rejected: domain: must be "gateway\.test"$/, (a) => gw.signIn(a, { domain: "evil.test", uri: "https://evil.test" })],
-    ["uri on another origin", /^SIWE rejected: uri: must be on the message's domain/, (a) => gw.signIn(a, { uri: "https://evil.test/login" })],
+    [
+      "wrong domain",
+      /^SIWE rejected: domain: must be "gateway\.test"$/,
+      (a) => gw.signIn(a, { domain: "evil.test", uri: "https://evil.test" }),
+    ],
+    [
+      "uri on another origin",
+      /^SIWE rejected: uri: must be on the message's domain/,
+      (a) => gw.signIn(a, { uri: "https://evil.test/login" }),
+    ],
     ["expired", /^SIWE rejected: expired: /, (a) => gw.signIn(a, { issuedAt: minutes(-5), expirationTime: minutes(-1) })],
-    ["issued too long ago", /^SIWE rejected: issued too long ago: Issued At is more than 600 s old/, (a) => gw.signIn(a, { issuedAt: minutes(-11) })],
+    [
+      "issued too long ago",
+      /^SIWE rejected: issued too long ago: Issued At is more than 600 s old/,
+      (a) => gw.signIn(a, { issuedAt: minutes(-11) }),
+    ],
     ["issuedAt in the future", /^SIWE rejected: not yet valid: Issued At /, (a) => gw.signIn(a, { issuedAt: minutes(5) })],
     ["notBefore in the future", /^SIWE rejected: not yet valid: Not Before /, (a) => gw.signIn(a, { notBefore: minutes(5) })],
     ["chain not allowed", /^SIWE rejected: chain: Chain ID must be one of 1, 8453$/, (a) => gw.signIn(a, { chainId: 10 })],
@@ -74,7 +86,11 @@ describe("SIWE on key creation", () => {
         return { message, signature: await a.signMessage({ message }) };
       },
     ],
-    ["garbage signature", /^SIWE rejected: signature: not 65 bytes of 0x-prefixed hex$/, async (a) => ({ message: gw.siweMessage(a), signature: "0x1234" })],
+    [
+      "garbage signature",
+      /^SIWE rejected: signature: not 65 bytes of 0x-prefixed hex$/,
+      async (a) => ({ message: gw.siweMessage(a), signature: "0x1234" }),
+    ],
     [
       "version 2",
       /^SIWE rejected: version: must be "1"$/,
@@ -83,7 +99,11 @@ describe("SIWE on key creation", () => {
         return { message, signature: await a.signMessage({ message }) };
       },
     ],
-    ["not a SIWE message", /^SIWE rejected: malformed: /, async (a) => ({ message: "hello", signature: await a.signMessage({ message: "hello" }) })],
+    [
+      "not a SIWE message",
+      /^SIWE rejected: malformed: /,
+      async (a) => ({ message: "hello", signature: await a.signMessage({ message: "hello" }) }),
+    ],
     ["no signature", /^SIWE rejected: message and signature are required$/, async (a) => ({ message: gw.siweMessage(a) }) as never],
   ];
   for (const [name, reason, make] of rejected) {
@@ -169,9 +189,14 @@ describe("revocation and wallet scoping", () => {
     const attacker = newAccount();
     const res = await gw.call("DELETE", `/v1/auth/keys/${victim.keyId}`, await gw.signIn(attacker));
     expect(res).toMatchObject({ status: 404, body: { error: "NOT_FOUND" } });
-    const chat = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "x" }] }, {
-      authorization: `Bearer ${victim.key}`,
-    });
+    const chat = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "standin/echo", messages: [{ role: "user", content: "x" }] },
+      {
+        authorization: `Bearer ${victim.key}`,
+      },
+    );
     expect(chat.status).toBe(200);
   });
 

@@ -9,7 +9,12 @@ import { sharedGateway } from "./helpers/gateway.ts";
 const gw = sharedGateway();
 
 const chat = (key: string) =>
-  gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages: [{ role: "user", content: "hello" }] }, { authorization: `Bearer ${key}` });
+  gw.call(
+    "POST",
+    "/v1/chat/completions",
+    { model: "standin/echo", messages: [{ role: "user", content: "hello" }] },
+    { authorization: `Bearer ${key}` },
+  );
 
 describe("Redis lost its recent writes", () => {
   test("a revoked key comes back revoked, not usable", async () => {
@@ -37,7 +42,9 @@ describe("Redis lost its recent writes", () => {
 
     const eventId = `grant:${crypto.randomUUID()}`;
     await gw.services.credits.add({ eventId, wallet, kind: "grant", amountUsdc: 2_000_000, reason: "test" });
-    const [row] = await gw.services.sql<{ applied: boolean }[]>`SELECT applied_at IS NOT NULL AS applied FROM credits WHERE event_id = ${eventId}`;
+    const [row] = await gw.services.sql<
+      { applied: boolean }[]
+    >`SELECT applied_at IS NOT NULL AS applied FROM credits WHERE event_id = ${eventId}`;
     expect(row!.applied).toBe(true);
     // credit-3's effects are lost together (one script): the id in `credited` and the balance increment.
     const k = gw.services.ledger.names;

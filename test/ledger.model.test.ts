@@ -59,7 +59,8 @@ afterAll(async () => {
 async function checkAll(touched: HoldM[]) {
   const p = redis.pipeline();
   for (const w of m.wallets) p.hmget(names.wallet(w.shard, w.addr), "balance", "locked");
-  for (const k of m.keyList) p.hmget(k.p.apiKeyName, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
+  for (const k of m.keyList)
+    p.hmget(k.p.apiKeyName, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
   for (const s of names.allShards()) p.zcard(names.holds(s)).xrange(names.outbox(s), "-", "+");
   for (const h of touched) p.get(names.holdMarker(h.key.p.shard, h.id)).zscore(names.holds(h.key.p.shard), h.id);
   const res = (await p.exec())!.map(([err, v]) => {
@@ -80,7 +81,17 @@ async function checkAll(touched: HoldM[]) {
   }
   for (const k of m.keyList) {
     const [revoked, budget, spent, locked, requests, pt, ct, revenue] = res[i++] as (string | null)[];
-    expect({ key: k.id, revoked, budget, spent: num(spent!), locked: num(locked!), requests: num(requests!), pt: num(pt!), ct: num(ct!), revenue: num(revenue!) }).toEqual({
+    expect({
+      key: k.id,
+      revoked,
+      budget,
+      spent: num(spent!),
+      locked: num(locked!),
+      requests: num(requests!),
+      pt: num(pt!),
+      ct: num(ct!),
+      revenue: num(revenue!),
+    }).toEqual({
       key: k.id,
       revoked: k.revoked ? "1" : "0",
       budget: k.budget === null ? "" : String(k.budget),
@@ -121,7 +132,7 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
   await checkAll([]);
 
   const seen = new Map<string, number>();
-  for (let n = 1; n <= STEPS; ) {
+  for (let n = 1; n <= STEPS;) {
     const step = workload.chooseStep();
     let outcome;
     try {
@@ -140,11 +151,26 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
   // The interesting paths all happened (2000 steps make each a near certainty whatever the seed).
   if (STEPS >= 2000) {
     for (const label of [
-      "credit:applied", "credit:repeat-noop", "reserve:held", "reserve:duplicate", "reserve:UNAUTHORIZED",
-      "reserve:KEY_BUDGET_EXCEEDED", "reserve:INSUFFICIENT_BALANCE", "settle:posted", "settle:late-after-expiry",
-      "settle:noop-settled", "settle:noop-released", "release:released", "release:noop-settled", "release:noop-released",
-      "release:noop-expired", "expire:swept", "expire:still-live",
-      "burst:batched-reserves", "burst:batched-settles", "burst:batched-mixed",
+      "credit:applied",
+      "credit:repeat-noop",
+      "reserve:held",
+      "reserve:duplicate",
+      "reserve:UNAUTHORIZED",
+      "reserve:KEY_BUDGET_EXCEEDED",
+      "reserve:INSUFFICIENT_BALANCE",
+      "settle:posted",
+      "settle:late-after-expiry",
+      "settle:noop-settled",
+      "settle:noop-released",
+      "release:released",
+      "release:noop-settled",
+      "release:noop-released",
+      "release:noop-expired",
+      "expire:swept",
+      "expire:still-live",
+      "burst:batched-reserves",
+      "burst:batched-settles",
+      "burst:batched-mixed",
     ]) {
       expect({ label, seen: (seen.get(label) ?? 0) > 0 }).toEqual({ label, seen: true });
     }
@@ -152,7 +178,10 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
 
   // The outbox holds exactly one event per state-changing settle / release / expire, in order, per shard (a settle
   // batch's events share one entry).
-  const perHold = [...m.holds.values()].reduce((n, h) => n + (h.state === "live" ? 0 : 1) + (h.state === "settled" && h.expiredOnce ? 1 : 0), 0);
+  const perHold = [...m.holds.values()].reduce(
+    (n, h) => n + (h.state === "live" ? 0 : 1) + (h.state === "settled" && h.expiredOnce ? 1 : 0),
+    0,
+  );
   expect(m.changes.settle + m.changes.release + m.changes.expire).toBe(perHold);
   let eventsTotal = 0;
   for (const s of names.allShards()) {

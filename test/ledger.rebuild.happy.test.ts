@@ -63,7 +63,9 @@ describe("rebuild of a lost Redis from Postgres", () => {
       completion_tokens: String(4 * usage.completion_tokens),
       revenue: String(4 * (CHARGE - COST)),
     });
-    const [releases] = await services.sql<{ n: number }[]>`SELECT COUNT(*)::bigint AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'release'`;
+    const [releases] = await services.sql<
+      { n: number }[]
+    >`SELECT COUNT(*)::bigint AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'release'`;
     expect(releases!.n).toBe(1);
 
     // Redis loses everything.
@@ -87,8 +89,13 @@ describe("rebuild of a lost Redis from Postgres", () => {
     expect(unapplied!.n).toBe(0);
 
     // Every credit id is known again: re-applying the wallet's grant changes nothing.
-    const [grant] = await services.sql<{ event_id: string; amount_usdc: number }[]>`SELECT event_id, amount_usdc FROM credits WHERE wallet = ${wallet}`;
-    expect(await services.ledger.credit(wallet, grant!.event_id, grant!.amount_usdc)).toEqual({ applied: false, balance: 3_000_000 - 5 * CHARGE });
+    const [grant] = await services.sql<
+      { event_id: string; amount_usdc: number }[]
+    >`SELECT event_id, amount_usdc FROM credits WHERE wallet = ${wallet}`;
+    expect(await services.ledger.credit(wallet, grant!.event_id, grant!.amount_usdc)).toEqual({
+      applied: false,
+      balance: 3_000_000 - 5 * CHARGE,
+    });
 
     // The key works (and is charged) as before; the revoked one does not.
     await chat(key, 1);

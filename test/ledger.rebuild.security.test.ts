@@ -18,7 +18,8 @@ import { captureErrors } from "./helpers/logs.ts";
 const gw = sharedGateway({}, { redisPort: freePort() });
 const errors = captureErrors(/"the ledger rebuild lock was (taken over|not renewed)/);
 
-const fences = async () => Promise.all(gw.services.ledger.names.allShards().map((s) => gw.services.redis.get(gw.services.ledger.names.fence(s))));
+const fences = async () =>
+  Promise.all(gw.services.ledger.names.allShards().map((s) => gw.services.redis.get(gw.services.ledger.names.fence(s))));
 
 /** Waits until Postgres has committed the credit (another process's write racing the rebuild). */
 async function committed(eventId: string): Promise<void> {
@@ -49,7 +50,9 @@ describe("the fence", () => {
     expect(await gw.services.redis.hget(k.credited(s), "grant:stale")).toBeNull();
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
     // A bad amount is refused before the first write too: nothing marked applied.
-    await expect(scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:bad", "1.5")).rejects.toThrow(/bad credit id or amount/);
+    await expect(scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:bad", "1.5")).rejects.toThrow(
+      /bad credit id or amount/,
+    );
     expect(await gw.services.redis.hget(k.credited(s), "grant:bad")).toBeNull();
     expect(await scripts.credit([k.wallet(s, wallet), k.credited(s), k.fence(s)], epoch, "grant:stale", 5)).toEqual([1, 5]);
   });
@@ -168,7 +171,9 @@ describe("a rebuild that stalled past its lock", () => {
           expect(replacedBy).toMatch(/^\d+$/);
           const hold = crypto.randomUUID();
           await ledger.reserve(p, hold, 300_000);
-          expect(await ledger.settle(p, hold, 300_000, { promptTokens: 1, completionTokens: 1, costMicro: 1, model: "standin/echo" })).toBe(true);
+          expect(await ledger.settle(p, hold, 300_000, { promptTokens: 1, completionTokens: 1, costMicro: 1, model: "standin/echo" })).toBe(
+            true,
+          );
           expect(await gw.ledgerState(wallet)).toEqual({ balance: 700_000, locked: 0 });
         },
       },
@@ -206,9 +211,11 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two gateway processes and an ad
       });
       return { status: res.status, body: (await res.json()) as { redeemed_credit_usdc?: number } };
     };
-    const chatVia = (client: OpenAI) => client.chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
+    const chatVia = (client: OpenAI) =>
+      client.chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
     const viaChild = new OpenAI({ apiKey: key, baseURL: `${child.url}/v1`, maxRetries: 0 });
-    const grantA = (id: string, amount: number) => gw.services.credits.add({ eventId: id, wallet, kind: "grant", amountUsdc: amount, reason: "race" });
+    const grantA = (id: string, amount: number) =>
+      gw.services.credits.add({ eventId: id, wallet, kind: "grant", amountUsdc: amount, reason: "race" });
 
     const g1 = `grant:race-1-${crypto.randomUUID()}`;
     const g2 = `grant:race-2-${crypto.randomUUID()}`;
@@ -220,7 +227,10 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two gateway processes and an ad
         async fenced() {
           // Committed before the snapshot; their Redis halves are fenced and must not apply a second time.
           during.push(redeemViaChild(codes[0]!), grantA(g1, 300_000), chatVia(viaChild));
-          admin = spawnMain(["admin", "grant", wallet, "0.25", "--reason", "race", "--id", adminId], { ...gw.sharedEnv(), LOG_LEVEL: "info" });
+          admin = spawnMain(["admin", "grant", wallet, "0.25", "--reason", "race", "--id", adminId], {
+            ...gw.sharedEnv(),
+            LOG_LEVEL: "info",
+          });
           await Promise.all([committed(`redeem:${hashRedeemCode(codes[0]!)}`), committed(g1)]);
           // The admin command waits for the rebuild before it touches the ledger.
           await admin.waitFor(/waiting for another process to rebuild the ledger/);
@@ -233,7 +243,12 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two gateway processes and an ad
       },
     });
     const [r1, , chat1, r2, , chat2] = (await Promise.all(during)) as [
-      Awaited<ReturnType<typeof redeemViaChild>>, unknown, OpenAI.ChatCompletion, Awaited<ReturnType<typeof redeemViaChild>>, unknown, OpenAI.ChatCompletion,
+      Awaited<ReturnType<typeof redeemViaChild>>,
+      unknown,
+      OpenAI.ChatCompletion,
+      Awaited<ReturnType<typeof redeemViaChild>>,
+      unknown,
+      OpenAI.ChatCompletion,
     ];
     expect([r1.status, r1.body.redeemed_credit_usdc, r2.status, r2.body.redeemed_credit_usdc]).toEqual([201, 500_000, 201, 700_000]);
     const out = await admin.done;
@@ -261,7 +276,9 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two gateway processes and an ad
 
     // Both processes' outboxes in Postgres: the books agree to the µUSDC.
     await gw.services.flusher.drain();
-    const [n] = await gw.services.sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
+    const [n] = await gw.services.sql<
+      { n: number }[]
+    >`SELECT COUNT(*)::int AS n FROM ledger_events WHERE wallet = ${wallet} AND type = 'charge'`;
     expect(n!.n).toBe(3);
     expect(await postgresBalance(wallet)).toBe(expected);
   }, 120_000);

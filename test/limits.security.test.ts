@@ -54,7 +54,18 @@ describe("prompts that cannot fit the context window", () => {
   test("text parts count too; a prompt just past the window by its words is refused, one just inside it is served", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const words = (n: number) => "w ".repeat(n);
-    const over = { model: "standin/echo", messages: [{ role: "user", content: [{ type: "text", text: words(CONTEXT - 10) }, { type: "text", text: words(11) }] }] };
+    const over = {
+      model: "standin/echo",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: words(CONTEXT - 10) },
+            { type: "text", text: words(11) },
+          ],
+        },
+      ],
+    };
     const refused = await chat(key, JSON.stringify(over));
     expect(refused.status).toBe(400);
     expect((await refused.json()).error).toBe("VALIDATION_ERROR");
@@ -63,7 +74,10 @@ describe("prompts that cannot fit the context window", () => {
     const inside = await chat(key, JSON.stringify({ model: "standin/echo", messages: [{ role: "user", content: words(CONTEXT) }] }));
     expect(inside.status).toBe(200);
     await gw.services.chat.idle();
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length), locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: 10_000_000 - expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length),
+      locked: 0,
+    });
   });
 
   test("a prompt whose bytes exceed the window but whose tokens may not (long words, runs of spaces) is served, as is a huge max_tokens", async () => {
@@ -78,7 +92,10 @@ describe("prompts that cannot fit the context window", () => {
       expect(res.status).toBe(200);
     }
     await gw.services.chat.idle();
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - 2 * expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length), locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: 10_000_000 - 2 * expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length),
+      locked: 0,
+    });
   });
 
   test("the refusal's count is below a real tokenizer's (o200k_base) on prose, code, CJK, emoji, numbers, base64 and runs", () => {
@@ -166,18 +183,27 @@ describe("slow clients on a real port", () => {
     const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 100);
 
     // Streams of a provider that sends as fast as it is read, whose clients read nothing.
-    const streamBody = JSON.stringify({ model: "standin/flood", messages: [{ role: "user", content: "Tell me everything." }], stream: true, max_tokens: 500 });
+    const streamBody = JSON.stringify({
+      model: "standin/flood",
+      messages: [{ role: "user", content: "Tell me everything." }],
+      stream: true,
+      max_tokens: 500,
+    });
     const floods = () => gw.standin.requests.filter((r) => r.model === "flood").length;
     const floodsBefore = floods();
     const streams = await Promise.all(
-      Array.from({ length: 2 }, () => rawClient(server.port!, requestHead(streamer.key, Buffer.byteLength(streamBody)) + streamBody, false)),
+      Array.from({ length: 2 }, () =>
+        rawClient(server.port!, requestHead(streamer.key, Buffer.byteLength(streamBody)) + streamBody, false),
+      ),
     );
     await eventually(() => floods() === floodsBefore + 2, 15_000, "the streams' provider calls");
     const held = (await gw.ledgerState(streamer.wallet)).locked;
 
     // Tricklers: headers, the start of a body, then a byte every 250 ms of the 2,000 they announced.
     const start = '{"model":"standin/echo","messages":[{"role":"user","content":"';
-    const tricklers = await Promise.all(Array.from({ length: 200 }, () => rawClient(server.port!, requestHead(trickler.key, 2_000) + start)));
+    const tricklers = await Promise.all(
+      Array.from({ length: 200 }, () => rawClient(server.port!, requestHead(trickler.key, 2_000) + start)),
+    );
     let tricklersClosed = 0;
     for (const t of tricklers) void t.closed.then(() => tricklersClosed++);
     const drip = setInterval(() => {
@@ -193,7 +219,11 @@ describe("slow clients on a real port", () => {
       Array.from({ length: 4 }, async () => {
         for (let i = 0; i < 10; i++) {
           const sent = performance.now();
-          const res = await fetch(`${origin}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${reader.key}` }, body });
+          const res = await fetch(`${origin}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${reader.key}` },
+            body,
+          });
           expect(res.status).toBe(200);
           expect((await res.json()).choices[0].message.content).toBe(REPLY_WORDS.join(""));
           latencies.push(performance.now() - sent);
@@ -211,7 +241,10 @@ describe("slow clients on a real port", () => {
     for (const [i, t] of tricklers.entries()) {
       const answer = t.received();
       expect(answer.startsWith("HTTP/1.1 408 ")).toBe(true);
-      expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).toEqual({ error: "REQUEST_TIMEOUT", message: `Request body not received within ${BODY_TIMEOUT_MS} ms` });
+      expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).toEqual({
+        error: "REQUEST_TIMEOUT",
+        message: `Request body not received within ${BODY_TIMEOUT_MS} ms`,
+      });
       expect(closedAfter[i]!).toBeGreaterThanOrEqual(BODY_TIMEOUT_MS - 50);
       expect(closedAfter[i]!).toBeLessThan(BODY_TIMEOUT_MS + 10_000);
     }
@@ -244,7 +277,12 @@ describe("slow clients on a real port", () => {
     const { balance } = await gw.ledgerState(streamer.wallet);
     expect(balance).toBeLessThan(10_000_000);
     expect(10_000_000 - balance).toBeLessThanOrEqual(held);
-    expect(await gw.ledgerState(reader.wallet)).toEqual({ balance: 10_000_000 - 40 * expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length), locked: 0 });
-    console.log(`slow clients: chats max ${Math.round(Math.max(...latencies))} ms, tricklers closed after ${Math.round(Math.min(...closedAfter))}–${Math.round(Math.max(...closedAfter))} ms, flood ${(gw.standin.flooded / 1e6).toFixed(1)} MB, RSS +${grownMb.toFixed(1)} MB`);
+    expect(await gw.ledgerState(reader.wallet)).toEqual({
+      balance: 10_000_000 - 40 * expectedCharge(usageFor(1).prompt_tokens, REPLY_WORDS.length),
+      locked: 0,
+    });
+    console.log(
+      `slow clients: chats max ${Math.round(Math.max(...latencies))} ms, tricklers closed after ${Math.round(Math.min(...closedAfter))}–${Math.round(Math.max(...closedAfter))} ms, flood ${(gw.standin.flooded / 1e6).toFixed(1)} MB, RSS +${grownMb.toFixed(1)} MB`,
+    );
   }, 90_000);
 });

@@ -21,7 +21,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
   "rebuild-write-2.lua": "f36e334912f8a38f427e2486532be6a61f362fc2",
-}
+};
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");
 
@@ -34,11 +34,14 @@ function split(source: string): { header: string; code: string } {
   return { header: m[1]!, code: source.slice(m[0].length) };
 }
 
-const indices = (text: string, name: "KEYS" | "ARGV") => [...text.matchAll(new RegExp(`${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
+const indices = (text: string, name: "KEYS" | "ARGV") =>
+  [...text.matchAll(new RegExp(`${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
 
 describe("ledger Lua scripts", () => {
   test("the shipped set is exactly the lua/ folder, byte for byte", () => {
-    const onDisk = readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua")).sort();
+    const onDisk = readdirSync(LUA_DIR)
+      .filter((f) => f.endsWith(".lua"))
+      .sort();
     expect([...SCRIPT_FILES].sort() as string[]).toEqual(onDisk);
     for (const file of SCRIPT_FILES) expect(scriptFile(file)).toBe(readFileSync(join(LUA_DIR, file), "utf8"));
   });
@@ -175,10 +178,22 @@ describe("batch scripts on Redis", () => {
   }
   async function state() {
     const [w, k1, k2, holds, outbox, rate] = await Promise.all([
-      redis.hgetall(W), redis.hgetall(K1), redis.hgetall(K2), redis.zrange(names.holds(shard), "0", "-1"),
-      redis.xrange(names.outbox(shard), "-", "+"), redis.get(names.rate(shard, wallet, WINDOW)),
+      redis.hgetall(W),
+      redis.hgetall(K1),
+      redis.hgetall(K2),
+      redis.zrange(names.holds(shard), "0", "-1"),
+      redis.xrange(names.outbox(shard), "-", "+"),
+      redis.get(names.rate(shard, wallet, WINDOW)),
     ]);
-    return { w, k1, k2, holds: holds.sort(), outbox: outbox.flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as Record<string, unknown>[]), entries: outbox.length, rate };
+    return {
+      w,
+      k1,
+      k2,
+      holds: holds.sort(),
+      outbox: outbox.flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as Record<string, unknown>[]),
+      entries: outbox.length,
+      rate,
+    };
   }
 
   test("reserve: ok and refused items in one batch, each seeing the ones before it; a repeated hold id holds once", async () => {
@@ -190,7 +205,15 @@ describe("batch scripts on Redis", () => {
       [2, "e", 200], // budget left 100 after d
       [1, "a", 6_000], // a again: already held, nothing more
     ]);
-    expect(r).toEqual([1, [1, 4_000, 99], [0, "UNAUTHORIZED"], [0, "INSUFFICIENT_BALANCE", 4_000], [1, 3_100, 97], [0, "KEY_BUDGET_EXCEEDED", 100], [1, 3_100, 0]]);
+    expect(r).toEqual([
+      1,
+      [1, 4_000, 99],
+      [0, "UNAUTHORIZED"],
+      [0, "INSUFFICIENT_BALANCE", 4_000],
+      [1, 3_100, 97],
+      [0, "KEY_BUDGET_EXCEEDED", 100],
+      [1, 3_100, 0],
+    ]);
     const s = await state();
     expect(s.w).toEqual({ balance: "10000", locked: "6900" });
     expect(s.k1.locked).toBe("6000");
@@ -202,26 +225,54 @@ describe("batch scripts on Redis", () => {
     expect(await redis.pttl(names.rate(shard, wallet, WINDOW))).toBeGreaterThan(110_000);
     // A second batch sees the first: the counter goes on, and a resolved hold id is refused.
     await redis.set(marker("z"), "settled");
-    expect(await reserve([[1, "z", 1], [1, "f", 4_000]])).toEqual([1, [0, "HOLD_RESOLVED"], [0, "INSUFFICIENT_BALANCE", 3_100]]);
+    expect(
+      await reserve([
+        [1, "z", 1],
+        [1, "f", 4_000],
+      ]),
+    ).toEqual([1, [0, "HOLD_RESOLVED"], [0, "INSUFFICIENT_BALANCE", 3_100]]);
     expect(await redis.get(names.rate(shard, wallet, WINDOW))).toBe("5");
   });
 
   test("reserve: the rate limit refuses mid-batch, weighing the previous window", async () => {
     await redis.set(names.rate(shard, wallet, WINDOW - 1), "4"); // 4 × 45/60 = 3 weighted
-    const r = await reserve([[1, "a", 1], [1, "b", 1], [1, "c", 1]], { limit: 5 });
+    const r = await reserve(
+      [
+        [1, "a", 1],
+        [1, "b", 1],
+        [1, "c", 1],
+      ],
+      { limit: 5 },
+    );
     expect(r).toEqual([1, [1, 9_999, 1], [1, 9_998, 0], [0, "RATE_LIMITED", 45_000]]);
     expect((await state()).rate).toBe("2");
   });
 
   test("reserve: a fenced batch or bad arguments change nothing", async () => {
     const before = await state();
-    expect(await reserve([[1, "a", 1], [1, "b", 2]], { epoch: "0" })).toEqual([0, "FENCED", "1"]);
+    expect(
+      await reserve(
+        [
+          [1, "a", 1],
+          [1, "b", 2],
+        ],
+        { epoch: "0" },
+      ),
+    ).toEqual([0, "FENCED", "1"]);
     await redis.set(names.fence(shard), "R:2");
     expect(await reserve([[1, "a", 1]], { epoch: "1" })).toEqual([0, "FENCED", "R:2"]);
     await redis.set(names.fence(shard), "1");
     for (const bad of [
-      () => reserve([[1, "a", 1], [1, "", 1]]),
-      () => reserve([[1, "a", 1], [1, "b", "1.5"]]),
+      () =>
+        reserve([
+          [1, "a", 1],
+          [1, "", 1],
+        ]),
+      () =>
+        reserve([
+          [1, "a", 1],
+          [1, "b", "1.5"],
+        ]),
       () => reserve([[1, "a", 1]], { window: 0 }),
       () => reserve([[1, "a", 1]], { extraKey: true }),
       () => reserve([]),
@@ -233,17 +284,38 @@ describe("batch scripts on Redis", () => {
   });
 
   test("settle: posted, repeated, unknown, released and expired holds in one batch", async () => {
-    expect(await reserve([[1, "a", 3_000], [2, "b", 500], [1, "c", 100], [1, "d", 200]])).toEqual([1, [1, 7_000, 99], [1, 6_500, 98], [1, 6_400, 97], [1, 6_200, 96]]);
+    expect(
+      await reserve([
+        [1, "a", 3_000],
+        [2, "b", 500],
+        [1, "c", 100],
+        [1, "d", 200],
+      ]),
+    ).toEqual([1, [1, 7_000, 99], [1, 6_500, 98], [1, 6_400, 97], [1, 6_200, 96]]);
     await redis.set(marker("c"), "released"); // as release-6 leaves them (locks given back by hand here)
     await redis.set(marker("d"), "expired");
     await redis.zrem(names.holds(shard), "c", "d");
     await redis.hset(W, "locked", 3_500);
     await redis.hset(K1, "locked", 3_000);
-    const r = await settle([[1, "a", 2_500], [2, "b", 700, 800], [1, "a", 1], [1, "x", 5], [1, "c", 5], [1, "d", 40]]);
+    const r = await settle([
+      [1, "a", 2_500],
+      [2, "b", 700, 800],
+      [1, "a", 1],
+      [1, "x", 5],
+      [1, "c", 5],
+      [1, "d", 40],
+    ]);
     expect(r).toEqual([1, [1, 7_500], [1, 6_800], [0, "settled"], [0, "UNKNOWN_HOLD"], [0, "released"], [1, 6_760]]);
     const s = await state();
     expect(s.w).toEqual({ balance: "6760", locked: "0" });
-    expect(s.k1).toMatchObject({ locked: "0", spent: "2540", requests: "2", prompt_tokens: "200", completion_tokens: "40", revenue: "2520" });
+    expect(s.k1).toMatchObject({
+      locked: "0",
+      spent: "2540",
+      requests: "2",
+      prompt_tokens: "200",
+      completion_tokens: "40",
+      revenue: "2520",
+    });
     expect(s.k2).toMatchObject({ locked: "0", spent: "700", requests: "1", revenue: "-100" });
     expect(s.holds).toEqual([]);
     for (const id of ["a", "b", "d"]) expect(await redis.get(marker(id))).toBe("settled");
@@ -262,9 +334,21 @@ describe("batch scripts on Redis", () => {
     const before = await state();
     expect(await settle([[1, "a", 1]], "2")).toEqual([0, "FENCED", "1"]);
     for (const bad of [
-      () => settle([[1, "a", 1], [1, "", 1]]),
-      () => settle([[1, "a", 1], [1, "b", -1]]),
-      () => settle([[1, "a", 1], [1, "b", 1, "1.5"]]),
+      () =>
+        settle([
+          [1, "a", 1],
+          [1, "", 1],
+        ]),
+      () =>
+        settle([
+          [1, "a", 1],
+          [1, "b", -1],
+        ]),
+      () =>
+        settle([
+          [1, "a", 1],
+          [1, "b", 1, "1.5"],
+        ]),
       () => settle([]),
     ]) {
       await expect(bad()).rejects.toThrow("settle-batch: bad arguments");

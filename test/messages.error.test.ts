@@ -2,7 +2,14 @@
  * POST /v1/messages failures as Anthropic's SDK sees them: each error in Anthropic's shape with the gateway's
  * status, so the SDK raises its matching class with the gateway's message; what the wallet and the books keep.
  */
-import Anthropic, { APIError, AuthenticationError, BadRequestError, InternalServerError, PaymentRequiredError, RateLimitError } from "@anthropic-ai/sdk";
+import Anthropic, {
+  APIError,
+  AuthenticationError,
+  BadRequestError,
+  InternalServerError,
+  PaymentRequiredError,
+  RateLimitError,
+} from "@anthropic-ai/sdk";
 import { describe, expect, test } from "bun:test";
 import { REPLY } from "./helpers/anthropicStandin.ts";
 import { BASE, sharedGateway, startGateway } from "./helpers/gateway.ts";
@@ -28,24 +35,40 @@ async function rejection(p: Promise<unknown>): Promise<any> {
 
 async function pgEvents(wallet: string) {
   await gw.services.flusher.drain();
-  return [...(await gw.services.sql<{ type: string }[]>`SELECT type FROM ledger_events WHERE wallet = ${wallet} AND type <> 'grant' ORDER BY occurred_at`)].map((r) => r.type);
+  return [
+    ...(await gw.services.sql<
+      { type: string }[]
+    >`SELECT type FROM ledger_events WHERE wallet = ${wallet} AND type <> 'grant' ORDER BY occurred_at`),
+  ].map((r) => r.type);
 }
 
 describe("request errors → Anthropic's error classes", () => {
   test("400 invalid_request_error: max_tokens missing, an unknown model, a provider-run tool; nothing held", async () => {
     const { wallet, key } = await gw.newWallet(1);
     const client = anthropic(key);
-    const noMax = await rejection(client.messages.create({ model: "standin/echo", messages } as unknown as Anthropic.MessageCreateParamsNonStreaming));
+    const noMax = await rejection(
+      client.messages.create({ model: "standin/echo", messages } as unknown as Anthropic.MessageCreateParamsNonStreaming),
+    );
     expect(noMax).toBeInstanceOf(BadRequestError);
     expect(noMax.status).toBe(400);
-    expect(noMax.error).toEqual({ type: "error", error: { type: "invalid_request_error", message: "max_tokens: Field required (a positive integer)" } });
+    expect(noMax.error).toEqual({
+      type: "error",
+      error: { type: "invalid_request_error", message: "max_tokens: Field required (a positive integer)" },
+    });
 
     const unknown = await rejection(client.messages.create({ model: "nope/none", max_tokens: 10, messages }));
     expect(unknown).toBeInstanceOf(BadRequestError);
     expect(unknown.type).toBe("invalid_request_error");
     expect(unknown.error.error.message).toContain("nope/none");
 
-    const server = await rejection(client.messages.create({ model: "claude/claude-sonnet-4-5", max_tokens: 10, messages, tools: [{ type: "web_search_20250305", name: "web_search" }] }));
+    const server = await rejection(
+      client.messages.create({
+        model: "claude/claude-sonnet-4-5",
+        max_tokens: 10,
+        messages,
+        tools: [{ type: "web_search_20250305", name: "web_search" }],
+      }),
+    );
     expect(server).toBeInstanceOf(BadRequestError);
     expect(server.error.error.message).toStartWith('tools.0.type "web_search_20250305" is not accepted');
 
@@ -60,7 +83,9 @@ describe("request errors → Anthropic's error classes", () => {
     const e = await rejection(anthropic(unknownKey).messages.create({ model: "standin/echo", max_tokens: 10, messages }));
     expect(e).toBeInstanceOf(AuthenticationError);
     expect(e.error).toEqual({ type: "error", error: { type: "authentication_error", message: "Missing or invalid credentials" } });
-    expect(await rejection(anthropic(unknownKey).messages.countTokens({ model: "standin/echo", messages }))).toBeInstanceOf(AuthenticationError);
+    expect(await rejection(anthropic(unknownKey).messages.countTokens({ model: "standin/echo", messages }))).toBeInstanceOf(
+      AuthenticationError,
+    );
     const raw = await gw.call("POST", "/v1/messages", { model: "standin/echo", max_tokens: 10, messages }, { "x-api-key": "nope" });
     expect(raw).toMatchObject({ status: 401, body: { type: "error", error: { type: "authentication_error" } } });
     expect(raw.headers.get("x-request-id")).toBeTruthy();
@@ -114,7 +139,9 @@ describe("provider failures: the hold released", () => {
       expect(e).toBeInstanceOf(InternalServerError);
       expect(e.status).toBe(502);
       expect(e.error.error).toEqual({ type: "api_error", message: "The model provider failed to answer" });
-      expect(await rejection(client.messages.stream({ model, max_tokens: 10, messages }).finalMessage())).toBeInstanceOf(InternalServerError);
+      expect(await rejection(client.messages.stream({ model, max_tokens: 10, messages }).finalMessage())).toBeInstanceOf(
+        InternalServerError,
+      );
     }
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START, locked: 0 });
     expect(await pgEvents(wallet)).toEqual(["release", "release", "release", "release"]);

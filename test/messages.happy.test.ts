@@ -53,15 +53,39 @@ const TOOL_INPUT = { city: "Paris", unit: "celsius" };
 describe("messages.create", () => {
   test("Anthropic-type model: the Messages answer, its usage, the exact charge in Redis and Postgres", async () => {
     const { wallet, key } = await gw.newWallet(10);
-    const msg = await anthropic(key).messages.create({ model: SONNET, max_tokens: 100, system: "You are terse.", messages: [{ role: "user", content: "Say hello." }] });
+    const msg = await anthropic(key).messages.create({
+      model: SONNET,
+      max_tokens: 100,
+      system: "You are terse.",
+      messages: [{ role: "user", content: "Say hello." }],
+    });
     const { request, prompt } = lastClaude();
-    expect(request).toEqual({ model: "claude-sonnet-4-5", max_tokens: 100, system: [{ type: "text", text: "You are terse." }], messages: [{ role: "user", content: "Say hello." }] });
-    expect(msg).toMatchObject({ id: "msg_01StandinMessage", type: "message", role: "assistant", model: SONNET, stop_reason: "end_turn", stop_sequence: null });
+    expect(request).toEqual({
+      model: "claude-sonnet-4-5",
+      max_tokens: 100,
+      system: [{ type: "text", text: "You are terse." }],
+      messages: [{ role: "user", content: "Say hello." }],
+    });
+    expect(msg).toMatchObject({
+      id: "msg_01StandinMessage",
+      type: "message",
+      role: "assistant",
+      model: SONNET,
+      stop_reason: "end_turn",
+      stop_sequence: null,
+    });
     expect(blocks(msg)).toEqual([{ type: "text", text: REPLY.join("") }]);
-    expect(usage(msg)).toEqual({ input_tokens: prompt, output_tokens: REPLY.length, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+    expect(usage(msg)).toEqual({
+      input_tokens: prompt,
+      output_tokens: REPLY.length,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+    });
     const charge = expectedCharge(prompt, REPLY.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charge, locked: 0 });
-    expect(await pgCharges(wallet)).toEqual([{ amount_usdc: charge, prompt_tokens: prompt, completion_tokens: REPLY.length, model: SONNET }]);
+    expect(await pgCharges(wallet)).toEqual([
+      { amount_usdc: charge, prompt_tokens: prompt, completion_tokens: REPLY.length, model: SONNET },
+    ]);
   });
 
   test("OpenAI-type model: translated to chat and back; system blocks, stop_sequences, sampling, metadata", async () => {
@@ -79,7 +103,10 @@ describe("messages.create", () => {
       max_tokens: 50,
       stop: ["END"],
       user: "user-7",
-      messages: [{ role: "system", content: [{ type: "text", text: "Be brief." }] }, { role: "user", content: [{ type: "text", text: "Hi" }] }],
+      messages: [
+        { role: "system", content: [{ type: "text", text: "Be brief." }] },
+        { role: "user", content: [{ type: "text", text: "Hi" }] },
+      ],
     });
     expect(blocks(msg)).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
     expect(msg.id).toBe("msg_chatcmpl-standin");
@@ -90,7 +117,12 @@ describe("messages.create", () => {
   test("x-api-key (SDK 0.x, AI SDK) authenticates too; any anthropic-version and anthropic-beta are accepted", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const headers = { "x-api-key": key, "anthropic-version": "2023-06-01", "anthropic-beta": "token-counting-2024-11-01" };
-    const res = await gw.call("POST", "/v1/messages", { model: ECHO, max_tokens: 20, messages: [{ role: "user", content: "Hi" }] }, headers);
+    const res = await gw.call(
+      "POST",
+      "/v1/messages",
+      { model: ECHO, max_tokens: 20, messages: [{ role: "user", content: "Hi" }] },
+      headers,
+    );
     expect(res.status).toBe(200);
     expect(res.body.content).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - expectedCharge(echoPrompt(1), REPLY_WORDS.length), locked: 0 });
@@ -119,20 +151,40 @@ describe("messages.stream", () => {
   test("the raw events: message_start first, every event named, message_delta with usage, message_stop last", async () => {
     const { key } = await gw.newWallet(10);
     const res = await gw.handle(
-      new Request(`${BASE}/v1/messages`, { method: "POST", headers: { "x-api-key": key }, body: JSON.stringify({ model: SONNET, max_tokens: 100, stream: true, messages: [{ role: "user", content: "Hi" }] }) }),
+      new Request(`${BASE}/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": key },
+        body: JSON.stringify({ model: SONNET, max_tokens: 100, stream: true, messages: [{ role: "user", content: "Hi" }] }),
+      }),
     );
     expect(res.headers.get("content-type")).toBe("text/event-stream");
     const events = (await res.text()).split("\n\n").filter(Boolean);
     const names = events.map((e) => /^event: (\w+)\n/.exec(e)![1]);
-    expect(names).toEqual(["message_start", "content_block_start", ...REPLY.map(() => "content_block_delta"), "content_block_stop", "message_delta", "message_stop"]);
+    expect(names).toEqual([
+      "message_start",
+      "content_block_start",
+      ...REPLY.map(() => "content_block_delta"),
+      "content_block_stop",
+      "message_delta",
+      "message_stop",
+    ]);
     const delta = JSON.parse(events.at(-2)!.split("\ndata: ")[1]!);
-    expect(delta).toEqual({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { input_tokens: lastClaude().prompt, output_tokens: REPLY.length, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } });
+    expect(delta).toEqual({
+      type: "message_delta",
+      delta: { stop_reason: "end_turn", stop_sequence: null },
+      usage: { input_tokens: lastClaude().prompt, output_tokens: REPLY.length, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    });
   });
 
   test("thinking: a signed thinking block before the text, streamed and not", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const client = anthropic(key);
-    const params = { model: SONNET, max_tokens: 2_000, thinking: { type: "enabled", budget_tokens: 1_024 }, messages: [{ role: "user", content: "Think." }] } satisfies Anthropic.MessageCreateParamsNonStreaming;
+    const params = {
+      model: SONNET,
+      max_tokens: 2_000,
+      thinking: { type: "enabled", budget_tokens: 1_024 },
+      messages: [{ role: "user", content: "Think." }],
+    } satisfies Anthropic.MessageCreateParamsNonStreaming;
     const one = await client.messages.create(params);
     expect(lastClaude().request.thinking).toEqual({ type: "enabled", budget_tokens: 1_024 });
     const two = await client.messages.stream(params).finalMessage();
@@ -143,7 +195,10 @@ describe("messages.stream", () => {
       ]);
       expect(msg.usage.output_tokens).toBe(THINKING.length + REPLY.length);
     }
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - 2 * expectedCharge(lastClaude().prompt, THINKING.length + REPLY.length), locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: START - 2 * expectedCharge(lastClaude().prompt, THINKING.length + REPLY.length),
+      locked: 0,
+    });
   });
 });
 
@@ -153,9 +208,18 @@ describe("a tool round trip", () => {
     const client = anthropic(key);
     const ask: Anthropic.MessageParam = { role: "user", content: "Weather in Paris?" };
     const thinking = { type: "enabled", budget_tokens: 1_024 } as const;
-    const first = await client.messages.create({ model: SONNET, max_tokens: 2_000, thinking, tools: [weather], tool_choice: { type: "auto" }, messages: [ask] });
+    const first = await client.messages.create({
+      model: SONNET,
+      max_tokens: 2_000,
+      thinking,
+      tools: [weather],
+      tool_choice: { type: "auto" },
+      messages: [ask],
+    });
     const firstPrompt = lastClaude().prompt;
-    expect(lastClaude().request.tools).toEqual([{ name: "get_weather", description: weather.description, input_schema: weather.input_schema }]);
+    expect(lastClaude().request.tools).toEqual([
+      { name: "get_weather", description: weather.description, input_schema: weather.input_schema },
+    ]);
     expect(lastClaude().request.tool_choice).toEqual({ type: "auto" });
     expect(first.stop_reason).toBe("tool_use");
     const answer = [
@@ -164,7 +228,9 @@ describe("a tool round trip", () => {
       { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT },
     ];
     expect(blocks(first)).toEqual(answer);
-    const streamed = await client.messages.stream({ model: SONNET, max_tokens: 2_000, thinking, tools: [weather], messages: [ask] }).finalMessage();
+    const streamed = await client.messages
+      .stream({ model: SONNET, max_tokens: 2_000, thinking, tools: [weather], messages: [ask] })
+      .finalMessage();
     expect(blocks(streamed)).toEqual(answer);
     expect(streamed.stop_reason).toBe("tool_use");
 
@@ -173,7 +239,11 @@ describe("a tool round trip", () => {
       max_tokens: 2_000,
       thinking,
       tools: [weather],
-      messages: [ask, { role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "21°C, sunny" }] }],
+      messages: [
+        ask,
+        { role: "assistant", content: first.content },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "21°C, sunny" }] },
+      ],
     });
     const { request, prompt } = lastClaude();
     // Anthropic needs the signed thinking before the tool call when the conversation goes on: it is sent back as it came.
@@ -193,9 +263,16 @@ describe("a tool round trip", () => {
     const client = anthropic(key);
     const tool: Anthropic.Tool = { name: LONG_TOOL.name, input_schema: { type: "object", properties: {} } };
     const ask: Anthropic.MessageParam = { role: "user", content: "Record it." };
-    const first = await client.messages.stream({ model: "standin/no-usage-long", max_tokens: 1_000, tools: [tool], messages: [ask] }).finalMessage();
+    const first = await client.messages
+      .stream({ model: "standin/no-usage-long", max_tokens: 1_000, tools: [tool], messages: [ask] })
+      .finalMessage();
     const call = first.content.find((b) => b.type === "tool_use")!;
-    expect(call as unknown).toEqual({ type: "tool_use", id: LONG_TOOL.id, name: LONG_TOOL.name, input: JSON.parse(LONG_TOOL.arguments.join("")) });
+    expect(call as unknown).toEqual({
+      type: "tool_use",
+      id: LONG_TOOL.id,
+      name: LONG_TOOL.name,
+      input: JSON.parse(LONG_TOOL.arguments.join("")),
+    });
     expect(first.stop_reason).toBe("tool_use");
     // The provider reported no usage: the answer reports the counted usage, and that is what was charged.
     const firstCharge = expectedCharge(first.usage.input_tokens, first.usage.output_tokens);
@@ -206,22 +283,38 @@ describe("a tool round trip", () => {
       model: ECHO,
       max_tokens: 100,
       tools: [tool],
-      messages: [ask, { role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: LONG_TOOL.id, content: [{ type: "text", text: "saved" }] }] }],
+      messages: [
+        ask,
+        { role: "assistant", content: first.content },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: LONG_TOOL.id, content: [{ type: "text", text: "saved" }] }] },
+      ],
     });
     expect(gw.standin.requests.at(-1)!.messages).toEqual([
       { role: "user", content: "Record it." },
-      { role: "assistant", content: expect.any(String), tool_calls: [{ id: LONG_TOOL.id, type: "function", function: { name: LONG_TOOL.name, arguments: JSON.stringify(call.input) } }] },
+      {
+        role: "assistant",
+        content: expect.any(String),
+        tool_calls: [{ id: LONG_TOOL.id, type: "function", function: { name: LONG_TOOL.name, arguments: JSON.stringify(call.input) } }],
+      },
       { role: "tool", tool_call_id: LONG_TOOL.id, content: [{ type: "text", text: "saved" }] },
     ]);
     expect(blocks(second)).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - firstCharge - expectedCharge(echoPrompt(3), REPLY_WORDS.length), locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: START - firstCharge - expectedCharge(echoPrompt(3), REPLY_WORDS.length),
+      locked: 0,
+    });
   });
 });
 
 describe("count_tokens", () => {
   test("the gateway's tokenizer count of the prompt; nothing held or charged", async () => {
     const { wallet, key } = await gw.newWallet(10);
-    const params = { model: SONNET, system: "You are terse.", messages: [{ role: "user" as const, content: "How many tokens is this?" }], tools: [weather] };
+    const params = {
+      model: SONNET,
+      system: "You are terse.",
+      messages: [{ role: "user" as const, content: "How many tokens is this?" }],
+      tools: [weather],
+    };
     const counted = await anthropic(key).messages.countTokens(params);
     expect(counted).toEqual({ input_tokens: await countPromptTokens(chatRequestOf(params, true)) });
     expect(counted.input_tokens).toBeGreaterThan(10);
@@ -233,7 +326,11 @@ describe("client disconnect", () => {
   test("a client that leaves mid-stream is charged for what was produced, as on chat; the hold is gone", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const res = await gw.handle(
-      new Request(`${BASE}/v1/messages`, { method: "POST", headers: { "x-api-key": key }, body: JSON.stringify({ model: "standin/drip", max_tokens: 100, stream: true, messages: [{ role: "user", content: "Hi" }] }) }),
+      new Request(`${BASE}/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": key },
+        body: JSON.stringify({ model: "standin/drip", max_tokens: 100, stream: true, messages: [{ role: "user", content: "Hi" }] }),
+      }),
     );
     const reader = res.body!.getReader();
     const first = new TextDecoder().decode((await reader.read()).value);
@@ -261,8 +358,12 @@ describe("the OpenAPI document", () => {
     const body = { model: SONNET, max_tokens: 50, messages: [{ role: "user", content: "Hi" }] };
     const answer = await conforms("POST", "/v1/messages", await post("/v1/messages", body, auth));
     expect(answer.type).toBe("message");
-    expect(await conforms("POST", "/v1/messages", await post("/v1/messages", { ...body, stream: true }, auth))).toContain("event: message_stop");
-    expect(await conforms("POST", "/v1/messages/count_tokens", await post("/v1/messages/count_tokens", body, auth))).toHaveProperty("input_tokens");
+    expect(await conforms("POST", "/v1/messages", await post("/v1/messages", { ...body, stream: true }, auth))).toContain(
+      "event: message_stop",
+    );
+    expect(await conforms("POST", "/v1/messages/count_tokens", await post("/v1/messages/count_tokens", body, auth))).toHaveProperty(
+      "input_tokens",
+    );
     await conforms("POST", "/v1/messages", await post("/v1/messages", { model: SONNET, messages: body.messages }, auth));
     await conforms("POST", "/v1/messages", await post("/v1/messages", body, {}));
     await conforms("POST", "/v1/messages", await post("/v1/messages", body, { "x-api-key": (await gw.newWallet(0)).key }));
@@ -271,5 +372,11 @@ describe("the OpenAPI document", () => {
 });
 
 function post(path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
-  return gw.handle(new Request(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }));
+  return gw.handle(
+    new Request(`${BASE}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    }),
+  );
 }

@@ -39,7 +39,12 @@ describe("keyless local provider (config/models.local.json)", () => {
     expect(answer.choices[0]!.message.content).toBe("echo: hello gateway");
     expect(echo.requests.at(-1)).toMatchObject({ authorization: null, body: { model: "echo" } });
 
-    const stream = await client.chat.completions.create({ model: "echo/echo", messages: [{ role: "user", content: "a b c" }], stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "echo/echo",
+      messages: [{ role: "user", content: "a b c" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = "";
     for await (const chunk of stream) {
       expect(chunk.model).toBe("echo/echo");
@@ -52,7 +57,12 @@ describe("keyless local provider (config/models.local.json)", () => {
 
   test("a catalog model whose provider has no key: 400 UNKNOWN_MODEL naming the provider; 404 on its page", async () => {
     const { key, wallet } = await local.newWallet(1);
-    const res = await local.call("POST", "/v1/chat/completions", { model: "cloud/big", messages: [{ role: "user", content: "x" }] }, { authorization: `Bearer ${key}` });
+    const res = await local.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "cloud/big", messages: [{ role: "user", content: "x" }] },
+      { authorization: `Bearer ${key}` },
+    );
     expect(res.status).toBe(400);
     expect(res.body).toEqual({
       error: "UNKNOWN_MODEL",
@@ -72,8 +82,16 @@ describe("keyless local provider (config/models.local.json)", () => {
 
   test("a model that is in no catalog: 400 UNKNOWN_MODEL", async () => {
     const { key } = await local.newWallet(1);
-    const res = await local.call("POST", "/v1/chat/completions", { model: "nope/nope", messages: [{ role: "user", content: "x" }] }, { authorization: `Bearer ${key}` });
-    expect(res).toMatchObject({ status: 400, body: { error: "UNKNOWN_MODEL", message: expect.stringMatching(/^Unknown model "nope\/nope"/) } });
+    const res = await local.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "nope/nope", messages: [{ role: "user", content: "x" }] },
+      { authorization: `Bearer ${key}` },
+    );
+    expect(res).toMatchObject({
+      status: 400,
+      body: { error: "UNKNOWN_MODEL", message: expect.stringMatching(/^Unknown model "nope\/nope"/) },
+    });
   });
 });
 
@@ -84,7 +102,12 @@ describe("the answer names the requested model", () => {
     const answer = await client.chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
     expect(answer.model).toBe("standin/echo");
     for (const include_usage of [false, true]) {
-      const stream = await client.chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage } });
+      const stream = await client.chat.completions.create({
+        model: "standin/echo",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+        stream_options: { include_usage },
+      });
       let chunks = 0;
       for await (const chunk of stream) {
         expect(chunk.model).toBe("standin/echo");
@@ -99,7 +122,12 @@ describe("the answer names the requested model", () => {
     const client = gw.openai(key);
     const answer = await client.chat.completions.create({ model: "claude/claude-sonnet-4-6", messages: [{ role: "user", content: "hi" }] });
     expect(answer.model).toBe("claude/claude-sonnet-4-6");
-    const stream = await client.chat.completions.create({ model: "claude/claude-sonnet-4-6", messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "claude/claude-sonnet-4-6",
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     for await (const chunk of stream) expect(chunk.model).toBe("claude/claude-sonnet-4-6");
   });
 });
@@ -119,7 +147,10 @@ describe("GET /v1/models/{id}", () => {
   });
 
   test("404 NOT_FOUND for an unknown id", async () => {
-    expect(await gw.call("GET", "/v1/models/openai/gpt-4o")).toMatchObject({ status: 404, body: { error: "NOT_FOUND", message: "No such model" } });
+    expect(await gw.call("GET", "/v1/models/openai/gpt-4o")).toMatchObject({
+      status: 404,
+      body: { error: "NOT_FOUND", message: "No such model" },
+    });
     expect(await gw.call("GET", "/v1/models/nope")).toMatchObject({ status: 404, body: { error: "NOT_FOUND" } });
   });
 });

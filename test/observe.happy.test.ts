@@ -50,7 +50,11 @@ async function accessLines() {
   return lines.map((l) => JSON.parse(l)).filter((l) => l.msg === "request");
 }
 /** The status of an SDK call that must fail. */
-const failure = (p: Promise<unknown>) => p.then(() => 0, (e: { status?: number }) => e.status);
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => 0,
+    (e: { status?: number }) => e.status,
+  );
 
 describe("/metrics", () => {
   test("counters move with a JSON chat, a stream, a 402 and a 401; settles and latency are counted", async () => {
@@ -146,9 +150,14 @@ describe("/metrics", () => {
     expect(await failure(gw.openai(key).chat.completions.create({ model: "standin/fail-500", messages }))).toBe(502);
     const broken = await gw.openai(key).chat.completions.create({ model: "standin/stream-break", messages, stream: true });
     // The SDK raises the in-stream error event.
-    expect(await (async () => {
-      for await (const _ of broken);
-    })().then(() => "ended", () => "error event")).toBe("error event");
+    expect(
+      await (async () => {
+        for await (const _ of broken);
+      })().then(
+        () => "ended",
+        () => "error event",
+      ),
+    ).toBe("error event");
     await gw.services.chat.idle();
     const after = await scrape();
     expect(delta(before, after, "gateway_upstream_errors_total", { provider: "standin", status: "500" })).toBe(1);
@@ -178,7 +187,13 @@ describe("access log", () => {
     expect(logged).toHaveLength(2);
     const usage = usageFor(1);
     const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
-    expect(logged[0]).toMatchObject({ level: "info", request_id: res.headers.get("x-request-id"), method: "POST", route: CHAT, status: 200 });
+    expect(logged[0]).toMatchObject({
+      level: "info",
+      request_id: res.headers.get("x-request-id"),
+      method: "POST",
+      route: CHAT,
+      status: 200,
+    });
     expect(logged[0]).toMatchObject({ key_id: keyId, wallet, model: "standin/echo", charge_usdc: charge });
     expect(logged[0].latency_ms).toBeNumber();
     expect(logged[0].upstream_ms).toBeLessThanOrEqual(logged[0].latency_ms);
@@ -223,7 +238,14 @@ describe("access log", () => {
     expect(logged.map((l) => l.route)).toEqual(["/v1/auth/keys", "/v1/auth/keys", "/v1/usage/:wallet", "/v1/topups/:wallet", CHAT]);
     expect(logged[0]).toMatchObject({ status: 201, wallet });
     const text = lines.join("\n");
-    for (const secret of [key, key.slice(3), signed.signature.slice(2, 40), listing.signature.slice(2, 40), "wants you to sign in", "Sign in to the gateway"]) {
+    for (const secret of [
+      key,
+      key.slice(3),
+      signed.signature.slice(2, 40),
+      listing.signature.slice(2, 40),
+      "wants you to sign in",
+      "Sign in to the gateway",
+    ]) {
       expect(text).not.toContain(secret);
     }
   });
@@ -231,7 +253,7 @@ describe("access log", () => {
   test("a client's X-Request-Id is echoed when it is a plain token, replaced otherwise", async () => {
     const mine = await gw.handle(new Request(`${BASE}/health`, { headers: { "x-request-id": "lb-1234.abc" } }));
     expect(mine.headers.get("x-request-id")).toBe("lb-1234.abc");
-    const odd = await gw.handle(new Request(`${BASE}/health`, { headers: { "x-request-id": "a b\"c" } }));
+    const odd = await gw.handle(new Request(`${BASE}/health`, { headers: { "x-request-id": 'a b"c' } }));
     expect(odd.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
   });
 });

@@ -6,7 +6,13 @@ import { describe, expect, test } from "bun:test";
 import { openOpenaiStream } from "../src/providers/openai/stream.ts";
 
 const chunk = (model: string | undefined, delta: object, extra: object = {}) =>
-  JSON.stringify({ id: "c1", object: "chat.completion.chunk", ...(model === undefined ? {} : { model }), choices: [{ index: 0, delta, finish_reason: null }], ...extra });
+  JSON.stringify({
+    id: "c1",
+    object: "chat.completion.chunk",
+    ...(model === undefined ? {} : { model }),
+    choices: [{ index: 0, delta, finish_reason: null }],
+    ...extra,
+  });
 
 describe("OpenAI stream translation", () => {
   test("a compact chunk names the client's model, with every other byte as the provider sent it", () => {

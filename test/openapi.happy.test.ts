@@ -65,14 +65,34 @@ describe("the document", () => {
     ];
     const documented = Object.entries<any>(doc.paths).flatMap(([p, item]) => Object.keys(item).map((m) => `${m} ${p}`));
     expect(documented.sort()).toEqual(expect.arrayContaining(expected.sort()));
-    for (const [, item] of Object.entries<any>(doc.paths)) for (const op of Object.values<any>(item)) expect(Object.keys(op.responses ?? {}).length).toBeGreaterThan(0);
+    for (const [, item] of Object.entries<any>(doc.paths))
+      for (const op of Object.values<any>(item)) expect(Object.keys(op.responses ?? {}).length).toBeGreaterThan(0);
   });
 
   test("named schemas, integer types, required SIWE fields, the 402 extras, an integer key_id", () => {
-    for (const name of ["Error", "Model", "ModelList", "ChatCompletionRequest", "ChatCompletionResponse", "ChatCompletionChunk", "TopupRequest", "TopupResponse", "PaymentRequirements", "ApiKeyCreateRequest", "ApiKeyCreateResponse", "ApiKeySummary", "UsageResponse", "UsageKey", "BalanceResponse", "TopupsResponse"]) {
+    for (const name of [
+      "Error",
+      "Model",
+      "ModelList",
+      "ChatCompletionRequest",
+      "ChatCompletionResponse",
+      "ChatCompletionChunk",
+      "TopupRequest",
+      "TopupResponse",
+      "PaymentRequirements",
+      "ApiKeyCreateRequest",
+      "ApiKeyCreateResponse",
+      "ApiKeySummary",
+      "UsageResponse",
+      "UsageKey",
+      "BalanceResponse",
+      "TopupsResponse",
+    ]) {
       expect(schema(name)).toBeDefined();
     }
-    expect(schema("Error").properties.error.enum).toEqual(expect.arrayContaining(["VALIDATION_ERROR", "INSUFFICIENT_BALANCE", "UPSTREAM_DEADLINE"]));
+    expect(schema("Error").properties.error.enum).toEqual(
+      expect.arrayContaining(["VALIDATION_ERROR", "INSUFFICIENT_BALANCE", "UPSTREAM_DEADLINE"]),
+    );
     // Never Elysia's string-or-integer.
     expect(JSON.stringify(doc)).not.toContain('"format":"integer"');
     expect(schema("BalanceResponse").properties.available_usdc.type).toBe("integer");
@@ -86,16 +106,30 @@ describe("the document", () => {
   });
 
   test("security schemes, payment and rate-limit headers are declared and used", () => {
-    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["apiKey", "apiKeyQuery", "siweMessage", "siweSignature", "x402Payment", "x402PaymentV2"]);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual([
+      "apiKey",
+      "apiKeyQuery",
+      "siweMessage",
+      "siweSignature",
+      "x402Payment",
+      "x402PaymentV2",
+    ]);
     expect(doc.components.securitySchemes.apiKeyQuery).toMatchObject({ type: "apiKey", in: "query", name: "api_key" });
-    for (const h of ["PAYMENT-REQUIRED", "X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "X-RateLimit-Remaining", "Retry-After", "X-Request-Id"]) expect(doc.components.headers[h]).toBeDefined();
+    for (const h of ["PAYMENT-REQUIRED", "X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "X-RateLimit-Remaining", "Retry-After", "X-Request-Id"])
+      expect(doc.components.headers[h]).toBeDefined();
     expect(operation("POST", "/v1/chat/completions")[1].security).toEqual([{ apiKey: [] }]);
-    expect(operation("GET", "/v1/topups/0x")[1].security).toEqual([{ apiKey: [] }, { apiKeyQuery: [] }, { siweMessage: [], siweSignature: [] }]);
+    expect(operation("GET", "/v1/topups/0x")[1].security).toEqual([
+      { apiKey: [] },
+      { apiKeyQuery: [] },
+      { siweMessage: [], siweSignature: [] },
+    ]);
     const topup = operation("POST", "/v1/topup")[1];
     expect(topup.security).toEqual([{}, { x402Payment: [] }, { x402PaymentV2: [] }]);
     expect(Object.keys(topup.responses["402"].headers)).toContain("PAYMENT-REQUIRED");
     expect(Object.keys(topup.responses["200"].headers)).toEqual(expect.arrayContaining(["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE"]));
-    expect(Object.keys(operation("POST", "/v1/chat/completions")[1].responses["429"].headers)).toEqual(expect.arrayContaining(["Retry-After", "X-RateLimit-Limit"]));
+    expect(Object.keys(operation("POST", "/v1/chat/completions")[1].responses["429"].headers)).toEqual(
+      expect.arrayContaining(["Retry-After", "X-RateLimit-Limit"]),
+    );
   });
 });
 
@@ -107,7 +141,11 @@ describe("live answers match the document", () => {
     await conforms("GET", "/v1/models/x", await call("GET", `/v1/models/${models.data[0].id}`));
     await conforms("GET", "/v1/models/x", await call("GET", "/v1/models/nope/nothing"));
     await conforms("GET", "/v1/auth/siwe", await call("GET", "/v1/auth/siwe"));
-    await conforms("GET", "/v1/balance/0x0000000000000000000000000000000000000001", await call("GET", "/v1/balance/0x0000000000000000000000000000000000000001"));
+    await conforms(
+      "GET",
+      "/v1/balance/0x0000000000000000000000000000000000000001",
+      await call("GET", "/v1/balance/0x0000000000000000000000000000000000000001"),
+    );
     await conforms("GET", "/v1/balance/nope", await call("GET", "/v1/balance/nope"));
     await conforms("GET", "/metrics", await call("GET", "/metrics"));
   });
@@ -116,8 +154,15 @@ describe("live answers match the document", () => {
     const account = privateKeyToAccount(generatePrivateKey());
     const wallet = account.address.toLowerCase();
     const printed = await parseAdmin(["redeem-codes", "create", "--usd", "1"])(gw.services);
-    const code = printed.split("\n").find((l) => l && !l.startsWith("#"))!.trim();
-    const created = await conforms("POST", "/v1/auth/keys", await call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "doc", redeem_code: code }));
+    const code = printed
+      .split("\n")
+      .find((l) => l && !l.startsWith("#"))!
+      .trim();
+    const created = await conforms(
+      "POST",
+      "/v1/auth/keys",
+      await call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "doc", redeem_code: code }),
+    );
     expect(created.redeemed_credit_usdc).toBe(1_000_000);
     await conforms("POST", "/v1/auth/keys", await call("POST", "/v1/auth/keys", { ...(await gw.signIn(account)), label: "x".repeat(101) }));
     await conforms("POST", "/v1/auth/keys", await call("POST", "/v1/auth/keys", {}));
@@ -136,15 +181,27 @@ describe("live answers match the document", () => {
     const { account, wallet, key } = await gw.newWallet(1);
     await gw.openai(key).chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
     await gw.services.chat.idle();
-    const usage = await conforms("GET", `/v1/usage/${wallet}`, await call("GET", `/v1/usage/${wallet}`, undefined, { authorization: `Bearer ${key}` }));
+    const usage = await conforms(
+      "GET",
+      `/v1/usage/${wallet}`,
+      await call("GET", `/v1/usage/${wallet}`, undefined, { authorization: `Bearer ${key}` }),
+    );
     expect(usage.keys[0].request_count).toBe(1);
     const query = new URLSearchParams(await gw.signIn(account)).toString();
     await conforms("GET", `/v1/usage/${wallet}`, await call("GET", `/v1/usage/${wallet}?${query}`));
     await conforms("GET", `/v1/usage/${wallet}`, await call("GET", `/v1/usage/${wallet}`));
     await gw.services.flusher.drain();
-    const daily = await conforms("GET", `/v1/usage/${wallet}/daily`, await call("GET", `/v1/usage/${wallet}/daily?days=2`, undefined, { authorization: `Bearer ${key}` }));
+    const daily = await conforms(
+      "GET",
+      `/v1/usage/${wallet}/daily`,
+      await call("GET", `/v1/usage/${wallet}/daily?days=2`, undefined, { authorization: `Bearer ${key}` }),
+    );
     expect(daily.days.at(-1).keys[0].request_count).toBe(1);
-    await conforms("GET", `/v1/usage/${wallet}/daily`, await call("GET", `/v1/usage/${wallet}/daily?days=0`, undefined, { authorization: `Bearer ${key}` }));
+    await conforms(
+      "GET",
+      `/v1/usage/${wallet}/daily`,
+      await call("GET", `/v1/usage/${wallet}/daily?days=0`, undefined, { authorization: `Bearer ${key}` }),
+    );
     await conforms("GET", `/v1/usage/${wallet}/daily`, await call("GET", `/v1/usage/${wallet}/daily`));
     await conforms("GET", `/v1/topups/${wallet}`, await call("GET", `/v1/topups/${wallet}?api_key=${key}`));
     await conforms("GET", `/v1/topups/${wallet}`, await call("GET", `/v1/topups/${wallet}`));
@@ -157,8 +214,15 @@ describe("live answers match the document", () => {
     await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, auth));
 
     const events = async (model: string) => {
-      const text: string = await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model, messages, stream: true, stream_options: { include_usage: true } }, auth));
-      const data = text.split("\n\n").filter(Boolean).map((e) => e.replace(/^data: /, ""));
+      const text: string = await conforms(
+        "POST",
+        "/v1/chat/completions",
+        await call("POST", "/v1/chat/completions", { model, messages, stream: true, stream_options: { include_usage: true } }, auth),
+      );
+      const data = text
+        .split("\n\n")
+        .filter(Boolean)
+        .map((e) => e.replace(/^data: /, ""));
       expect(data.at(-1)).toBe("[DONE]");
       return data.slice(0, -1).map((d) => JSON.parse(d));
     };
@@ -172,11 +236,32 @@ describe("live answers match the document", () => {
     await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo" }, auth));
     await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "nope/none", messages }, auth));
     await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo", messages }));
-    await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/fail-500", messages }, auth));
-    await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/fail-429", messages }, auth));
-    await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 4096 }, { authorization: `Bearer ${(await gw.newWallet(0)).key}` }));
+    await conforms(
+      "POST",
+      "/v1/chat/completions",
+      await call("POST", "/v1/chat/completions", { model: "standin/fail-500", messages }, auth),
+    );
+    await conforms(
+      "POST",
+      "/v1/chat/completions",
+      await call("POST", "/v1/chat/completions", { model: "standin/fail-429", messages }, auth),
+    );
+    await conforms(
+      "POST",
+      "/v1/chat/completions",
+      await call(
+        "POST",
+        "/v1/chat/completions",
+        { model: "standin/echo", messages, max_tokens: 4096 },
+        { authorization: `Bearer ${(await gw.newWallet(0)).key}` },
+      ),
+    );
     const budgeted = await gw.newWallet(1, { budget_usdc: 1 });
-    await conforms("POST", "/v1/chat/completions", await call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${budgeted.key}` }));
+    await conforms(
+      "POST",
+      "/v1/chat/completions",
+      await call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${budgeted.key}` }),
+    );
   });
 
   test("responses: JSON, stream, and its errors in OpenAI's shape (400, 401, 402, 404, 502)", async () => {
@@ -184,14 +269,35 @@ describe("live answers match the document", () => {
     const auth = { authorization: `Bearer ${key}` };
     const ok = await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi" }, auth));
     expect(ok.object).toBe("response");
-    const text: string = await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", stream: true }, auth));
+    const text: string = await conforms(
+      "POST",
+      "/v1/responses",
+      await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", stream: true }, auth),
+    );
     expect(text.split("\n\n").filter(Boolean).at(-1)).toStartWith("event: response.completed\n");
     await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "nope/none", input: "hi" }, auth));
-    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", previous_response_id: "resp_x" }, auth));
-    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: [{ type: "item_reference", id: "msg_x" }] }, auth));
+    await conforms(
+      "POST",
+      "/v1/responses",
+      await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", previous_response_id: "resp_x" }, auth),
+    );
+    await conforms(
+      "POST",
+      "/v1/responses",
+      await call("POST", "/v1/responses", { model: "standin/echo", input: [{ type: "item_reference", id: "msg_x" }] }, auth),
+    );
     await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi" }));
     await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/fail-500", input: "hi" }, auth));
-    await conforms("POST", "/v1/responses", await call("POST", "/v1/responses", { model: "standin/echo", input: "hi", max_output_tokens: 4096 }, { authorization: `Bearer ${(await gw.newWallet(0)).key}` }));
+    await conforms(
+      "POST",
+      "/v1/responses",
+      await call(
+        "POST",
+        "/v1/responses",
+        { model: "standin/echo", input: "hi", max_output_tokens: 4096 },
+        { authorization: `Bearer ${(await gw.newWallet(0)).key}` },
+      ),
+    );
   });
 
   test("chat: 429 RATE_LIMITED with its headers", async () => {
@@ -199,11 +305,19 @@ describe("live answers match the document", () => {
     try {
       const { key } = await limited.newWallet(1);
       const body = { model: "standin/echo", messages: [{ role: "user", content: "hi" }] };
-      const send = () => limited.handle(new Request(`${BASE}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify(body) }));
+      const send = () =>
+        limited.handle(
+          new Request(`${BASE}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${key}` },
+            body: JSON.stringify(body),
+          }),
+        );
       expect((await send()).status).toBe(200);
       const res = await send();
       expect(res.status).toBe(429);
-      for (const h of ["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]) expect(res.headers.has(h)).toBe(true);
+      for (const h of ["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"])
+        expect(res.headers.has(h)).toBe(true);
       await conforms("POST", "/v1/chat/completions", res);
       await limited.services.chat.idle();
     } finally {

@@ -42,6 +42,10 @@ test("400, 402 with PAYMENT-REQUIRED, 400 plain error, paid 200 with receipts, t
 
   const { message, signature } = await gw.signIn(payer);
   const wallet = payer.address.toLowerCase();
-  const history = await conforms("GET", `/v1/topups/${wallet}`, await gw.fetch(`${BASE}/v1/topups/${wallet}?${new URLSearchParams({ message, signature })}`));
+  const history = await conforms(
+    "GET",
+    `/v1/topups/${wallet}`,
+    await gw.fetch(`${BASE}/v1/topups/${wallet}?${new URLSearchParams({ message, signature })}`),
+  );
   expect(history.topups).toHaveLength(1);
 }, 60_000);

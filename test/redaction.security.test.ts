@@ -60,10 +60,15 @@ describe("RPC URL redaction", () => {
     const payment = {
       kind: "eip3009",
       payer,
-      inner: { signature: "0x", authorization: { from: payer, to: payer, value: "1000000", validAfter: "0", validBefore: "9999999999", nonce } },
+      inner: {
+        signature: "0x",
+        authorization: { from: payer, to: payer, value: "1000000", validAfter: "0", validBefore: "9999999999", nonce },
+      },
       requirement: { asset: { address: asset.address }, v2: { payTo: "0x" + "cd".repeat(20) }, atomic: 1_000_000n },
     } as unknown as MatchedPayment;
-    const out = await captureLogs(() => gw.services.topup.recovery.open(payment, 1_000_000, `settle: RPC_URL unreachable: ${e.message}`, undefined));
+    const out = await captureLogs(() =>
+      gw.services.topup.recovery.open(payment, 1_000_000, `settle: RPC_URL unreachable: ${e.message}`, undefined),
+    );
     const [row] = await gw.services.sql<{ reason: string }[]>`SELECT reason FROM payment_checks WHERE nonce = ${nonce}`;
     expect(row!.reason).toStartWith("settle: RPC_URL unreachable:");
     expect(row!.reason).toContain("127.0.0.1:9/[redacted]");

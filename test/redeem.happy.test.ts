@@ -56,7 +56,8 @@ describe("redeem_code on POST /v1/auth/keys", () => {
     expect(res.body).toMatchObject({ label: "promo", redeemed_credit_usdc: 7_250_000 });
     expect(res.body.key).toMatch(/^sk-[0-9a-f]{64}$/);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 7_250_000, locked: 0 });
-    const [credit] = await gw.services.sql`SELECT kind, amount_usdc, applied_at IS NOT NULL AS applied FROM credits WHERE wallet = ${wallet}`;
+    const [credit] = await gw.services
+      .sql`SELECT kind, amount_usdc, applied_at IS NOT NULL AS applied FROM credits WHERE wallet = ${wallet}`;
     expect(credit).toMatchObject({ kind: "redeem", amount_usdc: 7_250_000, applied: true });
     const [used] = await gw.services.sql`SELECT redeemed_by FROM redeem_codes WHERE code_hash = ${hashRedeemCode(code!)}`;
     expect(used!.redeemed_by).toBe(wallet);
@@ -95,7 +96,13 @@ describe("referral codes", () => {
       SELECT wallet, referrer FROM referrals WHERE referrer = ${referrer.toLowerCase()} ORDER BY wallet`;
     expect(rows.map((r) => r.wallet).sort()).toEqual([a.address.toLowerCase(), b.address.toLowerCase()].sort());
     await gw.grant(a.address.toLowerCase(), 1); // not a top-up: not in the top-up column
-    await gw.services.credits.add({ eventId: "topup:test:ref", wallet: b.address.toLowerCase(), kind: "topup", amountUsdc: 3_000_000, txHash: `0x${"cd".repeat(32)}` });
+    await gw.services.credits.add({
+      eventId: "topup:test:ref",
+      wallet: b.address.toLowerCase(),
+      kind: "topup",
+      amountUsdc: 3_000_000,
+      txHash: `0x${"cd".repeat(32)}`,
+    });
 
     const report = (await admin("referrals")).split("\n");
     expect(report[0]).toBe("referrer\tcodes\twallets\ttopups_usd\tspent_usd");
@@ -105,6 +112,8 @@ describe("referral codes", () => {
   test("a duplicate ref code is refused (a failure, exit 1, not a usage mistake)", async () => {
     const owner = fresh().address;
     await admin("ref-codes", "create", "--owner", owner, "--code", "dup-code");
-    await expect(admin("ref-codes", "create", "--owner", owner, "--code", "dup-code")).rejects.toThrow(new AdminFailure(`ref code "dup-code" exists already`));
+    await expect(admin("ref-codes", "create", "--owner", owner, "--code", "dup-code")).rejects.toThrow(
+      new AdminFailure(`ref code "dup-code" exists already`),
+    );
   });
 });

@@ -63,7 +63,8 @@ describe("a redeem code credits exactly once across all wallets", () => {
     const winner = accounts[results.findIndex((r) => r.status === 201)]!;
     const [spent] = await gw.services.sql`SELECT redeemed_by FROM redeem_codes WHERE code_hash = ${hashRedeemCode(code)}`;
     expect(spent!.redeemed_by).toBe(winner.address.toLowerCase());
-    const [credits] = await gw.services.sql`SELECT count(*)::int AS n, sum(amount_usdc)::bigint AS total FROM credits WHERE event_id = ${`redeem:${hashRedeemCode(code)}`}`;
+    const [credits] = await gw.services
+      .sql`SELECT count(*)::int AS n, sum(amount_usdc)::bigint AS total FROM credits WHERE event_id = ${`redeem:${hashRedeemCode(code)}`}`;
     expect(credits).toMatchObject({ n: 1, total: 3_000_000 });
     for (const a of accounts) expect((await gw.ledgerState(a.address.toLowerCase())).balance).toBe(a === winner ? 3_000_000 : 0);
   });
@@ -87,7 +88,11 @@ describe("a redeem code credits exactly once across all wallets", () => {
     expect(unknown.status).toBe(400);
     const code = await newCode();
     const { message } = await gw.signIn(a);
-    const forged = await gw.call("POST", "/v1/auth/keys", { message, signature: await fresh().signMessage({ message }), redeem_code: code });
+    const forged = await gw.call("POST", "/v1/auth/keys", {
+      message,
+      signature: await fresh().signMessage({ message }),
+      redeem_code: code,
+    });
     expect(forged.status).toBe(401);
     const [unspent] = await gw.services.sql`SELECT redeemed_at FROM redeem_codes WHERE code_hash = ${hashRedeemCode(code)}`;
     expect(unspent!.redeemed_at).toBeNull();

@@ -107,7 +107,13 @@ describe("reserveFor: images are billed by pixels, not bytes", () => {
 
   test("the Anthropic dialect's body carries only the base64: the same subtraction holds", () => {
     const body = req({ messages: [{ role: "user", content: [image(dataUrl)] }] });
-    const upstream = JSON.stringify({ model: "claude", max_tokens: 1024, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "A".repeat(200_000) } }] }] });
+    const upstream = JSON.stringify({
+      model: "claude",
+      max_tokens: 1024,
+      messages: [
+        { role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "A".repeat(200_000) } }] },
+      ],
+    });
     const r = reserveFor(claude, body, upstream);
     expect(r.promptTokens).toBe(bytes(upstream) - 200_000 + 8 + 1_600);
     expect(r.promptTokens).toBeGreaterThan(1_600);
@@ -159,7 +165,12 @@ describe("reserveFor: inputs the gateway cannot bound hold the context window", 
   });
 
   test("an assistant message that refers to an earlier audio answer", () => {
-    const body = req({ messages: [{ role: "assistant", content: null, audio: { id: "audio_1" } }, { role: "user", content: "and?" }] });
+    const body = req({
+      messages: [
+        { role: "assistant", content: null, audio: { id: "audio_1" } },
+        { role: "user", content: "and?" },
+      ],
+    });
     expect(reserveFor(plain, body, JSON.stringify(body))).toMatchObject({ promptTokens: 100_000, unbounded: true });
   });
 });
@@ -168,7 +179,10 @@ describe("reserveFor covers what the stand-ins bill", () => {
   test("any mix of images and text, through the real OpenAI adapter: the bound is at least the billed prompt", () => {
     const model = tiles;
     for (let n = 0; n < 50; n++) {
-      const content = Array.from({ length: n % 7 }, (_, i) => ({ type: "image_url", image_url: { url: `https://i/${i}`, detail: ["low", "high", "auto"][(n + i) % 3] } }));
+      const content = Array.from({ length: n % 7 }, (_, i) => ({
+        type: "image_url",
+        image_url: { url: `https://i/${i}`, detail: ["low", "high", "auto"][(n + i) % 3] },
+      }));
       const body = req({ messages: [{ role: "user", content: [{ type: "text", text: "x" }, ...content] }], n: 1 + (n % 3) });
       const { init, hiddenPromptTokens } = openaiAdapter.request({ model, body, stream: n % 2 === 0, maxTokens: 1024 });
       const r = reserveFor(model, body, init.body as string, hiddenPromptTokens);

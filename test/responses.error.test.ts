@@ -42,11 +42,25 @@ describe("each client's error class, OpenAI's error shape", () => {
     expect(e.code).toBe("UNKNOWN_MODEL");
     expect(e.type).toBe("invalid_request_error");
     expect(e.message).toContain("nope/nothing");
-    const ai = await rejection(generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })("nope/nothing"), prompt: "hi", maxRetries: 0 }));
+    const ai = await rejection(
+      generateText({
+        model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })("nope/nothing"),
+        prompt: "hi",
+        maxRetries: 0,
+      }),
+    );
     expect(APICallError.isInstance(ai)).toBe(true);
     expect(ai.statusCode).toBe(400);
     expect(ai.message).toContain("nope/nothing");
-    const lc = await rejection(new ChatOpenAI({ model: "nope/nothing", apiKey: key, useResponsesApi: true, maxRetries: 0, configuration: { baseURL: `${BASE}/v1`, fetch: gw.fetch } }).invoke("hi"));
+    const lc = await rejection(
+      new ChatOpenAI({
+        model: "nope/nothing",
+        apiKey: key,
+        useResponsesApi: true,
+        maxRetries: 0,
+        configuration: { baseURL: `${BASE}/v1`, fetch: gw.fetch },
+      }).invoke("hi"),
+    );
     expect(lc).toBeInstanceOf(OpenAI.BadRequestError);
     await expectUntouched(wallet);
   });
@@ -55,7 +69,13 @@ describe("each client's error class, OpenAI's error shape", () => {
     const e = await rejection(gw.openai("sk-not-a-key").responses.create({ model: ECHO, input: "hi" }));
     expect(e).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(e.code).toBe("UNAUTHORIZED");
-    const ai = await rejection(generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: "sk-not-a-key", fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }));
+    const ai = await rejection(
+      generateText({
+        model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: "sk-not-a-key", fetch: gw.fetch })(ECHO),
+        prompt: "hi",
+        maxRetries: 0,
+      }),
+    );
     expect(ai.statusCode).toBe(401);
     expect(ai.message).toBe("Missing or invalid credentials");
   });
@@ -68,7 +88,9 @@ describe("each client's error class, OpenAI's error shape", () => {
     expect(e.status).toBe(402);
     expect(e.code).toBe("INSUFFICIENT_BALANCE");
     expect(e.error).toMatchObject({ available_usdc: 100, topup: { endpoint: "/v1/topup" } });
-    const ai = await rejection(generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }));
+    const ai = await rejection(
+      generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }),
+    );
     expect(ai.statusCode).toBe(402);
     await expectUntouched(wallet, 100);
   });
@@ -102,11 +124,17 @@ describe("each client's error class, OpenAI's error shape", () => {
     for (const [body, message] of cases) {
       const res = await post(key, body);
       expect(res.status).toBe(400);
-      expect(res.body).toEqual({ error: { message: expect.stringMatching(message), type: "invalid_request_error", code: "VALIDATION_ERROR", param: null } });
+      expect(res.body).toEqual({
+        error: { message: expect.stringMatching(message), type: "invalid_request_error", code: "VALIDATION_ERROR", param: null },
+      });
     }
-    const raw = await gw.handle(new Request(`${BASE}/v1/responses`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{not json" }));
+    const raw = await gw.handle(
+      new Request(`${BASE}/v1/responses`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{not json" }),
+    );
     expect(raw.status).toBe(400);
-    expect(await raw.json()).toEqual({ error: { message: "Body is not valid JSON", type: "invalid_request_error", code: "VALIDATION_ERROR", param: null } });
+    expect(await raw.json()).toEqual({
+      error: { message: "Body is not valid JSON", type: "invalid_request_error", code: "VALIDATION_ERROR", param: null },
+    });
     await expectUntouched(wallet);
   });
 });
@@ -124,7 +152,15 @@ describe("stored conversations that are not there", () => {
 
   test("unknown item_reference: 404 item_not_found (NotFoundError)", async () => {
     const { wallet, key } = await gw.newWallet(1);
-    const e = await rejection(gw.openai(key).responses.create({ model: ECHO, input: [{ type: "item_reference", id: "msg_nothing" }, { role: "user", content: "hi" }] }));
+    const e = await rejection(
+      gw.openai(key).responses.create({
+        model: ECHO,
+        input: [
+          { type: "item_reference", id: "msg_nothing" },
+          { role: "user", content: "hi" },
+        ],
+      }),
+    );
     expect(e).toBeInstanceOf(OpenAI.NotFoundError);
     expect(e.code).toBe("item_not_found");
     expect(e.param).toBe("input");
@@ -135,10 +171,14 @@ describe("stored conversations that are not there", () => {
     const owner = await gw.newWallet(1);
     const r1 = await gw.openai(owner.key).responses.create({ model: ECHO, input: "secret" });
     const other = await gw.newWallet(1);
-    const byId = await rejection(gw.openai(other.key).responses.create({ model: ECHO, previous_response_id: r1.id, input: "what did they say?" }));
+    const byId = await rejection(
+      gw.openai(other.key).responses.create({ model: ECHO, previous_response_id: r1.id, input: "what did they say?" }),
+    );
     expect(byId.status).toBe(400);
     expect(byId.code).toBe("previous_response_not_found");
-    const byItem = await rejection(gw.openai(other.key).responses.create({ model: ECHO, input: [{ type: "item_reference", id: r1.output[0]!.id! }] }));
+    const byItem = await rejection(
+      gw.openai(other.key).responses.create({ model: ECHO, input: [{ type: "item_reference", id: r1.output[0]!.id! }] }),
+    );
     expect(byItem.status).toBe(404);
     await expectUntouched(other.wallet);
   });
@@ -187,19 +227,28 @@ describe("a client leaving mid-stream", () => {
   /** Opens a stream on `path` and reads until `n` text pieces arrived, then cancels it. */
   async function leaveAfter(path: string, key: string, body: unknown, n: number, isText: (payload: any) => boolean) {
     const cancelled = gw.standin.cancelled;
-    const res = await gw.handle(new Request(BASE + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) }));
+    const res = await gw.handle(
+      new Request(BASE + path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+    );
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
     const dec = new TextDecoder();
     let buffer = "";
-    for (let seen = 0; seen < n; ) {
+    for (let seen = 0; seen < n;) {
       const r = await reader.read();
       if (r.done) throw new Error("stream ended early");
       buffer += dec.decode(r.value, { stream: true });
       const events = buffer.split("\n\n");
       buffer = events.pop()!;
       for (const e of events) {
-        const data = e.split("\n").find((l) => l.startsWith("data: "))!.slice(6);
+        const data = e
+          .split("\n")
+          .find((l) => l.startsWith("data: "))!
+          .slice(6);
         if (isText(JSON.parse(data))) seen++;
       }
     }
@@ -210,9 +259,21 @@ describe("a client leaving mid-stream", () => {
 
   test("is billed exactly as the same disconnect on /v1/chat/completions", async () => {
     const viaChat = await gw.newWallet(1);
-    await leaveAfter("/v1/chat/completions", viaChat.key, { model: "standin/hang", messages: [{ role: "user", content: "hi" }], max_tokens: 500, stream: true }, 3, (p) => !!p.choices?.[0]?.delta?.content);
+    await leaveAfter(
+      "/v1/chat/completions",
+      viaChat.key,
+      { model: "standin/hang", messages: [{ role: "user", content: "hi" }], max_tokens: 500, stream: true },
+      3,
+      (p) => !!p.choices?.[0]?.delta?.content,
+    );
     const viaResponses = await gw.newWallet(1);
-    await leaveAfter("/v1/responses", viaResponses.key, { model: "standin/hang", input: "hi", max_output_tokens: 500, stream: true }, 3, (p) => p.type === "response.output_text.delta");
+    await leaveAfter(
+      "/v1/responses",
+      viaResponses.key,
+      { model: "standin/hang", input: "hi", max_output_tokens: 500, stream: true },
+      3,
+      (p) => p.type === "response.output_text.delta",
+    );
     const chat = await gw.ledgerState(viaChat.wallet);
     expect(chat.locked).toBe(0);
     expect(chat.balance).toBeLessThan(1_000_000);

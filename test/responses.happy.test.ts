@@ -26,7 +26,10 @@ const weatherTool = {
 
 /** What each stand-in bills for its last request: the text it answers and the usage it reports. */
 const MODELS = {
-  [ECHO]: { reply: REPLY_WORDS.join(""), usage: () => ({ input: 10 * (gw.standin.requests.at(-1)!.messages as unknown[]).length + 1, output: REPLY_WORDS.length }) },
+  [ECHO]: {
+    reply: REPLY_WORDS.join(""),
+    usage: () => ({ input: 10 * (gw.standin.requests.at(-1)!.messages as unknown[]).length + 1, output: REPLY_WORDS.length }),
+  },
   [SONNET]: { reply: REPLY.join(""), usage: () => ({ input: inputTokensFor(gw.anthropic.requests.at(-1)!), output: REPLY.length }) },
 } as const;
 
@@ -41,14 +44,27 @@ for (const model of [ECHO, SONNET] as const) {
   describe(`responses via ${model}`, () => {
     test("openai SDK responses.create: text, usage, exact charge", async () => {
       const { wallet, key } = await gw.newWallet(10);
-      const r = await gw.openai(key).responses.create({ model, instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 });
+      const r = await gw
+        .openai(key)
+        .responses.create({ model, instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 });
       const { input, output } = m.usage();
       expect(r.object).toBe("response");
       expect(r.status).toBe("completed");
       expect(r.output_text).toBe(m.reply);
       expect(r.output).toHaveLength(1);
-      expect(r.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: m.reply, annotations: [] }] });
-      expect(r.usage).toEqual({ input_tokens: input, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + output });
+      expect(r.output[0]).toMatchObject({
+        type: "message",
+        role: "assistant",
+        status: "completed",
+        content: [{ type: "output_text", text: m.reply, annotations: [] }],
+      });
+      expect(r.usage).toEqual({
+        input_tokens: input,
+        input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+        output_tokens: output,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: input + output,
+      });
       await charged(wallet, input, output);
     });
 
@@ -67,8 +83,18 @@ for (const model of [ECHO, SONNET] as const) {
       }
       expect(text).toBe(m.reply);
       expect(seqs).toEqual(seqs.map((_, i) => i));
-      expect(types.slice(0, 4)).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
-      expect(types.slice(-4)).toEqual(["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
+      expect(types.slice(0, 4)).toEqual([
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+      ]);
+      expect(types.slice(-4)).toEqual([
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+      ]);
       expect(types.filter((t) => t === "response.output_text.delta")).toHaveLength(model === ECHO ? REPLY_WORDS.length : REPLY.length);
       const { input, output } = m.usage();
       expect(completed.usage).toMatchObject({ input_tokens: input, output_tokens: output, total_tokens: input + output });
@@ -96,11 +122,18 @@ for (const model of [ECHO, SONNET] as const) {
       expect(r2.previous_response_id).toBe(r1.id);
       const upstream = model === ECHO ? gw.standin.requests.at(-1)! : gw.anthropic.requests.at(-1)!;
       // The first turn's instructions are not carried over (OpenAI's rule): no system message upstream.
-      expect(upstream.messages).toEqual([{ role: "user", content: "Say hello." }, { role: "assistant", content: m.reply }, { role: "user", content: "Again." }]);
+      expect(upstream.messages).toEqual([
+        { role: "user", content: "Say hello." },
+        { role: "assistant", content: m.reply },
+        { role: "user", content: "Again." },
+      ]);
       expect(upstream.system).toBeUndefined();
       const second = m.usage();
       expect(r2.usage?.input_tokens).toBe(second.input);
-      expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - expectedCharge(first.input, first.output) - expectedCharge(second.input, second.output), locked: 0 });
+      expect(await gw.ledgerState(wallet)).toEqual({
+        balance: 10_000_000 - expectedCharge(first.input, first.output) - expectedCharge(second.input, second.output),
+        locked: 0,
+      });
     });
 
     test("an item_reference resolves to the stored output item", async () => {
@@ -109,10 +142,18 @@ for (const model of [ECHO, SONNET] as const) {
       const r1 = await client.responses.create({ model, input: "Say hello." });
       await client.responses.create({
         model,
-        input: [{ role: "user", content: "Say hello." }, { type: "item_reference", id: r1.output[0]!.id! }, { role: "user", content: "Again." }],
+        input: [
+          { role: "user", content: "Say hello." },
+          { type: "item_reference", id: r1.output[0]!.id! },
+          { role: "user", content: "Again." },
+        ],
       });
       const upstream = model === ECHO ? gw.standin.requests.at(-1)! : gw.anthropic.requests.at(-1)!;
-      expect(upstream.messages).toEqual([{ role: "user", content: "Say hello." }, { role: "assistant", content: m.reply }, { role: "user", content: "Again." }]);
+      expect(upstream.messages).toEqual([
+        { role: "user", content: "Say hello." },
+        { role: "assistant", content: m.reply },
+        { role: "user", content: "Again." },
+      ]);
     });
 
     test("AI SDK default provider: generateText and streamText, text and usage, exact charge", async () => {
@@ -126,16 +167,26 @@ for (const model of [ECHO, SONNET] as const) {
       expect(await s.text).toBe(m.reply);
       const two = m.usage();
       expect(await s.usage).toMatchObject({ inputTokens: two.input, outputTokens: two.output });
-      expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - expectedCharge(one.input, one.output) - expectedCharge(two.input, two.output), locked: 0 });
+      expect(await gw.ledgerState(wallet)).toEqual({
+        balance: 10_000_000 - expectedCharge(one.input, one.output) - expectedCharge(two.input, two.output),
+        locked: 0,
+      });
     });
 
     test("AI SDK second turn: the earlier answer goes back as an item_reference and resolves", async () => {
       const { key } = await gw.newWallet(10);
       const sent: any[] = [];
-      const recording = ((url: string, init: RequestInit) => (sent.push(JSON.parse(String(init.body))), gw.fetch(url, init))) as typeof fetch;
+      const recording = ((url: string, init: RequestInit) => (
+        sent.push(JSON.parse(String(init.body))),
+        gw.fetch(url, init)
+      )) as typeof fetch;
       const provider = createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: recording });
       const g = await generateText({ model: provider(model), prompt: "Say hello.", maxRetries: 0 });
-      const again = await generateText({ model: provider(model), messages: [{ role: "user", content: "Say hello." }, ...g.response.messages, { role: "user", content: "Again." }], maxRetries: 0 });
+      const again = await generateText({
+        model: provider(model),
+        messages: [{ role: "user", content: "Say hello." }, ...g.response.messages, { role: "user", content: "Again." }],
+        maxRetries: 0,
+      });
       expect(again.text).toBe(m.reply);
       const upstream = model === ECHO ? gw.standin.requests.at(-1)! : gw.anthropic.requests.at(-1)!;
       expect(sent[1].input[1]).toEqual({ type: "item_reference", id: expect.stringMatching(/^msg_[0-9a-f]{32}$/) });
@@ -144,16 +195,29 @@ for (const model of [ECHO, SONNET] as const) {
 
     test("LangChain ChatOpenAI with useResponsesApi: invoke and stream, usage, exact charge", async () => {
       const { wallet, key } = await gw.newWallet(10);
-      const llm = new ChatOpenAI({ model, apiKey: key, useResponsesApi: true, maxRetries: 0, configuration: { baseURL: `${BASE}/v1`, fetch: gw.fetch } });
+      const llm = new ChatOpenAI({
+        model,
+        apiKey: key,
+        useResponsesApi: true,
+        maxRetries: 0,
+        configuration: { baseURL: `${BASE}/v1`, fetch: gw.fetch },
+      });
       const answer = await llm.invoke("Say hello.");
       expect(answer.text).toBe(m.reply);
       const one = m.usage();
-      expect(answer.usage_metadata).toMatchObject({ input_tokens: one.input, output_tokens: one.output, total_tokens: one.input + one.output });
+      expect(answer.usage_metadata).toMatchObject({
+        input_tokens: one.input,
+        output_tokens: one.output,
+        total_tokens: one.input + one.output,
+      });
       let streamed = "";
       for await (const chunk of await llm.stream("Say hello.")) streamed += chunk.text;
       expect(streamed).toBe(m.reply);
       const two = m.usage();
-      expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - expectedCharge(one.input, one.output) - expectedCharge(two.input, two.output), locked: 0 });
+      expect(await gw.ledgerState(wallet)).toEqual({
+        balance: 10_000_000 - expectedCharge(one.input, one.output) - expectedCharge(two.input, two.output),
+        locked: 0,
+      });
     });
   });
 }
@@ -183,12 +247,18 @@ describe("function tool round trip (Anthropic-type model: its stand-in calls the
     expect(r2.output_text).toBe(AFTER_TOOL.join(""));
     const o1 = TOOL_INTRO.length + TOOL_JSON.length;
     expect(r1.usage?.output_tokens).toBe(o1);
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - expectedCharge(p1, o1) - expectedCharge(p2, AFTER_TOOL.length), locked: 0 });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: 10_000_000 - expectedCharge(p1, o1) - expectedCharge(p2, AFTER_TOOL.length),
+      locked: 0,
+    });
   });
 
   test("openai SDK streamed: function_call events and the call on response.completed", async () => {
     const { key } = await gw.newWallet(10);
-    const final = await gw.openai(key).responses.stream({ model: SONNET, input: "Weather in Paris?", tools: [weatherTool] }).finalResponse();
+    const final = await gw
+      .openai(key)
+      .responses.stream({ model: SONNET, input: "Weather in Paris?", tools: [weatherTool] })
+      .finalResponse();
     const call = final.output.find((i) => i.type === "function_call") as { name: string; arguments: string } | undefined;
     expect(call?.name).toBe("get_weather");
     expect(JSON.parse(call!.arguments)).toEqual(callArgs);
@@ -198,8 +268,20 @@ describe("function tool round trip (Anthropic-type model: its stand-in calls the
   test("AI SDK generateText tool loop (two steps, streamed and not)", async () => {
     const { key } = await gw.newWallet(10);
     const { tool, stepCountIs, jsonSchema } = await import("ai");
-    const tools = { get_weather: tool({ description: "weather", inputSchema: jsonSchema<{ city: string }>(weatherTool.parameters as any), execute: async () => ({ temp: 21 }) }) };
-    const g = await generateText({ model: aiProvider(key)(SONNET), prompt: "Weather in Paris?", tools, stopWhen: stepCountIs(2), maxRetries: 0 });
+    const tools = {
+      get_weather: tool({
+        description: "weather",
+        inputSchema: jsonSchema<{ city: string }>(weatherTool.parameters as any),
+        execute: async () => ({ temp: 21 }),
+      }),
+    };
+    const g = await generateText({
+      model: aiProvider(key)(SONNET),
+      prompt: "Weather in Paris?",
+      tools,
+      stopWhen: stepCountIs(2),
+      maxRetries: 0,
+    });
     expect(g.steps).toHaveLength(2);
     expect(g.steps[0]!.toolCalls[0]).toMatchObject({ toolName: "get_weather", input: callArgs });
     expect(g.text).toBe(AFTER_TOOL.join(""));

@@ -25,7 +25,11 @@ const expiry = (p: KeyPrincipal, holdId: string) => gw.services.redis.zscore(gw.
 
 async function charges(holdId: string) {
   await gw.services.flusher.drain();
-  return [...(await gw.services.sql<{ amount_usdc: number }[]>`SELECT amount_usdc FROM ledger_events WHERE hold_id = ${holdId} AND type = 'charge'`)];
+  return [
+    ...(await gw.services.sql<
+      { amount_usdc: number }[]
+    >`SELECT amount_usdc FROM ledger_events WHERE hold_id = ${holdId} AND type = 'charge'`),
+  ];
 }
 
 describe("a long stream keeps its hold", () => {
@@ -65,7 +69,9 @@ describe("a settle that could not reach Redis is posted later from Postgres", ()
     const holdId = crypto.randomUUID(); // never reserved here: as after Redis lost it
     await gw.services.pendingSettles.record({ holdId, wallet, keyId, charge: 7_000, details });
     expect(await gw.services.pendingSettles.replay()).toBe(1);
-    expect(errors.take(/"deferred settle: Redis no longer knows the hold/)).toEqual([expect.objectContaining({ hold: holdId, charge: 7_000 })]);
+    expect(errors.take(/"deferred settle: Redis no longer knows the hold/)).toEqual([
+      expect.objectContaining({ hold: holdId, charge: 7_000 }),
+    ]);
     const rows = await gw.services.sql<{ unresolved: boolean; charge_usdc: number }[]>`
       SELECT unresolved, charge_usdc FROM pending_settles WHERE hold_id = ${holdId}`;
     expect([...rows]).toEqual([{ unresolved: true, charge_usdc: 7_000 }]);

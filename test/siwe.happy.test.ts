@@ -37,7 +37,11 @@ async function signInFrom(g: TestGateway, origin: string) {
   });
   const signature = await account.signMessage({ message });
   const created = await g.handle(
-    new Request(`${origin}/v1/auth/keys`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ message, signature, label: "discovered" }) }),
+    new Request(`${origin}/v1/auth/keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ message, signature, label: "discovered" }),
+    }),
   );
   return { params: p, account, status: created.status, body: await created.json() };
 }
@@ -67,7 +71,9 @@ describe("GET /v1/auth/siwe", () => {
     expect(r.body.key).toMatch(/^sk-[0-9a-f]{64}$/);
     const wallet = r.account.address.toLowerCase();
     await gw.grant(wallet, 1_000_000);
-    const chat = await gw.openai(r.body.key).chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
+    const chat = await gw
+      .openai(r.body.key)
+      .chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
     expect(chat.choices[0]!.message.content).toBe("Hello from the stand-in");
     expect(chat.model).toBe("standin/echo");
   });

@@ -23,11 +23,26 @@ beforeAll(async () => {
   redis = new Redis(server.socket);
   const dir = mkdtempSync(join(tmpdir(), "gw-startup-"));
   const models = join(dir, "models.json");
-  writeFileSync(models, JSON.stringify({
-    providers: { p: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "P_KEY" } },
-    models: [{ id: "p/m", provider: "p", upstreamModel: "m", name: "M", contextLength: 1000, maxOutputTokens: 100,
-      promptPricePer1MTokens: 1, completionPricePer1M: 2, costPromptPer1M: 0.5, costCompletionPer1M: 1 }],
-  }));
+  writeFileSync(
+    models,
+    JSON.stringify({
+      providers: { p: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "P_KEY" } },
+      models: [
+        {
+          id: "p/m",
+          provider: "p",
+          upstreamModel: "m",
+          name: "M",
+          contextLength: 1000,
+          maxOutputTokens: 100,
+          promptPricePer1MTokens: 1,
+          completionPricePer1M: 2,
+          costPromptPer1M: 0.5,
+          costCompletionPer1M: 1,
+        },
+      ],
+    }),
+  );
   env = { REDIS_URL: `redis://127.0.0.1:${port}`, MODELS_FILE: models, P_KEY: "k", LOG_LEVEL: "error", DATA_DIR: dir };
   // The machine's Postgres when there is one; else the child starts an embedded one in DATA_DIR.
   if (process.env.TEST_DATABASE_URL) {

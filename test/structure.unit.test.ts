@@ -20,7 +20,15 @@ const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
  */
 const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
   ["composition root", (f) => ["main.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts"].includes(f) || f.startsWith("admin/")],
-  ["routes", (f) => /^modules\/[^/]+\/[^/]+\.routes\.ts$/.test(f) || f.startsWith("dashboard/") || f.startsWith("openapi/") || f === "cors.ts" || f === "requestBody.ts"],
+  [
+    "routes",
+    (f) =>
+      /^modules\/[^/]+\/[^/]+\.routes\.ts$/.test(f) ||
+      f.startsWith("dashboard/") ||
+      f.startsWith("openapi/") ||
+      f === "cors.ts" ||
+      f === "requestBody.ts",
+  ],
   ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
   ["config", (f) => f === "config.ts"],
   ["billing, rebuild, audit", (f) => /^(billing|rebuild|audit)\//.test(f)],
@@ -38,7 +46,9 @@ function floorOf(file: string): number {
 /** The src/ files a file imports (static, re-exported, side-effect and dynamic), as paths under src/. */
 function importsOf(file: string): string[] {
   const specifiers = [...text.get(file)!.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g)].map((m) => m[1]!);
-  return specifiers.map((s) => relative(SRC, normalize(join(SRC, dirname(file), s)))).filter((p) => p.endsWith(".ts") && !p.startsWith(".."));
+  return specifiers
+    .map((s) => relative(SRC, normalize(join(SRC, dirname(file), s))))
+    .filter((p) => p.endsWith(".ts") && !p.startsWith(".."));
 }
 
 /**
@@ -66,7 +76,8 @@ describe("the source's layout", () => {
     const upward: string[] = [];
     for (const f of files) {
       for (const target of importsOf(f)) {
-        if (floorOf(target) < floorOf(f)) upward.push(`src/${f} (${FLOORS[floorOf(f)]![0]}) imports src/${target} (${FLOORS[floorOf(target)]![0]})`);
+        if (floorOf(target) < floorOf(f))
+          upward.push(`src/${f} (${FLOORS[floorOf(f)]![0]}) imports src/${target} (${FLOORS[floorOf(target)]![0]})`);
       }
     }
     expect(upward).toEqual([]);
@@ -98,12 +109,15 @@ describe("the source's layout", () => {
     const elsewhere: string[] = [];
     for (const f of files) {
       if (f === "ledger/names.ts") continue;
-      text.get(f)!.split("\n").forEach((line, i) => {
-        const t = line.trim();
-        // Comments may name a key for the reader; code (strings, templates, regexes) may not spell one.
-        if (t.startsWith("*") || t.startsWith("//") || t.startsWith("/*")) return;
-        if (line.includes("gw:")) elsewhere.push(`src/${f}:${i + 1}: ${t}`);
-      });
+      text
+        .get(f)!
+        .split("\n")
+        .forEach((line, i) => {
+          const t = line.trim();
+          // Comments may name a key for the reader; code (strings, templates, regexes) may not spell one.
+          if (t.startsWith("*") || t.startsWith("//") || t.startsWith("/*")) return;
+          if (line.includes("gw:")) elsewhere.push(`src/${f}:${i + 1}: ${t}`);
+        });
     }
     expect(elsewhere).toEqual([]);
     expect(text.get("ledger/names.ts")).toContain('"gw:ledger:ready"');
@@ -114,7 +128,12 @@ describe("the source's layout", () => {
     // then be applied twice under two spellings.
     const once = ["`topup:${", "`grant:${", "`redeem:${", "`${type}:${hold}`", "e.type || ':' || e.hold", "mutually exclusive"];
     for (const s of once) {
-      const places = files.flatMap((f) => text.get(f)!.split("\n").flatMap((line, i) => (line.includes(s) ? [`src/${f}:${i + 1}`] : [])));
+      const places = files.flatMap((f) =>
+        text
+          .get(f)!
+          .split("\n")
+          .flatMap((line, i) => (line.includes(s) ? [`src/${f}:${i + 1}`] : [])),
+      );
       expect({ [s]: places }).toEqual({ [s]: [places[0]!] });
     }
   });

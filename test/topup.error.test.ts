@@ -17,7 +17,8 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-const topup = (amount: unknown, headers: Record<string, string> = {}) => gw.call("POST", "/v1/topup", amount === undefined ? {} : { amount }, headers);
+const topup = (amount: unknown, headers: Record<string, string> = {}) =>
+  gw.call("POST", "/v1/topup", amount === undefined ? {} : { amount }, headers);
 
 /** Token balances of payer and PAY_TO and the payer's ledger balance: what a refused payment must not change. */
 async function snapshot(payer: PrivateKeyAccount) {
@@ -114,7 +115,10 @@ describe("payment header problems are 400 {error} with no code (spec error rule 
   test("wrong network or scheme: a mismatch", async () => {
     const payer = await chain.newPayer();
     const p = decode(await signV1Payment(chain, payer, { to: chain.payTo, value: 5_000_000n }));
-    for (const changed of [{ ...p, network: "base" }, { ...p, scheme: "upto" }]) {
+    for (const changed of [
+      { ...p, network: "base" },
+      { ...p, scheme: "upto" },
+    ]) {
       const res = await topup(5, { "x-payment": encode(changed) });
       expect(res.status).toBe(400);
       expect(res.body.error).toStartWith("mismatched payment");
@@ -149,7 +153,12 @@ describe("payments the facilitator refuses: 402 with the requirements again, not
   test("expired authorization", async () => {
     const payer = await chain.newPayer();
     const now = BigInt(Math.floor(Date.now() / 1000));
-    const header = await signV1Payment(chain, payer, { to: chain.payTo, value: 5_000_000n, validAfter: now - 3600n, validBefore: now - 60n });
+    const header = await signV1Payment(chain, payer, {
+      to: chain.payTo,
+      value: 5_000_000n,
+      validAfter: now - 3600n,
+      validBefore: now - 60n,
+    });
     const before = await snapshot(payer);
     const res = await topup(5, { "x-payment": header });
     expect(res.status).toBe(402);

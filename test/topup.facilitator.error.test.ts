@@ -64,22 +64,26 @@ describe("facilitator unreachable or timing out: 503 {error}, nothing credited",
     ["HTTP facilitator down (closed port)", () => ({ FACILITATOR: "http", FACILITATOR_URL: "http://127.0.0.1:9" })],
     ["HTTP facilitator that never answers", () => ({ FACILITATOR: "http", FACILITATOR_URL: hanging.url, FACILITATOR_TIMEOUT_MS: "300" })],
     ["in-process facilitator whose RPC is down", () => ({ FACILITATOR: "local", RPC_URL: "http://127.0.0.1:9" })],
-  ])("%s", async (_name, env) => {
-    const gw = await startGateway({ ...chain.gatewayEnv(), ...env() });
-    closed.push(gw);
-    const payer = await chain.newPayer();
-    const payment = await capturePayment(gw.fetch, (f) => v1Fetch(f, chain, payer), 5);
-    const before = await chainBalances(payer);
-    const res = await gw.call("POST", "/v1/topup", { amount: 5 }, { [payment.name]: payment.value });
-    expect(res.status).toBe(503);
-    expect(res.body).toEqual({ error: "payment facilitator unavailable" });
-    // The operator is told, in one error line.
-    expect(errors.take(/"payment facilitator unavailable"/)).toHaveLength(1);
-    expect(await gw.ledgerState(payer.address.toLowerCase())).toEqual({ balance: 0, locked: 0 });
-    expect(await chainBalances(payer)).toEqual(before);
-    const [row] = await gw.services.sql`SELECT count(*)::int AS n FROM credits WHERE kind = 'topup'`;
-    expect(row!.n).toBe(0);
-  }, 60_000);
+  ])(
+    "%s",
+    async (_name, env) => {
+      const gw = await startGateway({ ...chain.gatewayEnv(), ...env() });
+      closed.push(gw);
+      const payer = await chain.newPayer();
+      const payment = await capturePayment(gw.fetch, (f) => v1Fetch(f, chain, payer), 5);
+      const before = await chainBalances(payer);
+      const res = await gw.call("POST", "/v1/topup", { amount: 5 }, { [payment.name]: payment.value });
+      expect(res.status).toBe(503);
+      expect(res.body).toEqual({ error: "payment facilitator unavailable" });
+      // The operator is told, in one error line.
+      expect(errors.take(/"payment facilitator unavailable"/)).toHaveLength(1);
+      expect(await gw.ledgerState(payer.address.toLowerCase())).toEqual({ balance: 0, locked: 0 });
+      expect(await chainBalances(payer)).toEqual(before);
+      const [row] = await gw.services.sql`SELECT count(*)::int AS n FROM credits WHERE kind = 'topup'`;
+      expect(row!.n).toBe(0);
+    },
+    60_000,
+  );
 
   test("a deployment without PAY_TO takes no top-ups: 503", async () => {
     const gw = await startGateway({ DEPLOYMENT: "local" });

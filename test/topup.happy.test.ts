@@ -101,7 +101,11 @@ describe("end to end on the local chain with the x402 client libraries", () => {
     const res = await v2Fetch(gw.fetch, chain, payer, "USDC")(...topupRequest(2.5));
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ balance_usdc: 2_500_000, credited_usdc: 2_500_000 });
-    expect(decode(res.headers.get("payment-response"))).toMatchObject({ success: true, network: "eip155:84532", payer: payer.address.toLowerCase() });
+    expect(decode(res.headers.get("payment-response"))).toMatchObject({
+      success: true,
+      network: "eip155:84532",
+      payer: payer.address.toLowerCase(),
+    });
     const after = await balances(payer, chain.usdc.address);
     expect(before.payer - after.payer).toBe(2_500_000n);
     expect(after.payTo - before.payTo).toBe(2_500_000n);

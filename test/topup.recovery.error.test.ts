@@ -25,7 +25,12 @@ beforeAll(async () => {
   // Verifies, then never settles and never answers /settle.
   hanging = await startFacilitator(chain, { settleHangs: true });
   viaSlow = await startGateway({ ...chain.gatewayEnv(), FACILITATOR: "http", FACILITATOR_URL: slow.url, FACILITATOR_TIMEOUT_MS: "1000" });
-  viaHanging = await startGateway({ ...chain.gatewayEnv(), FACILITATOR: "http", FACILITATOR_URL: hanging.url, FACILITATOR_TIMEOUT_MS: "1000" });
+  viaHanging = await startGateway({
+    ...chain.gatewayEnv(),
+    FACILITATOR: "http",
+    FACILITATOR_URL: hanging.url,
+    FACILITATOR_TIMEOUT_MS: "1000",
+  });
   local = await startGateway(chain.gatewayEnv());
 }, 60_000);
 
@@ -67,7 +72,9 @@ describe("settlement outcome unknown", () => {
     const res = await gw.call("POST", "/v1/topup", { amount: 4 }, { [payment.name]: payment.value });
     expect(res.status).toBe(503);
     expect(res.body).toEqual({ error: "payment facilitator unavailable" });
-    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual(["facilitator settle timed out after 1000 ms"]);
+    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual([
+      "facilitator settle timed out after 1000 ms",
+    ]);
     const settled = await slow.settlements.at(-1)!;
     expect(settled.success).toBe(true);
     const after = await onChain(payer);
@@ -99,7 +106,9 @@ describe("settlement outcome unknown", () => {
     const payer = await chain.newPayer();
     const wallet = payer.address.toLowerCase();
     const payment = await capturePayment(gw.fetch, (f) => v2Fetch(f, chain, payer), 3);
-    const results = await Promise.all(Array.from({ length: 10 }, () => gw.call("POST", "/v1/topup", { amount: 3 }, { [payment.name]: payment.value })));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => gw.call("POST", "/v1/topup", { amount: 3 }, { [payment.name]: payment.value })),
+    );
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     const open = await checks(gw, wallet);
     expect(open.length).toBeLessThanOrEqual(1);
@@ -119,7 +128,9 @@ describe("settlement outcome unknown", () => {
     const before = await onChain(payer);
     const res = await gw.call("POST", "/v1/topup", { amount: 2 }, { [payment.name]: payment.value });
     expect(res.status).toBe(503);
-    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual(["facilitator settle timed out after 1000 ms"]);
+    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual([
+      "facilitator settle timed out after 1000 ms",
+    ]);
     expect(await checks(gw, wallet)).toEqual([{ state: "pending", tx_hash: null, amount_usdc: 2_000_000 }]);
 
     expect(await gw.services.topup.recovery.checkPending()).toBe(0); // still usable: it could settle yet

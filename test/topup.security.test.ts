@@ -18,14 +18,17 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-const send = (amount: number, header: { name: string; value: string }) => gw.call("POST", "/v1/topup", { amount }, { [header.name]: header.value });
+const send = (amount: number, header: { name: string; value: string }) =>
+  gw.call("POST", "/v1/topup", { amount }, { [header.name]: header.value });
 
 async function moved(payer: PrivateKeyAccount, token: `0x${string}`) {
   return { payer: await chain.balanceOf(token, payer.address), payTo: await chain.balanceOf(token, chain.payTo) };
 }
 
 async function topupRows(wallet: string) {
-  const rows = await gw.services.sql<{ amount_usdc: number }[]>`SELECT amount_usdc FROM credits WHERE wallet = ${wallet} AND kind = 'topup'`;
+  const rows = await gw.services.sql<
+    { amount_usdc: number }[]
+  >`SELECT amount_usdc FROM credits WHERE wallet = ${wallet} AND kind = 'topup'`;
   return rows.map((r) => ({ ...r }));
 }
 
@@ -50,21 +53,24 @@ describe("a payment credits once", () => {
     expect(await topupRows(wallet)).toEqual([{ amount_usdc: 5_000_000 }]);
   });
 
-  test.each(["v1", "v2"] as const)("the same %s payment sent 10 times concurrently: exactly one 200, one transfer, one credit", async (version) => {
-    const payer = await chain.newPayer();
-    const wallet = payer.address.toLowerCase();
-    const payment = await capturePayment(gw.fetch, (f) => (version === "v1" ? v1Fetch : v2Fetch)(f, chain, payer), 3);
-    const before = await moved(payer, chain.usdc.address);
-    const results = await Promise.all(Array.from({ length: 10 }, () => send(3, payment)));
-    const statuses = results.map((r) => r.status).sort();
-    expect(statuses).toEqual([200, 402, 402, 402, 402, 402, 402, 402, 402, 402]);
-    expect(results.find((r) => r.status === 200)!.body).toEqual({ balance_usdc: 3_000_000, credited_usdc: 3_000_000 });
-    const after = await moved(payer, chain.usdc.address);
-    expect(before.payer - after.payer).toBe(3_000_000n);
-    expect(after.payTo - before.payTo).toBe(3_000_000n);
-    expect(await gw.ledgerState(wallet)).toEqual({ balance: 3_000_000, locked: 0 });
-    expect(await topupRows(wallet)).toEqual([{ amount_usdc: 3_000_000 }]);
-  });
+  test.each(["v1", "v2"] as const)(
+    "the same %s payment sent 10 times concurrently: exactly one 200, one transfer, one credit",
+    async (version) => {
+      const payer = await chain.newPayer();
+      const wallet = payer.address.toLowerCase();
+      const payment = await capturePayment(gw.fetch, (f) => (version === "v1" ? v1Fetch : v2Fetch)(f, chain, payer), 3);
+      const before = await moved(payer, chain.usdc.address);
+      const results = await Promise.all(Array.from({ length: 10 }, () => send(3, payment)));
+      const statuses = results.map((r) => r.status).sort();
+      expect(statuses).toEqual([200, 402, 402, 402, 402, 402, 402, 402, 402, 402]);
+      expect(results.find((r) => r.status === 200)!.body).toEqual({ balance_usdc: 3_000_000, credited_usdc: 3_000_000 });
+      const after = await moved(payer, chain.usdc.address);
+      expect(before.payer - after.payer).toBe(3_000_000n);
+      expect(after.payTo - before.payTo).toBe(3_000_000n);
+      expect(await gw.ledgerState(wallet)).toEqual({ balance: 3_000_000, locked: 0 });
+      expect(await topupRows(wallet)).toEqual([{ amount_usdc: 3_000_000 }]);
+    },
+  );
 
   test("a USDT permit replayed (sequentially and concurrently) moves and credits once", async () => {
     const payer = await chain.newPayer();

@@ -12,7 +12,10 @@ describe("GET /v1/usage/{wallet}/daily needs credentials of that wallet", () => 
     const unauthorized = { error: "UNAUTHORIZED", message: expect.any(String) };
 
     expect(await gw.call("GET", path)).toMatchObject({ status: 401, body: unauthorized });
-    expect(await gw.call("GET", path, undefined, { authorization: `Bearer ${other.key}` })).toMatchObject({ status: 401, body: unauthorized });
+    expect(await gw.call("GET", path, undefined, { authorization: `Bearer ${other.key}` })).toMatchObject({
+      status: 401,
+      body: unauthorized,
+    });
     const otherSiwe = new URLSearchParams(await gw.signIn(other.account));
     expect(await gw.call("GET", `${path}?${otherSiwe}`)).toMatchObject({ status: 401, body: unauthorized });
     const stranger = privateKeyToAccount(generatePrivateKey());
@@ -22,7 +25,10 @@ describe("GET /v1/usage/{wallet}/daily needs credentials of that wallet", () => 
 
     const revoke = await gw.call("DELETE", `/v1/auth/keys/${owner.keyId}`, await gw.signIn(owner.account));
     expect(revoke.status).toBe(200);
-    expect(await gw.call("GET", path, undefined, { authorization: `Bearer ${owner.key}` })).toMatchObject({ status: 401, body: unauthorized });
+    expect(await gw.call("GET", path, undefined, { authorization: `Bearer ${owner.key}` })).toMatchObject({
+      status: 401,
+      body: unauthorized,
+    });
     // Its own SIWE still reads it.
     expect((await gw.call("GET", `${path}?${new URLSearchParams(await gw.signIn(owner.account))}`)).status).toBe(200);
   });

@@ -10,7 +10,8 @@ export function grant(rest: string[]): AdminCommand {
   const [walletArgument, usdArg] = rest;
   const reason = option(rest, "--reason");
   const idArg = option(rest, "--id");
-  if (idArg !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(idArg)) throw new AdminUsageError(`--id must be 1-100 of A-Z a-z 0-9 . _ : -`);
+  if (idArg !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(idArg))
+    throw new AdminUsageError(`--id must be 1-100 of A-Z a-z 0-9 . _ : -`);
   const wallet = walletArg(walletArgument);
   const amount = usdArg ? parseUsd(usdArg) : null;
   if (!amount) throw new AdminUsageError(`usd must be a positive amount with at most 6 decimals`);
@@ -30,7 +31,9 @@ export function grant(rest: string[]): AdminCommand {
     if (r.duplicate) {
       const [prior] = await s.sql<{ wallet: string; amount_usdc: number }[]>`SELECT wallet, amount_usdc FROM credits WHERE id = ${r.id}`;
       if (prior && (prior.wallet !== wallet || prior.amount_usdc !== amount)) {
-        throw new AdminFailure(`--id ${idArg} was used for another grant (credit #${r.id}: ${formatUsd(prior.amount_usdc)} USD to ${prior.wallet}); nothing granted`);
+        throw new AdminFailure(
+          `--id ${idArg} was used for another grant (credit #${r.id}: ${formatUsd(prior.amount_usdc)} USD to ${prior.wallet}); nothing granted`,
+        );
       }
       return `already granted: ${eventId} is credit #${r.id}; not granted again (balance ${formatUsd(r.balance)} USD)`;
     }
@@ -44,7 +47,10 @@ export function balance(rest: string[]): AdminCommand {
   const wallet = walletArg(walletArgument);
   return noArgs(more, async (s) => {
     const { balance, locked } = await s.ledger.balance(wallet);
-    return ["wallet\tbalance_usd\tlocked_usd\tavailable_usd", [wallet, formatUsd(balance), formatUsd(locked), formatUsd(balance - locked)].join("\t")].join("\n");
+    return [
+      "wallet\tbalance_usd\tlocked_usd\tavailable_usd",
+      [wallet, formatUsd(balance), formatUsd(locked), formatUsd(balance - locked)].join("\t"),
+    ].join("\n");
   });
 }
 
@@ -61,7 +67,9 @@ export function createRedeemCodes(args: string[]): AdminCommand {
     const codes = Array.from({ length: count }, () => `rdm-${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}`);
     const rows = codes.map((c) => ({ code_hash: hashRedeemCode(c), amount_usdc: amount, batch }));
     await s.sql`INSERT INTO redeem_codes ${s.sql(rows, "code_hash", "amount_usdc", "batch")}`;
-    return [`# ${count} redeem code(s) of ${formatUsd(amount)} USD (${batch}); shown once, only their hashes are stored`, ...codes].join("\n");
+    return [`# ${count} redeem code(s) of ${formatUsd(amount)} USD (${batch}); shown once, only their hashes are stored`, ...codes].join(
+      "\n",
+    );
   };
 }
 
@@ -69,7 +77,8 @@ export function createRedeemCodes(args: string[]): AdminCommand {
 export function createRefCode(args: string[]): AdminCommand {
   const owner = walletArg(option(args, "--owner"), "--owner");
   const chosen = option(args, "--code")?.toLowerCase();
-  if (chosen !== undefined && !/^[a-z0-9][a-z0-9-]{2,31}$/.test(chosen)) throw new AdminUsageError(`--code must be 3-32 letters, digits or dashes`);
+  if (chosen !== undefined && !/^[a-z0-9][a-z0-9-]{2,31}$/.test(chosen))
+    throw new AdminUsageError(`--code must be 3-32 letters, digits or dashes`);
   return async (s) => {
     const code = chosen ?? `ref-${Buffer.from(crypto.getRandomValues(new Uint8Array(5))).toString("hex")}`;
     const rows = await s.sql`INSERT INTO ref_codes (code, owner) VALUES (${code}, ${owner}) ON CONFLICT (code) DO NOTHING RETURNING code`;

@@ -28,8 +28,18 @@ const COMMANDS: AdminEntry[] = [
     details: "With --id, running it again never grants twice (an operator retrying after a timeout).",
     parse: (rest) => grant(rest),
   },
-  { name: "balance", args: "<wallet>", summary: "a wallet's balance, locked and available credit (USD, tab-separated)", parse: (rest) => balance(rest) },
-  { name: "keys list", args: "<wallet>", summary: "a wallet's API keys: id, label, created, revoked (tab-separated)", parse: (rest) => listKeys(rest) },
+  {
+    name: "balance",
+    args: "<wallet>",
+    summary: "a wallet's balance, locked and available credit (USD, tab-separated)",
+    parse: (rest) => balance(rest),
+  },
+  {
+    name: "keys list",
+    args: "<wallet>",
+    summary: "a wallet's API keys: id, label, created, revoked (tab-separated)",
+    parse: (rest) => listKeys(rest),
+  },
   {
     name: "keys revoke",
     args: "<id>",
@@ -43,13 +53,24 @@ const COMMANDS: AdminEntry[] = [
     summary: "one-time redeem codes (printed once, only their hashes are stored)",
     parse: (rest) => createRedeemCodes(rest),
   },
-  { name: "ref-codes create", args: "--owner <wallet> [--code C]", summary: "a referral code of a referrer", parse: (rest) => createRefCode(rest) },
-  { name: "referrals", args: "", summary: "per referrer: referred wallets, their top-ups and spend (tab-separated)", parse: (rest) => noArgs(rest, referrals) },
+  {
+    name: "ref-codes create",
+    args: "--owner <wallet> [--code C]",
+    summary: "a referral code of a referrer",
+    parse: (rest) => createRefCode(rest),
+  },
+  {
+    name: "referrals",
+    args: "",
+    summary: "per referrer: referred wallets, their top-ups and spend (tab-separated)",
+    parse: (rest) => noArgs(rest, referrals),
+  },
   {
     name: "audit",
     args: "[--fix]",
     summary: "compare Redis with Postgres for every wallet and key; exit 1 on a difference",
-    details: "Prints the differences and totals as a table. --fix rebuilds the Redis ledger from Postgres, then audits again and exits by that.",
+    details:
+      "Prints the differences and totals as a table. --fix rebuilds the Redis ledger from Postgres, then audits again and exits by that.",
     parse: (rest) => audit(rest),
   },
 ];
@@ -96,10 +117,12 @@ export async function runAdmin(config: Config, args: string[]): Promise<string> 
 
 /** Validates the arguments and returns the command; AdminHelp for --help, AdminUsageError for a mistake. */
 export function parseAdmin(args: string[]): AdminCommand {
-  const entry = [...COMMANDS].sort((a, b) => b.name.length - a.name.length).find((e) => {
-    const words = e.name.split(" ");
-    return words.every((w, i) => args[i] === w);
-  });
+  const entry = [...COMMANDS]
+    .sort((a, b) => b.name.length - a.name.length)
+    .find((e) => {
+      const words = e.name.split(" ");
+      return words.every((w, i) => args[i] === w);
+    });
   const wantsHelp = args.includes("--help") || args.includes("-h");
   if (!entry) {
     if (wantsHelp || args[0] === "help") throw new AdminHelp(ADMIN_USAGE);

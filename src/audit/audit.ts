@@ -62,7 +62,8 @@ export interface AuditResult extends AuditPass {
 export async function auditOnce(d: AuditDeps): Promise<AuditPass> {
   const names = await listLedgerNames(d.redis, d.sql, d.names);
   const shards = [];
-  for (const [shard, n] of names.byShard) shards.push(await readShard(d.scripts, d.names, shard, [...n.wallets], [...n.keyIds], d.pageSize));
+  for (const [shard, n] of names.byShard)
+    shards.push(await readShard(d.scripts, d.names, shard, [...n.wallets], [...n.keyIds], d.pageSize));
   const creditOutbox = await readCreditOutbox(d.redis, d.names);
   const outboxIds = shards.flatMap((s) => s.outboxCharges.map((e) => e.eventId));
   const pg = await readPostgresBooks(d.sql, Math.min(...shards.map((s) => s.nowMs)), outboxIds);
@@ -106,7 +107,10 @@ export async function repairFromPostgres(s: RepairDeps, found: AuditResult): Pro
 }
 
 /** The command: audit, print, and with `fix` repair when needed and audit again. Output and whether it is clean. */
-export async function runAudit(s: RepairDeps & { scripts: LedgerScripts }, opts: { fix: boolean }): Promise<{ output: string; clean: boolean }> {
+export async function runAudit(
+  s: RepairDeps & { scripts: LedgerScripts },
+  opts: { fix: boolean },
+): Promise<{ output: string; clean: boolean }> {
   const deps = { redis: s.redis, scripts: s.scripts, sql: s.sql, names: s.ledger.names };
   const found = await auditLedger(deps);
   if (!opts.fix || found.clean) return { output: formatAudit(found), clean: found.clean };

@@ -39,13 +39,21 @@ export interface AuditPass {
 
 type Sums = { amount: number; count: number; pt: number; ct: number; revenue: number };
 const zero = (): Sums => ({ amount: 0, count: 0, pt: 0, ct: 0, revenue: 0 });
-const fromEvent = (e: Omit<ChargeEvent, "eventId">): Sums => ({ amount: e.amount, count: 1, pt: e.pt, ct: e.ct, revenue: e.amount - e.cost });
+const fromEvent = (e: Omit<ChargeEvent, "eventId">): Sums => ({
+  amount: e.amount,
+  count: 1,
+  pt: e.pt,
+  ct: e.ct,
+  revenue: e.amount - e.cost,
+});
 
 /** Writes Postgres shows and the shard read did not: maybe their Redis half only came later (`writtenSinceRead`). */
 export function lateCandidates(redisNames: RedisNames, names: LedgerNames, shards: ShardBooks[], pg: PostgresBooks) {
   const shard = new Map(shards.map((s) => [s.shard, s]));
   const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
-  const credits = pg.credits.filter((c) => c.applied && audited(c.wallet) && !shard.get(redisNames.shardOf(c.wallet))!.credited.has(c.eventId));
+  const credits = pg.credits.filter(
+    (c) => c.applied && audited(c.wallet) && !shard.get(redisNames.shardOf(c.wallet))!.credited.has(c.eventId),
+  );
   const changedKeys: { id: number; wallet: string; revoked: boolean }[] = [];
   for (const s of shards) {
     for (const [id, r] of s.keys) {
@@ -62,20 +70,32 @@ export function lateCandidates(redisNames: RedisNames, names: LedgerNames, shard
  * the outbox: the same event counted once); locked = Σ its live holds. Per key the same for spent and counters,
  * and revoked and budget as Postgres has them.
  */
-export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards: ShardBooks[], creditOutbox: Map<string, CreditInput>, pg: PostgresBooks, late: LateWrites): AuditPass {
+export function compareBooks(
+  redisNames: RedisNames,
+  names: LedgerNames,
+  shards: ShardBooks[],
+  creditOutbox: Map<string, CreditInput>,
+  pg: PostgresBooks,
+  late: LateWrites,
+): AuditPass {
   const diffs: Difference[] = [];
   const shardOf = new Map(shards.map((s) => [s.shard, s]));
   const books = (wallet: string) => shardOf.get(redisNames.shardOf(wallet))!;
   const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
   const misplacedShard = (name: string) => redisNames.parseRecord(name)?.shard ?? "?";
-  for (const m of names.misplaced) diffs.push({ subject: `redis ${m.redisKey}`, field: "shard", redis: misplacedShard(m.redisKey), expected: m.belongsIn, unit: "text" });
+  for (const m of names.misplaced)
+    diffs.push({ subject: `redis ${m.redisKey}`, field: "shard", redis: misplacedShard(m.redisKey), expected: m.belongsIn, unit: "text" });
 
   // Charges as of each shard's read.
   const byKey = new Map<number, Sums>();
   const byWallet = new Map<string, number>();
   const add = (wallet: string, keyId: number, s: Sums, sign: 1 | -1) => {
     const k = byKey.get(keyId) ?? zero();
-    k.amount += sign * s.amount, k.count += sign * s.count, k.pt += sign * s.pt, k.ct += sign * s.ct, k.revenue += sign * s.revenue;
+    ((k.amount += sign * s.amount),
+      (k.count += sign * s.count),
+      (k.pt += sign * s.pt),
+      (k.ct += sign * s.ct),
+      (k.revenue += sign * s.revenue));
     byKey.set(keyId, k);
     byWallet.set(wallet, (byWallet.get(wallet) ?? 0) + sign * s.amount);
   };
@@ -88,19 +108,21 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
   };
   for (const c of pg.chargesBefore) if (audited(c.wallet)) count(c.wallet, c.keyId, c, 1);
   // A charge stamped at or after its shard's read was settled after it (Redis's balance does not show it yet).
-  for (const r of pg.chargesSince) if (audited(r.wallet) && !outbox.has(r.eventId) && r.at < books(r.wallet).nowMs) count(r.wallet, r.keyId, fromEvent(r), 1);
+  for (const r of pg.chargesSince)
+    if (audited(r.wallet) && !outbox.has(r.eventId) && r.at < books(r.wallet).nowMs) count(r.wallet, r.keyId, fromEvent(r), 1);
   // In the outbox and already in Postgres: counted once, from the outbox.
   for (const x of pg.chargesInOutbox) {
     if (!audited(x.wallet)) continue;
     if (x.at < since) count(x.wallet, x.keyId, fromEvent(x), -1);
     const o = outbox.get(x.eventId)!;
-    if (o.amount !== x.amount) diffs.push({ subject: `charge ${x.eventId}`, field: "amount", redis: o.amount, expected: x.amount, unit: "usd" });
+    if (o.amount !== x.amount)
+      diffs.push({ subject: `charge ${x.eventId}`, field: "amount", redis: o.amount, expected: x.amount, unit: "usd" });
   }
   const queued = zero();
   for (const o of outbox.values()) {
     if (!audited(o.wallet)) continue;
     add(o.wallet, o.keyId, fromEvent(o), 1);
-    queued.amount += o.amount, queued.count++;
+    ((queued.amount += o.amount), queued.count++);
   }
 
   // Credits: Postgres records them before Redis applies them; one only in Redis is in Redis's credit outbox.
@@ -110,19 +132,20 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
   const unapplied = { count: 0, usdc: 0 };
   const counts = (wallet: string, amount: number) => {
     creditsOf.set(wallet, (creditsOf.get(wallet) ?? 0) + amount);
-    applied.count++, (applied.usdc += amount);
+    (applied.count++, (applied.usdc += amount));
   };
   for (const c of pg.credits) {
     if (!audited(c.wallet)) continue;
     const inRedis = books(c.wallet).credited.get(c.eventId);
     if (inRedis !== undefined) {
       counts(c.wallet, c.amount);
-      if (inRedis !== c.amount) diffs.push({ subject: `credit ${c.eventId}`, field: "amount", redis: inRedis, expected: c.amount, unit: "usd" });
+      if (inRedis !== c.amount)
+        diffs.push({ subject: `credit ${c.eventId}`, field: "amount", redis: inRedis, expected: c.amount, unit: "usd" });
     } else if (c.applied && !late.credits.has(c.eventId)) {
       counts(c.wallet, c.amount); // so the wallet's balance shows what is missing
       diffs.push({ subject: `credit ${c.eventId}`, field: "applied", redis: "missing", expected: "applied", unit: "text" });
     } else {
-      unapplied.count++, (unapplied.usdc += c.amount);
+      (unapplied.count++, (unapplied.usdc += c.amount));
     }
   }
   const deferred = { count: 0, usdc: 0 };
@@ -132,9 +155,16 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
       const d = creditOutbox.get(eventId);
       if (d && redisNames.shardOf(d.wallet) === s.shard) {
         if (audited(d.wallet)) counts(d.wallet, amount);
-        deferred.count++, (deferred.usdc += amount);
+        (deferred.count++, (deferred.usdc += amount));
       } else {
-        diffs.push({ subject: `credit ${eventId}`, field: "amount", redis: amount, expected: null, unit: "usd", stray: { key: redisNames.credited(s.shard), field: eventId } });
+        diffs.push({
+          subject: `credit ${eventId}`,
+          field: "amount",
+          redis: amount,
+          expected: null,
+          unit: "usd",
+          stray: { key: redisNames.credited(s.shard), field: eventId },
+        });
       }
     }
   }
@@ -142,13 +172,24 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
   const totals = new Map<string, Total>();
   const total = (label: string, unit: Total["unit"], redis: number, expected: number) => {
     const t = totals.get(label) ?? { label, redis: 0, expected: 0, unit };
-    (t.redis += redis), (t.expected += expected);
+    ((t.redis += redis), (t.expected += expected));
     totals.set(label, t);
   };
-  const check = (subject: string, field: string, unit: Difference["unit"], redis: number | string | null, expected: number | string | null) => {
+  const check = (
+    subject: string,
+    field: string,
+    unit: Difference["unit"],
+    redis: number | string | null,
+    expected: number | string | null,
+  ) => {
     if (redis !== expected) diffs.push({ subject, field, redis, expected, unit });
   };
-  const pgWallets = new Set([...pg.credits.map((c) => c.wallet), ...[...pg.apiKeys.values()].map((k) => k.wallet), ...byWallet.keys(), ...[...creditOutbox.values()].map((c) => c.wallet)]);
+  const pgWallets = new Set([
+    ...pg.credits.map((c) => c.wallet),
+    ...[...pg.apiKeys.values()].map((k) => k.wallet),
+    ...byWallet.keys(),
+    ...[...creditOutbox.values()].map((c) => c.wallet),
+  ]);
   let walletCount = 0;
   let keyCount = 0;
   const live = { count: 0, usdc: 0 };
@@ -158,7 +199,7 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
     for (const h of s.liveHolds) {
       lockedOf.set(h.wallet, (lockedOf.get(h.wallet) ?? 0) + h.amount);
       keyLockedOf.set(h.keyId, (keyLockedOf.get(h.keyId) ?? 0) + h.amount);
-      live.count++, (live.usdc += h.amount);
+      (live.count++, (live.usdc += h.amount));
     }
     for (const [wallet, r] of s.wallets) {
       walletCount++;
@@ -166,7 +207,14 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
       const expected = (creditsOf.get(wallet) ?? 0) - (byWallet.get(wallet) ?? 0);
       const subject = `wallet ${wallet}`;
       if (balance !== expected) {
-        diffs.push({ subject, field: "balance", redis: balance, expected, unit: "usd", stray: pgWallets.has(wallet) ? undefined : { key: redisNames.wallet(s.shard, wallet) } });
+        diffs.push({
+          subject,
+          field: "balance",
+          redis: balance,
+          expected,
+          unit: "usd",
+          stray: pgWallets.has(wallet) ? undefined : { key: redisNames.wallet(s.shard, wallet) },
+        });
       }
       check(subject, "locked", "usd", r?.locked ?? 0, lockedOf.get(wallet) ?? 0);
       total("balance (USD)", "usd", balance, expected);
@@ -177,7 +225,15 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
       const p = pg.apiKeys.get(id);
       const subject = `key ${id}`;
       if (!p) {
-        if (r) diffs.push({ subject, field: "record", redis: "present", expected: "not in Postgres", unit: "text", stray: { key: redisNames.apiKey(s.shard, id) } });
+        if (r)
+          diffs.push({
+            subject,
+            field: "record",
+            redis: "present",
+            expected: "not in Postgres",
+            unit: "text",
+            stray: { key: redisNames.apiKey(s.shard, id) },
+          });
         continue;
       }
       if (!r) {
@@ -202,7 +258,9 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
     }
   }
 
-  const notAudited = [...pgWallets].filter((w) => !audited(w)).length + [...pg.apiKeys.keys()].filter((id) => !names.byShard.get(redisNames.shardOf(pg.apiKeys.get(id)!.wallet))?.keyIds.has(id)).length;
+  const notAudited =
+    [...pgWallets].filter((w) => !audited(w)).length +
+    [...pg.apiKeys.keys()].filter((id) => !names.byShard.get(redisNames.shardOf(pg.apiKeys.get(id)!.wallet))?.keyIds.has(id)).length;
   const x = pg.chargesInOutbox.filter((c) => audited(c.wallet)).length;
   return {
     differences: diffs,
@@ -214,12 +272,34 @@ export function compareBooks(redisNames: RedisNames, names: LedgerNames, shards:
     inFlight: [
       { label: "credits applied", count: applied.count, usdc: applied.usdc },
       { label: "charges in Postgres", count: flushed.count, usdc: flushed.amount },
-      { label: "charges in the outbox", count: queued.count, usdc: queued.amount, note: x > 0 ? `${x} of them already in Postgres, counted once` : undefined },
+      {
+        label: "charges in the outbox",
+        count: queued.count,
+        usdc: queued.amount,
+        note: x > 0 ? `${x} of them already in Postgres, counted once` : undefined,
+      },
       { label: "live holds", count: live.count, usdc: live.usdc },
-      { label: "pending settles", count: pg.pendingSettles.count, usdc: pg.pendingSettles.amount, note: pg.pendingSettles.unresolved > 0 ? `${pg.pendingSettles.unresolved} unresolved: an operator decides` : undefined },
-      { label: "credits not yet applied", count: unapplied.count, usdc: unapplied.usdc, note: "applied_at NULL; the repair job applies them" },
-      { label: "credits in Redis's credit outbox", count: deferred.count, usdc: deferred.usdc, note: "applied; Postgres gets them from the repair job" },
-      ...(notAudited > 0 ? [{ label: "created during the audit", count: notAudited, usdc: 0, note: "wallets and keys left to the next audit" }] : []),
+      {
+        label: "pending settles",
+        count: pg.pendingSettles.count,
+        usdc: pg.pendingSettles.amount,
+        note: pg.pendingSettles.unresolved > 0 ? `${pg.pendingSettles.unresolved} unresolved: an operator decides` : undefined,
+      },
+      {
+        label: "credits not yet applied",
+        count: unapplied.count,
+        usdc: unapplied.usdc,
+        note: "applied_at NULL; the repair job applies them",
+      },
+      {
+        label: "credits in Redis's credit outbox",
+        count: deferred.count,
+        usdc: deferred.usdc,
+        note: "applied; Postgres gets them from the repair job",
+      },
+      ...(notAudited > 0
+        ? [{ label: "created during the audit", count: notAudited, usdc: 0, note: "wallets and keys left to the next audit" }]
+        : []),
     ],
   };
 }

@@ -63,8 +63,10 @@ export async function readPostgresBooks(sql: Sql, sinceMs: number, outboxEventId
         SELECT ${raw(ROW)} FROM ledger_events WHERE type = 'charge' AND ${raw(AT_MS)} >= ${sinceMs}) r), '[]') AS since,
       COALESCE((SELECT json_agg(r) FROM (
         SELECT ${raw(ROW)} FROM ledger_events WHERE event_id = ANY(${sql.array(outboxEventIds)}::text[])) r), '[]') AS in_outbox,
-      ${raw(rows(`SELECT COUNT(*) AS count, COALESCE(SUM(charge_usdc), 0) AS amount, COUNT(*) FILTER (WHERE unresolved) AS unresolved
-                  FROM pending_settles`))} AS pending`;
+      ${raw(
+        rows(`SELECT COUNT(*) AS count, COALESCE(SUM(charge_usdc), 0) AS amount, COUNT(*) FILTER (WHERE unresolved) AS unresolved
+                  FROM pending_settles`),
+      )} AS pending`;
   const keys = r!.keys as { id: number; wallet: string; budget: number | null; revoked: boolean }[];
   return {
     credits: r!.credits,

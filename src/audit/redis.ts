@@ -108,7 +108,12 @@ interface ShardInstant {
  *   are read again: a read after the scan that counts as many credits as the scan saw is exactly that set too.
  */
 export async function readShard(
-  scripts: LedgerScripts, redisNames: RedisNames, shard: string, wallets: string[], keyIds: number[], pageSize = AUDIT_PAGE,
+  scripts: LedgerScripts,
+  redisNames: RedisNames,
+  shard: string,
+  wallets: string[],
+  keyIds: number[],
+  pageSize = AUDIT_PAGE,
 ): Promise<ShardBooks> {
   let read = await readInstant(scripts, redisNames, shard, wallets, keyIds);
   for (let tries = 0; tries < MAX_READS; tries++) {
@@ -126,23 +131,41 @@ export async function readShard(
  * One audit-3.lua call. The hold markers must be named in KEYS, so the holds are listed first; a hold opened
  * between that list and the script is seen in the script's own list of holds, and the shard is read again with it.
  */
-async function readInstant(scripts: LedgerScripts, redisNames: RedisNames, shard: string, wallets: string[], keyIds: number[]): Promise<ShardInstant> {
+async function readInstant(
+  scripts: LedgerScripts,
+  redisNames: RedisNames,
+  shard: string,
+  wallets: string[],
+  keyIds: number[],
+): Promise<ShardInstant> {
   let holdIds = (await scripts.client.send("ZRANGE", [redisNames.holds(shard), "0", "-1"], redisNames.holds(shard))) as string[];
   for (let read = 0; read < MAX_READS; read++) {
     const names = [
-      redisNames.holds(shard), redisNames.outbox(shard), redisNames.credited(shard),
-      ...wallets.map((w) => redisNames.wallet(shard, w)), ...keyIds.map((k) => redisNames.apiKey(shard, k)), ...holdIds.map((h) => redisNames.holdMarker(shard, h)),
+      redisNames.holds(shard),
+      redisNames.outbox(shard),
+      redisNames.credited(shard),
+      ...wallets.map((w) => redisNames.wallet(shard, w)),
+      ...keyIds.map((k) => redisNames.apiKey(shard, k)),
+      ...holdIds.map((h) => redisNames.holdMarker(shard, h)),
     ];
-    const [now, w, k, m, holds, creditedCount, outboxEntries, outboxLast] = (await scripts.audit(names, [wallets.length, keyIds.length])) as [
-      string, (unknown[] | null)[], unknown[][], (string | null)[], string[], number, number, string,
-    ];
+    const [now, w, k, m, holds, creditedCount, outboxEntries, outboxLast] = (await scripts.audit(names, [
+      wallets.length,
+      keyIds.length,
+    ])) as [string, (unknown[] | null)[], unknown[][], (string | null)[], string[], number, number, string];
     const marker = new Map(holdIds.map((h, i) => [h, m[i] ?? null]));
     if (holds.some((h) => !marker.has(h))) {
       holdIds = holds;
       continue;
     }
     const books: ShardBooks = {
-      shard, nowMs: Number(now), wallets: new Map(), keys: new Map(), liveHolds: [], credited: new Map(), outboxEntries: Number(outboxEntries), outboxCharges: [],
+      shard,
+      nowMs: Number(now),
+      wallets: new Map(),
+      keys: new Map(),
+      liveHolds: [],
+      credited: new Map(),
+      outboxEntries: Number(outboxEntries),
+      outboxCharges: [],
     };
     wallets.forEach((wallet, i) => {
       const [balance, locked] = w[i] ?? [];
@@ -150,10 +173,21 @@ async function readInstant(scripts: LedgerScripts, redisNames: RedisNames, shard
     });
     keyIds.forEach((id, i) => {
       const f = k[i] ?? [];
-      books.keys.set(id, f.every((v) => v == null) ? null : {
-        revoked: str(f[0]), budget: str(f[1]), spent: num(f[2]), locked: num(f[3]), requests: num(f[4]),
-        promptTokens: num(f[5]), completionTokens: num(f[6]), revenue: num(f[7]),
-      });
+      books.keys.set(
+        id,
+        f.every((v) => v == null)
+          ? null
+          : {
+              revoked: str(f[0]),
+              budget: str(f[1]),
+              spent: num(f[2]),
+              locked: num(f[3]),
+              requests: num(f[4]),
+              promptTokens: num(f[5]),
+              completionTokens: num(f[6]),
+              revenue: num(f[7]),
+            },
+      );
     });
     for (const holdId of holds) {
       const live = /^live\|(-?\d+)\|([^|]*)\|(.*)$/.exec(marker.get(holdId) ?? "");
@@ -179,14 +213,35 @@ async function scanCredited(scripts: LedgerScripts, key: string, pageSize: numbe
 /** The outbox's charges up to `last` (inclusive), a page per XRANGE. */
 async function readOutbox(scripts: LedgerScripts, key: string, last: string, pageSize: number): Promise<ChargeEvent[]> {
   const charges: ChargeEvent[] = [];
-  for (let from = "-"; last !== ""; ) {
+  for (let from = "-"; last !== "";) {
     const page = (await scripts.client.send("XRANGE", [key, from, last, "COUNT", String(pageSize)], key)) as [string, string[] | null][];
     for (const [, fields] of page) {
       const json = eventJson(fields);
-      const events = json ? (JSON.parse(`[${json}]`) as { type: string; hold: string; wallet: string; key: number; amount: number; cost?: number; pt?: number; ct?: number; at: number }[]) : [];
+      const events = json
+        ? (JSON.parse(`[${json}]`) as {
+            type: string;
+            hold: string;
+            wallet: string;
+            key: number;
+            amount: number;
+            cost?: number;
+            pt?: number;
+            ct?: number;
+            at: number;
+          }[])
+        : [];
       for (const e of events) {
         if (e.type !== "charge") continue;
-        charges.push({ eventId: ledgerEventId(e.type, e.hold), wallet: e.wallet, keyId: e.key, amount: e.amount, cost: e.cost ?? 0, pt: e.pt ?? 0, ct: e.ct ?? 0, at: e.at });
+        charges.push({
+          eventId: ledgerEventId(e.type, e.hold),
+          wallet: e.wallet,
+          keyId: e.key,
+          amount: e.amount,
+          cost: e.cost ?? 0,
+          pt: e.pt ?? 0,
+          ct: e.ct ?? 0,
+          at: e.at,
+        });
       }
     }
     if (page.length < pageSize) break;

@@ -5,7 +5,12 @@ import type { AuditPass, Difference } from "./compare.ts";
 export function table(rows: string[][], rightAligned: boolean[]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   return rows
-    .map((r) => r.map((cell, i) => (rightAligned[i] ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join("  ").trimEnd())
+    .map((r) =>
+      r
+        .map((cell, i) => (rightAligned[i] ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
+        .join("  ")
+        .trimEnd(),
+    )
     .join("\n");
 }
 
@@ -28,7 +33,11 @@ function delta(x: { redis: number | string | null; expected: number | string | n
  */
 export function formatAudit(a: AuditPass & { clean: boolean }): string {
   const n = a.differences.length;
-  const out = [a.clean ? "audit: the books agree (Redis = Postgres + outbox)" : `audit: ${n} difference${n === 1 ? "" : "s"} between Redis and Postgres`];
+  const out = [
+    a.clean
+      ? "audit: the books agree (Redis = Postgres + outbox)"
+      : `audit: ${n} difference${n === 1 ? "" : "s"} between Redis and Postgres`,
+  ];
   if (n > 0) {
     const rows = [["subject", "field", "redis", "expected", "redis - expected"]];
     for (const x of a.differences) rows.push([x.subject, x.field, value(x.redis, x.unit), value(x.expected, x.unit), delta(x)]);

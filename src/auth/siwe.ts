@@ -65,7 +65,8 @@ export class SiweVerifier {
 
   private async check({ message, signature }: SiweCredentials, use: SiweUse): Promise<string> {
     if (typeof message !== "string" || typeof signature !== "string") throw new SiweRejected("message and signature are required");
-    if (Buffer.byteLength(message) > MAX_MESSAGE_BYTES) throw new SiweRejected(`malformed: the message is longer than ${MAX_MESSAGE_BYTES} bytes`);
+    if (Buffer.byteLength(message) > MAX_MESSAGE_BYTES)
+      throw new SiweRejected(`malformed: the message is longer than ${MAX_MESSAGE_BYTES} bytes`);
     if (!isHex(signature) || signature.length !== 132) throw new SiweRejected("signature: not 65 bytes of 0x-prefixed hex");
 
     const m = parseSiweMessage(message);
@@ -76,7 +77,15 @@ export class SiweVerifier {
     if (!/^[A-Za-z0-9]{8,}$/.test(m.nonce)) throw new SiweRejected("nonce: must be at least 8 letters or digits");
     let canonical: string;
     try {
-      canonical = createSiweMessage({ ...m, address: m.address, chainId: m.chainId, domain: m.domain, nonce: m.nonce, uri: m.uri, version: "1" });
+      canonical = createSiweMessage({
+        ...m,
+        address: m.address,
+        chainId: m.chainId,
+        domain: m.domain,
+        nonce: m.nonce,
+        uri: m.uri,
+        version: "1",
+      });
     } catch {
       throw new SiweRejected("malformed: a field has an invalid value");
     }
@@ -92,12 +101,15 @@ export class SiweVerifier {
       throw new SiweRejected("uri: not a URL");
     }
     if (uriHost !== m.domain) throw new SiweRejected(`uri: must be on the message's domain (e.g. http(s)://${m.domain})`);
-    if (!this.rules.chainIds.includes(m.chainId)) throw new SiweRejected(`chain: Chain ID must be one of ${this.rules.chainIds.join(", ")}`);
+    if (!this.rules.chainIds.includes(m.chainId))
+      throw new SiweRejected(`chain: Chain ID must be one of ${this.rules.chainIds.join(", ")}`);
 
     const now = Date.now();
     const issued = m.issuedAt.getTime();
-    if (issued < now - MAX_AGE_MS) throw new SiweRejected(`issued too long ago: Issued At is more than ${MAX_AGE_MS / 1000} s old; sign a new message`);
-    if (issued > now + CLOCK_SKEW_MS) throw new SiweRejected(`not yet valid: Issued At is more than ${CLOCK_SKEW_MS / 1000} s in the future`);
+    if (issued < now - MAX_AGE_MS)
+      throw new SiweRejected(`issued too long ago: Issued At is more than ${MAX_AGE_MS / 1000} s old; sign a new message`);
+    if (issued > now + CLOCK_SKEW_MS)
+      throw new SiweRejected(`not yet valid: Issued At is more than ${CLOCK_SKEW_MS / 1000} s in the future`);
     if (m.expirationTime && m.expirationTime.getTime() <= now) throw new SiweRejected("expired: Expiration Time has passed");
     if (m.notBefore && m.notBefore.getTime() > now + CLOCK_SKEW_MS) throw new SiweRejected("not yet valid: Not Before is in the future");
 
@@ -120,7 +132,8 @@ export class SiweVerifier {
     // Remember the message for as long as it could pass the checks above, plus the skew allowance.
     const until = Math.min(issued + MAX_AGE_MS, m.expirationTime?.getTime() ?? Number.POSITIVE_INFINITY) + CLOCK_SKEW_MS;
     const fresh = await this.redis.set(this.names.siweSeen(sha256(message)), "1", "PX", Math.max(1000, until - now), "NX");
-    if (use === "once" && fresh === null) throw new SiweRejected("replayed: this message was used before; sign a new one for each key creation or revocation");
+    if (use === "once" && fresh === null)
+      throw new SiweRejected("replayed: this message was used before; sign a new one for each key creation or revocation");
     return wallet;
   }
 }

@@ -44,7 +44,8 @@ const KNOWN_DETAILS: ReadonlySet<string> = new Set(["low", "high", "auto"]);
 // are never more than its UTF-8 bytes, so what is taken off the body's length is never more than it added.
 function imagePayloadLength(part: Record<string, unknown>): number {
   const image = part.image_url;
-  const url = typeof image === "string" ? image : typeof (image as { url?: unknown })?.url === "string" ? (image as { url: string }).url : "";
+  const url =
+    typeof image === "string" ? image : typeof (image as { url?: unknown })?.url === "string" ? (image as { url: string }).url : "";
   return url.startsWith("data:") ? url.length - url.indexOf(",") - 1 : url.length;
 }
 
@@ -74,7 +75,15 @@ export function reserveFor(
   maxTokens = completionCap(model, body),
 ): ReserveBound {
   const images = model.imageTokens;
-  const shape: RequestShape = { messages: body.messages.length, images: 0, audio: 0, files: 0, otherParts: 0, tools: 0, choices: body.n ?? 1 };
+  const shape: RequestShape = {
+    messages: body.messages.length,
+    images: 0,
+    audio: 0,
+    files: 0,
+    otherParts: 0,
+    tools: 0,
+    choices: body.n ?? 1,
+  };
   let imageTokens = 0;
   let imageBytes = 0;
   let unboundedImage = false;
@@ -105,7 +114,13 @@ export function reserveFor(
   const bytes = Buffer.byteLength(upstreamBody) - imageBytes;
   const promptTokens = unbounded ? model.contextLength : Math.min(bytes + 8 + imageTokens + hiddenPromptTokens, model.contextLength);
   const completionTokens = maxTokens * shape.choices;
-  return { promptTokens, completionTokens, micro: billedMicro(model, { prompt_tokens: promptTokens, completion_tokens: completionTokens }), unbounded, shape };
+  return {
+    promptTokens,
+    completionTokens,
+    micro: billedMicro(model, { prompt_tokens: promptTokens, completion_tokens: completionTokens }),
+    unbounded,
+    shape,
+  };
 }
 
 /**

@@ -63,7 +63,11 @@ export class Holds {
     let outcome: ReserveOutcome;
     const reserving = this.ledger.reserve(principal, holdId, amount);
     try {
-      outcome = await withDeadline(RESERVE_DEADLINE_MS, () => reserving, () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS));
+      outcome = await withDeadline(
+        RESERVE_DEADLINE_MS,
+        () => reserving,
+        () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS),
+      );
     } catch (e) {
       // Refused by the fence: nothing was held.
       if (e instanceof LedgerRebuilding) throw e;
@@ -96,7 +100,12 @@ export class Holds {
     call.trace.chargeUsdc = charge;
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
     // attempt that runs later is harmless: settle-batch posts a hold once.
-    const attempt = () => withDeadline(SETTLE_ATTEMPT_MS, () => this.ledger.settleOutcome(call.principal, call.holdId, charge, details), () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS));
+    const attempt = () =>
+      withDeadline(
+        SETTLE_ATTEMPT_MS,
+        () => this.ledger.settleOutcome(call.principal, call.holdId, charge, details),
+        () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS),
+      );
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
         (outcome) => {
@@ -114,7 +123,12 @@ export class Holds {
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
   async release(hold: { principal: KeyPrincipal; holdId: string }, attempts = RELEASE_ATTEMPTS): Promise<void> {
     // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
-    const attempt = () => withDeadline(SETTLE_ATTEMPT_MS, () => this.ledger.release(hold.principal, hold.holdId), () => DependencyDown.late("redis", "release", SETTLE_ATTEMPT_MS));
+    const attempt = () =>
+      withDeadline(
+        SETTLE_ATTEMPT_MS,
+        () => this.ledger.release(hold.principal, hold.holdId),
+        () => DependencyDown.late("redis", "release", SETTLE_ATTEMPT_MS),
+      );
     await retry("release", attempt, { hold: hold.holdId }, attempts).catch(() => {
       // The hold expires by itself through the sweeper; the client's answer must not wait for Redis.
     });
@@ -150,7 +164,11 @@ export class Holds {
 
 /** Resolves when `p` has settled either way, or after `ms`. */
 function outcomeOf(p: Promise<unknown>, ms: number): Promise<void> {
-  return withDeadline(ms, () => p, () => new Error(`no outcome within ${ms} ms`)).then(
+  return withDeadline(
+    ms,
+    () => p,
+    () => new Error(`no outcome within ${ms} ms`),
+  ).then(
     () => {},
     () => {},
   );

@@ -1,7 +1,6 @@
 import type { Model } from "../providers/catalog.ts";
 import type { Usage } from "../providers/types.ts";
 
-
 // Prices are pico-USD per token, so a product can reach ~1e7 tokens × ~1e9 = 1e16 > 2^53. Doubles are exact
 // while every term stays a safe integer (the common case, and the cheap one); beyond that BigInt is.
 function ceilMicro(promptTokens: number, promptPico: number, completionTokens: number, completionPico: number): number {

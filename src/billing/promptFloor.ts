@@ -17,7 +17,7 @@ const MAX_TOKEN_CHARS = 256;
  */
 export function textTokensAtLeast(text: string, stopAbove = Infinity): number {
   let tokens = 0;
-  for (let start = 0; start < text.length && tokens <= stopAbove; ) {
+  for (let start = 0; start < text.length && tokens <= stopAbove;) {
     let end = text.indexOf(" ", start);
     if (end === -1) end = text.length;
     if (end > start) tokens += Math.ceil((end - start) / MAX_TOKEN_CHARS);
@@ -35,7 +35,8 @@ export function promptTokensAtLeast(body: ChatRequest, stopAbove = Infinity): nu
   for (const m of body.messages as { content?: unknown }[]) {
     const content = m?.content;
     if (typeof content === "string") add(content);
-    else if (Array.isArray(content)) for (const part of content as { text?: unknown; refusal?: unknown }[]) add(part?.text ?? part?.refusal);
+    else if (Array.isArray(content))
+      for (const part of content as { text?: unknown; refusal?: unknown }[]) add(part?.text ?? part?.refusal);
   }
   return tokens;
 }
@@ -50,5 +51,8 @@ export function promptTokensAtLeast(body: ChatRequest, stopAbove = Infinity): nu
 export function refuseOverlongPrompt(model: Model, body: ChatRequest): void {
   // Counting stops past the window: a 24 MB prompt costs what its first window's worth of words does.
   if (promptTokensAtLeast(body, model.contextLength) <= model.contextLength) return;
-  throw new ApiError({ code: "VALIDATION_ERROR", message: `messages: the prompt is longer than the context window of ${model.id} (${model.contextLength} tokens)` });
+  throw new ApiError({
+    code: "VALIDATION_ERROR",
+    message: `messages: the prompt is longer than the context window of ${model.id} (${model.contextLength} tokens)`,
+  });
 }

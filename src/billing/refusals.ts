@@ -12,7 +12,12 @@ export function refusalError(r: ReserveRefusal): ApiError {
       return new ApiError({
         code: "RATE_LIMITED",
         message: `Rate limit of ${r.limit} requests per ${r.windowMs / 1000} s exceeded`,
-        headers: { "retry-after": String(retryS), "x-ratelimit-limit": String(r.limit), "x-ratelimit-remaining": "0", "x-ratelimit-reset": String(retryS) },
+        headers: {
+          "retry-after": String(retryS),
+          "x-ratelimit-limit": String(r.limit),
+          "x-ratelimit-remaining": "0",
+          "x-ratelimit-reset": String(retryS),
+        },
       });
     }
     case "KEY_BUDGET_EXCEEDED":

@@ -9,10 +9,15 @@ import type { PageConfig } from "./pageConfig.ts";
 import { doc, text } from "../openapi/document.ts";
 
 /** Block explorers of the real networks; a local chain has none, so the page shows bare transaction hashes. */
-const EXPLORERS: Record<NetworkId, string | null> = { base: "https://basescan.org", "base-sepolia": "https://sepolia.basescan.org", local: null };
+const EXPLORERS: Record<NetworkId, string | null> = {
+  base: "https://basescan.org",
+  "base-sepolia": "https://sepolia.basescan.org",
+  local: null,
+};
 
 // The page talks to this origin only (the wallet talks to its own node); wallets inject through their extension.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /** What the page needs to know about this deployment (see PageConfig). */
 export function pageConfig(config: Config, topupsEnabled: boolean): PageConfig {
@@ -36,7 +41,12 @@ interface Asset {
 /** One built file, answered gzipped to clients that take it (every browser does). */
 function serve(a: Asset, request: Request, status = 200): Response {
   const gzip = /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "");
-  const headers: Record<string, string> = { "content-type": a.type, "cache-control": a.cache, vary: "accept-encoding", "x-content-type-options": "nosniff" };
+  const headers: Record<string, string> = {
+    "content-type": a.type,
+    "cache-control": a.cache,
+    vary: "accept-encoding",
+    "x-content-type-options": "nosniff",
+  };
   if (a.type.startsWith("text/html")) Object.assign(headers, { "content-security-policy": CSP, "referrer-policy": "no-referrer" });
   if (gzip) headers["content-encoding"] = "gzip";
   return new Response(gzip ? a.gzip : a.body, { status, headers });
@@ -54,7 +64,12 @@ export const dashboardRoutes = (s: Services) => {
       // `<` escaped, so no value in the config can close the script element it sits in.
       const config = JSON.stringify(pageConfig(s.config, s.topup.enabled)).replace(/</g, "\\u003c");
       const html = bundle.html.replace("/*CONFIG*/", config).replace("/*SCRIPT*/", path);
-      const asset = (body: string, type: string, cache: string): Asset => ({ body, gzip: gzipSync(body) as Uint8Array<ArrayBuffer>, type, cache });
+      const asset = (body: string, type: string, cache: string): Asset => ({
+        body,
+        gzip: gzipSync(body) as Uint8Array<ArrayBuffer>,
+        type,
+        cache,
+      });
       return {
         html: asset(html, "text/html; charset=utf-8", "no-cache"),
         js: asset(bundle.js, "text/javascript; charset=utf-8", "public, max-age=31536000, immutable"),

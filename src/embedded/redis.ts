@@ -43,9 +43,30 @@ export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean;
   const persist = opts.persist ?? true;
   // noeviction: a full Redis refuses writes (the request fails) instead of silently dropping a balance or a hold.
   const args = [
-    "--port", String(opts.port ?? 0), "--bind", "127.0.0.1", "--maxmemory-policy", "noeviction", "--unixsocket", socket, "--unixsocketperm", "700", "--dir", dir,
-    "--save", "", "--appendonly", persist ? "yes" : "no", "--appendfsync", "everysec",
-    "--daemonize", "no", "--loglevel", "warning", "--logfile", join(dir, "redis.log"),
+    "--port",
+    String(opts.port ?? 0),
+    "--bind",
+    "127.0.0.1",
+    "--maxmemory-policy",
+    "noeviction",
+    "--unixsocket",
+    socket,
+    "--unixsocketperm",
+    "700",
+    "--dir",
+    dir,
+    "--save",
+    "",
+    "--appendonly",
+    persist ? "yes" : "no",
+    "--appendfsync",
+    "everysec",
+    "--daemonize",
+    "no",
+    "--loglevel",
+    "warning",
+    "--logfile",
+    join(dir, "redis.log"),
   ];
   let child: Subprocess;
   try {

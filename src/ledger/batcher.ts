@@ -51,7 +51,10 @@ export class ShardBatcher<I, R> {
     this.inFlight.set(shard, (this.inFlight.get(shard) ?? 0) + 1);
     let reply: Promise<R[]>;
     try {
-      reply = this.call(shard, batch.map((w) => w.item));
+      reply = this.call(
+        shard,
+        batch.map((w) => w.item),
+      );
     } catch (e) {
       reply = Promise.reject(e);
     }
@@ -116,7 +119,13 @@ export class LedgerBatches {
           const keys = [names.holds(shard), names.fence(shard)];
           const argv: (string | number)[] = [epoch, limit, windowMs, now - window * windowMs, limits.holdTtlMs];
           for (const it of list) {
-            keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId), names.rate(shard, it.wallet, window), names.rate(shard, it.wallet, window - 1));
+            keys.push(
+              it.walletName,
+              it.apiKeyName,
+              names.holdMarker(shard, it.holdId),
+              names.rate(shard, it.wallet, window),
+              names.rate(shard, it.wallet, window - 1),
+            );
             argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`);
           }
           return scripts.reserveBatch(keys, argv);

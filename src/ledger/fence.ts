@@ -90,7 +90,8 @@ export class LedgerFence {
         this.epochs.set(shard, fence!);
         return;
       }
-      if (fence === null || Number(await this.client.send("EXISTS", [this.names.rebuildLock], this.names.rebuildLock)) === 0) await this.rebuildOnce();
+      if (fence === null || Number(await this.client.send("EXISTS", [this.names.rebuildLock], this.names.rebuildLock)) === 0)
+        await this.rebuildOnce();
       if (Date.now() > deadline) {
         throw new LedgerRebuilding("The ledger is being rebuilt; retry shortly");
       }

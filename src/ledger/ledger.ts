@@ -123,13 +123,16 @@ export class Ledger {
   }
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
-  async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<"charged" | "settled" | "released" | "UNKNOWN_HOLD"> {
-    const r = await this.batches.settles
-      .submit(p.shard, { ...p, ...d, holdId, charge })
-      .catch((e: unknown) => {
-        metrics.settles.inc({ outcome: "error" });
-        throw e;
-      });
+  async settleOutcome(
+    p: KeyPrincipal,
+    holdId: string,
+    charge: number,
+    d: ChargeDetails,
+  ): Promise<"charged" | "settled" | "released" | "UNKNOWN_HOLD"> {
+    const r = await this.batches.settles.submit(p.shard, { ...p, ...d, holdId, charge }).catch((e: unknown) => {
+      metrics.settles.inc({ outcome: "error" });
+      throw e;
+    });
     const outcome = r[0] === 1 ? "charged" : (r[1] as "settled" | "released" | "UNKNOWN_HOLD");
     metrics.settles.inc({ outcome });
     holdClosed(holdId);
@@ -157,7 +160,9 @@ export class Ledger {
   /** Voids the hold (upstream failed): nothing is charged. */
   async release(p: KeyPrincipal, holdId: string): Promise<boolean> {
     this.batches.flush(p.shard);
-    const r = await this.fence.run(p.shard, (epoch) => this.scripts.release(this.holdKeys(p, holdId), epoch, holdId, "release", RESOLUTION_TTL_S));
+    const r = await this.fence.run(p.shard, (epoch) =>
+      this.scripts.release(this.holdKeys(p, holdId), epoch, holdId, "release", RESOLUTION_TTL_S),
+    );
     holdClosed(holdId);
     if (r[0] === 1) metrics.releases.inc({ reason: "release" });
     return r[0] === 1;
@@ -168,7 +173,9 @@ export class Ledger {
     const shard = this.names.shardOf(wallet);
     const k = this.names;
     this.batches.flush(shard);
-    const r = await this.fence.run(shard, (epoch) => this.scripts.credit([k.wallet(shard, wallet), k.credited(shard), k.fence(shard)], epoch, creditId, amount));
+    const r = await this.fence.run(shard, (epoch) =>
+      this.scripts.credit([k.wallet(shard, wallet), k.credited(shard), k.fence(shard)], epoch, creditId, amount),
+    );
     return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
@@ -188,7 +195,9 @@ export class Ledger {
    */
   async keyCounters(keys: KeyPrincipal[], fields: readonly string[]): Promise<number[][]> {
     for (const k of keys) this.batches.flush(k.shard);
-    const replies = await Promise.all(keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields], k.apiKeyName) as Promise<(string | null)[]>));
+    const replies = await Promise.all(
+      keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields], k.apiKeyName) as Promise<(string | null)[]>),
+    );
     return replies.map((r) => r.map((x) => Number(x ?? 0)));
   }
 
@@ -204,7 +213,9 @@ export class Ledger {
         if (!marker?.startsWith("live|")) continue;
         const [, , wallet = "", keyId = ""] = marker.split("|");
         const p = { shard, walletName: this.names.wallet(shard, wallet), apiKeyName: this.names.apiKey(shard, keyId) };
-        const r = await this.fence.run(shard, (epoch) => this.scripts.release(this.holdKeys(p, holdId), epoch, holdId, "expire", RESOLUTION_TTL_S));
+        const r = await this.fence.run(shard, (epoch) =>
+          this.scripts.release(this.holdKeys(p, holdId), epoch, holdId, "expire", RESOLUTION_TTL_S),
+        );
         holdClosed(holdId);
         if (r[0] === 1) {
           released++;

@@ -38,7 +38,10 @@ export function withIncludes(text: string): string {
   });
 }
 
-const SOURCES = Object.fromEntries(Object.entries(FILES).map(([file, text]) => [file, withIncludes(text)])) as Record<keyof typeof FILES, string>;
+const SOURCES = Object.fromEntries(Object.entries(FILES).map(([file, text]) => [file, withIncludes(text)])) as Record<
+  keyof typeof FILES,
+  string
+>;
 
 /** The ledger's Lua scripts by file name. */
 export const SCRIPT_FILES = Object.keys(FILES) as (keyof typeof FILES)[];
@@ -122,12 +125,23 @@ export class LedgerScripts {
   }
 
   /** release-6.lua: {1, amount_released} | {0, state} | {0, 'FENCED', fence}. */
-  release(keys: string[], epoch: string, holdId: string, kind: "release" | "expire", markerTtlS: number): Promise<[number, number | string, string?]> {
+  release(
+    keys: string[],
+    epoch: string,
+    holdId: string,
+    kind: "release" | "expire",
+    markerTtlS: number,
+  ): Promise<[number, number | string, string?]> {
     return this.run(this.scripts.release, [...keys, epoch, holdId, kind, markerTtlS]) as Promise<[number, number | string, string?]>;
   }
 
   /** credit-3.lua: {1 | 0, balance} | {0, 'FENCED', fence}. */
-  credit(keys: [wallet: string, credited: string, fence: string], epoch: string, creditId: string, amount: number | string): Promise<[number, number | string, string?]> {
+  credit(
+    keys: [wallet: string, credited: string, fence: string],
+    epoch: string,
+    creditId: string,
+    amount: number | string,
+  ): Promise<[number, number | string, string?]> {
     return this.run(this.scripts.credit, [...keys, epoch, creditId, amount]) as Promise<[number, number | string, string?]>;
   }
 

@@ -99,7 +99,13 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
 // The line's strings that a client chose (its request id, method, a wallet in the path, the model it named) go
 // through redactText; the rest are numbers and the gateway's own values.
 function accessFields(trace: RequestTrace, route: string, status: number, latencyMs: number): Record<string, unknown> {
-  const f: Record<string, unknown> = { request_id: redactText(trace.id), method: redactText(trace.method), route, status, latency_ms: round(latencyMs) };
+  const f: Record<string, unknown> = {
+    request_id: redactText(trace.id),
+    method: redactText(trace.method),
+    route,
+    status,
+    latency_ms: round(latencyMs),
+  };
   if (trace.keyId !== undefined) f.key_id = trace.keyId;
   if (trace.wallet !== undefined) f.wallet = redactText(trace.wallet);
   if (trace.model !== undefined) f.model = redactText(trace.model);

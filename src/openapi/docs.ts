@@ -32,39 +32,45 @@ export const openapiDocs = () =>
       if (path === "/docs/json") applyOwnParts(response as Document);
     })
     .use(
-    openapi({
-      path: "/docs",
-      provider: "swagger-ui",
-      swagger: { cdn: `${ASSETS}/swagger-ui-bundle.js`, theme: `${ASSETS}/swagger-ui.css`, autoDarkMode: false },
-      documentation: {
-        info: {
-          title: "LLM credit gateway",
-          version: API_VERSION,
-          description:
-            "Prepaid, OpenAI-compatible inference gateway. Amounts are integer µUSDC (1 USD = 1,000,000) unless a field says USD. " +
-            "Every answer carries X-Request-Id.",
+      openapi({
+        path: "/docs",
+        provider: "swagger-ui",
+        swagger: { cdn: `${ASSETS}/swagger-ui-bundle.js`, theme: `${ASSETS}/swagger-ui.css`, autoDarkMode: false },
+        documentation: {
+          info: {
+            title: "LLM credit gateway",
+            version: API_VERSION,
+            description:
+              "Prepaid, OpenAI-compatible inference gateway. Amounts are integer µUSDC (1 USD = 1,000,000) unless a field says USD. " +
+              "Every answer carries X-Request-Id.",
+          },
+          tags: [
+            { name: "chat", description: "OpenAI-compatible chat completions" },
+            { name: "models" },
+            { name: "balance" },
+            { name: "usage" },
+            { name: "keys", description: "API keys, managed with Sign-In with Ethereum" },
+            { name: "topup", description: "Prepaid credit through x402" },
+            { name: "health" },
+            { name: "operations", description: "Extensions for operators" },
+          ],
+          components: {
+            schemas: COMPONENTS as never,
+            headers: HEADERS as never,
+            securitySchemes: SECURITY_SCHEMES as never,
+          },
         },
-        tags: [
-          { name: "chat", description: "OpenAI-compatible chat completions" },
-          { name: "models" },
-          { name: "balance" },
-          { name: "usage" },
-          { name: "keys", description: "API keys, managed with Sign-In with Ethereum" },
-          { name: "topup", description: "Prepaid credit through x402" },
-          { name: "health" },
-          { name: "operations", description: "Extensions for operators" },
-        ],
-        components: {
-          schemas: COMPONENTS as never,
-          headers: HEADERS as never,
-          securitySchemes: SECURITY_SCHEMES as never,
-        },
-      },
-    }),
-  );
+      }),
+    );
 
 type Parameter = { name: string; in: string };
-type Operation = { parameters?: Parameter[]; requestBody?: unknown; [OWN_PARAMETERS]?: Parameter[]; [OWN_REQUEST_BODY]?: unknown; [OWN_PATH]?: string };
+type Operation = {
+  parameters?: Parameter[];
+  requestBody?: unknown;
+  [OWN_PARAMETERS]?: Parameter[];
+  [OWN_REQUEST_BODY]?: unknown;
+  [OWN_PATH]?: string;
+};
 type Document = { paths?: Record<string, Record<string, Operation>> };
 
 /** Puts each operation's own path, parameters and body (doc()) in place of the generated ones; idempotent. */

@@ -23,8 +23,14 @@ export const HEADERS = {
   "X-RateLimit-Remaining": { description: "Requests left in the current window for the wallet", schema: { type: "integer" } },
   "X-RateLimit-Reset": { description: "Seconds until a request is allowed again", schema: { type: "integer" } },
   "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" } },
-  "PAYMENT-REQUIRED": { description: "x402 v2: the same payment terms as the body, base64 JSON (CAIP-2 network)", schema: { type: "string" } },
-  "X-PAYMENT-RESPONSE": { description: "x402 v1 settlement receipt, base64 JSON {success, transaction, network, payer}", schema: { type: "string" } },
+  "PAYMENT-REQUIRED": {
+    description: "x402 v2: the same payment terms as the body, base64 JSON (CAIP-2 network)",
+    schema: { type: "string" },
+  },
+  "X-PAYMENT-RESPONSE": {
+    description: "x402 v1 settlement receipt, base64 JSON {success, transaction, network, payer}",
+    schema: { type: "string" },
+  },
   "PAYMENT-RESPONSE": { description: "x402 v2 settlement receipt (same content as X-PAYMENT-RESPONSE)", schema: { type: "string" } },
   "Cache-Control": { description: "no-store on answers carrying a secret or a payment", schema: { type: "string" } },
 } as const;
@@ -37,7 +43,12 @@ export const SECURITY_SCHEMES = {
   siweMessage: { type: "apiKey", in: "query", name: "message", description: "SIWE (EIP-4361) message; goes with siweSignature" },
   siweSignature: { type: "apiKey", in: "query", name: "signature", description: "Wallet signature of the SIWE message, hex" },
   x402Payment: { type: "apiKey", in: "header", name: "X-Payment", description: "x402 v1 payment payload, base64 (top-up step 2)" },
-  x402PaymentV2: { type: "apiKey", in: "header", name: "PAYMENT-SIGNATURE", description: "x402 v2 payment payload, base64 (top-up step 2)" },
+  x402PaymentV2: {
+    type: "apiKey",
+    in: "header",
+    name: "PAYMENT-SIGNATURE",
+    description: "x402 v2 payment payload, base64 (top-up step 2)",
+  },
 } as const;
 
 /** Security requirements as operations list them. */
@@ -77,7 +88,9 @@ export function errors(...codes: ErrorCode[]): Record<number, Json> {
   // The model's own rate limit comes back as 429 UPSTREAM_CLIENT_ERROR (spec, errors rule 1).
   if (codes.includes("UPSTREAM_CLIENT_ERROR") && byStatus.has(429)) byStatus.get(429)!.push("UPSTREAM_CLIENT_ERROR");
   for (const [status, group] of byStatus) {
-    const examples = Object.fromEntries(group.map((c) => [c, { value: { error: c, message: FIXED_MESSAGE[c] ?? EXAMPLE_MESSAGE[c] ?? c } }]));
+    const examples = Object.fromEntries(
+      group.map((c) => [c, { value: { error: c, message: FIXED_MESSAGE[c] ?? EXAMPLE_MESSAGE[c] ?? c } }]),
+    );
     out[status] = {
       description: group.join(" or "),
       // Sent with RATE_LIMITED (not with the provider's own 429).

@@ -61,7 +61,9 @@ export class LocalFacilitator implements Facilitator {
       rpcUrls: { default: { http: [rpcUrl] } },
       contracts: { multicall3: { address: "0xcA11bde05977b3631167028862bE2a173976CA11" } },
     });
-    const client = createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 1 }) }).extend(publicActions);
+    const client = createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 1 }) }).extend(
+      publicActions,
+    );
     this.client = client;
     const signer = toFacilitatorEvmSigner(
       {

@@ -125,7 +125,15 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
     checkTerms(inner, r);
     const payer = payerOf(inner);
     // The facilitator judges against our terms, not the client's copy of them.
-    return { x402Version: 2, requirement: r, payload: { ...decoded, accepted: r.v2 }, requirements: r.v2 as unknown as Record<string, unknown>, ...inner, payer, network: net.caip2 };
+    return {
+      x402Version: 2,
+      requirement: r,
+      payload: { ...decoded, accepted: r.v2 },
+      requirements: r.v2 as unknown as Record<string, unknown>,
+      ...inner,
+      payer,
+      network: net.caip2,
+    };
   }
   if (decoded.scheme !== "exact") throw mismatched("scheme");
   const network = net.v1Name ?? net.caip2;
@@ -138,9 +146,16 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
   if (!r) throw mismatched("the signature is for none of the offered assets");
   checkTerms(inner, r);
   const payer = payerOf(inner);
-  return { x402Version: 1, requirement: r, payload: decoded, requirements: r.v1 as unknown as Record<string, unknown>, ...inner, payer, network };
+  return {
+    x402Version: 1,
+    requirement: r,
+    payload: decoded,
+    requirements: r.v1 as unknown as Record<string, unknown>,
+    ...inner,
+    payer,
+    network,
+  };
 }
-
 
 async function bySignature(p: Eip3009Payload, candidates: Requirement[], chainId: number): Promise<Requirement[]> {
   const a = p.authorization;
@@ -151,7 +166,14 @@ async function bySignature(p: Eip3009Payload, candidates: Requirement[], chainId
       domain: { name: r.asset.eip712Name, version: r.asset.eip712Version, chainId, verifyingContract: r.asset.address },
       types: TRANSFER_WITH_AUTHORIZATION_TYPES,
       primaryType: "TransferWithAuthorization",
-      message: { from: a.from, to: a.to, value: BigInt(a.value), validAfter: BigInt(a.validAfter), validBefore: BigInt(a.validBefore), nonce: a.nonce },
+      message: {
+        from: a.from,
+        to: a.to,
+        value: BigInt(a.value),
+        validAfter: BigInt(a.validAfter),
+        validBefore: BigInt(a.validBefore),
+        nonce: a.nonce,
+      },
       signature: p.signature,
     }).catch(() => false);
     if (ok) return [r];

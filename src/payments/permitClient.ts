@@ -26,7 +26,11 @@ export class PermitAwareExactEvmScheme implements SchemeNetworkClient {
     this.exact = new ExactEvmScheme(signer);
   }
 
-  async createPaymentPayload(x402Version: number, requirements: PaymentRequirements, context?: PaymentPayloadContext): Promise<PaymentPayloadResult> {
+  async createPaymentPayload(
+    x402Version: number,
+    requirements: PaymentRequirements,
+    context?: PaymentPayloadContext,
+  ): Promise<PaymentPayloadResult> {
     const extra = requirements.extra ?? {};
     if (extra.assetTransferMethod !== PERMIT_TRANSFER_METHOD) return this.exact.createPaymentPayload(x402Version, requirements, context);
     if (!this.signer.readContract) throw new Error("permit payments need a signer with readContract (the token's nonce)");
@@ -37,7 +41,12 @@ export class PermitAwareExactEvmScheme implements SchemeNetworkClient {
     const asset = getAddress(r.asset) as Address;
     const spender = getAddress(String(extra.spender)) as Address;
     const value = BigInt(r.amount ?? r.maxAmountRequired ?? "0");
-    const nonce = (await this.signer.readContract({ address: asset, abi: noncesAbi, functionName: "nonces", args: [this.signer.address] })) as bigint;
+    const nonce = (await this.signer.readContract({
+      address: asset,
+      abi: noncesAbi,
+      functionName: "nonces",
+      args: [this.signer.address],
+    })) as bigint;
     const deadline = BigInt(Math.floor(Date.now() / 1000) + r.maxTimeoutSeconds);
     const signature: Hex = await this.signer.signTypedData({
       domain: { name: String(extra.name), version: String(extra.version), chainId, verifyingContract: asset },

@@ -9,7 +9,6 @@ import { tokenAbi, transferred } from "./token.ts";
 import { topupEventId } from "./topupId.ts";
 import { withDeadline } from "../deadline.ts";
 
-
 const AUTHORIZATION_USED = getAbiItem({ abi: tokenAbi, name: "AuthorizationUsed" });
 
 // Log searches go back in windows small enough for public RPCs, and not further than a week of Base blocks.
@@ -51,14 +50,20 @@ export class PaymentRecovery {
     private readonly sql: Sql,
     private readonly credits: Credits,
   ) {
-    this.client = cfg.rpcUrl ? createPublicClient({ transport: http(cfg.rpcUrl, { timeout: cfg.facilitatorTimeoutMs, retryCount: 1 }) }) : undefined;
+    this.client = cfg.rpcUrl
+      ? createPublicClient({ transport: http(cfg.rpcUrl, { timeout: cfg.facilitatorTimeoutMs, retryCount: 1 }) })
+      : undefined;
   }
 
   /** The chain's height now (undefined without RPC_URL or when it does not answer within 2 s). */
   async height(): Promise<bigint | undefined> {
     if (!this.client) return undefined;
     const client = this.client;
-    return withDeadline(2_000, () => client.getBlockNumber({ cacheTime: 0 }), () => new Error("RPC_URL: no block number within 2 s")).catch(() => undefined);
+    return withDeadline(
+      2_000,
+      () => client.getBlockNumber({ cacheTime: 0 }),
+      () => new Error("RPC_URL: no block number within 2 s"),
+    ).catch(() => undefined);
   }
 
   /**
@@ -84,7 +89,13 @@ export class PaymentRecovery {
       log.warn("payment outcome unknown; opened a check to credit it if it settles", { payer: p.payer, reason, tx_hash: tx });
     } catch (e) {
       log.error("PAYMENT OUTCOME UNKNOWN AND NOT RECORDED: check the chain and grant by hand", {
-        payer: p.payer, asset: p.requirement.asset.address, amount_usdc: microUsdc, nonce: auth?.nonce, tx_hash: tx, reason, error: e,
+        payer: p.payer,
+        asset: p.requirement.asset.address,
+        amount_usdc: microUsdc,
+        nonce: auth?.nonce,
+        tx_hash: tx,
+        reason,
+        error: e,
       });
     }
   }
@@ -116,7 +127,12 @@ export class PaymentRecovery {
     const asset = getAddress(row.asset);
     const authorizer = getAddress(row.payer);
     const nonce = row.nonce as Hex;
-    const used = await client.readContract({ address: asset, abi: tokenAbi, functionName: "authorizationState", args: [authorizer, nonce] });
+    const used = await client.readContract({
+      address: asset,
+      abi: tokenAbi,
+      functionName: "authorizationState",
+      args: [authorizer, nonce],
+    });
     if (!used) {
       const block = await client.getBlock({ blockTag: "latest" });
       if (row.valid_before !== null && block.timestamp > BigInt(row.valid_before) + VOID_MARGIN_S) {
@@ -129,13 +145,23 @@ export class PaymentRecovery {
     const floor = row.from_block !== null ? BigInt(row.from_block) : latest > MAX_LOOKBACK ? latest - MAX_LOOKBACK : 0n;
     for (let to = latest; to >= floor; to -= LOG_WINDOW) {
       const from = to - LOG_WINDOW + 1n > floor ? to - LOG_WINDOW + 1n : floor;
-      const logs = await client.getLogs({ address: asset, event: AUTHORIZATION_USED, args: { authorizer, nonce }, fromBlock: from, toBlock: to });
+      const logs = await client.getLogs({
+        address: asset,
+        event: AUTHORIZATION_USED,
+        args: { authorizer, nonce },
+        fromBlock: from,
+        toBlock: to,
+      });
       const hit = logs.find((l) => !l.removed);
       if (hit?.transactionHash) return this.receiptOutcome(row, hit.transactionHash);
       if (from === floor) break;
     }
     // A cancelled authorization moved nothing; a used one whose log is out of reach needs an operator.
-    log.error("authorization is used but its AuthorizationUsed log was not found; check by hand", { check: row.id, payer: row.payer, nonce: row.nonce });
+    log.error("authorization is used but its AuthorizationUsed log was not found; check by hand", {
+      check: row.id,
+      payer: row.payer,
+      nonce: row.nonce,
+    });
     return { kind: "pending" };
   }
 
@@ -147,7 +173,8 @@ export class PaymentRecovery {
     });
     if (!receipt) return { kind: "pending" };
     if (receipt.status !== "success") return { kind: "void", why: `transaction ${tx} reverted` };
-    if (!transferred(receipt.logs, row.asset as Address, row.payer as Address, row.pay_to as Address, BigInt(row.atomic))) return { kind: "void", why: `transaction ${tx} did not transfer the payment to PAY_TO` };
+    if (!transferred(receipt.logs, row.asset as Address, row.payer as Address, row.pay_to as Address, BigInt(row.atomic)))
+      return { kind: "void", why: `transaction ${tx} did not transfer the payment to PAY_TO` };
     return { kind: "moved", tx: tx.toLowerCase() };
   }
 
@@ -162,7 +189,13 @@ export class PaymentRecovery {
       reason: `recovered ${row.method} payment (check ${row.id})`,
     });
     await this.close(row.id, "credited", r.duplicate ? `settled in ${tx}, already credited` : `settled in ${tx}, credited`, tx);
-    if (!r.duplicate) log.warn("payment recovered from the chain and credited", { check: row.id, wallet: row.payer, amount_usdc: row.amount_usdc, tx_hash: tx });
+    if (!r.duplicate)
+      log.warn("payment recovered from the chain and credited", {
+        check: row.id,
+        wallet: row.payer,
+        amount_usdc: row.amount_usdc,
+        tx_hash: tx,
+      });
   }
 
   private async close(id: number, state: "credited" | "void", why: string, tx?: string): Promise<void> {

@@ -61,7 +61,12 @@ export function buildOffer(net: PaymentNetwork, payTo: Address, microUsdc: numbe
     const atomic = toAtomic(microUsdc, asset.decimals);
     if (atomic === null) continue;
     if (asset.transfer === "permit" && !relayer) continue;
-    const extra: Record<string, unknown> = { name: asset.eip712Name, version: asset.eip712Version, symbol: asset.symbol, decimals: asset.decimals };
+    const extra: Record<string, unknown> = {
+      name: asset.eip712Name,
+      version: asset.eip712Version,
+      symbol: asset.symbol,
+      decimals: asset.decimals,
+    };
     if (asset.transfer === "permit") Object.assign(extra, { assetTransferMethod: PERMIT_TRANSFER_METHOD, spender: relayer });
     const amount = atomic.toString();
     requirements.push({

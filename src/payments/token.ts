@@ -11,7 +11,6 @@ export const tokenAbi = parseAbi([
   "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)",
 ]);
 
-
 /** Whether a transaction's logs hold the token's Transfer of exactly `value` from `from` to `to`: the payment. */
 export function transferred(logs: Log[], token: Address, from: Address, to: Address, value: bigint): boolean {
   return parseEventLogs({ abi: tokenAbi, eventName: "Transfer", logs: logs.filter((l) => isAddressEqual(l.address, token)) }).some(

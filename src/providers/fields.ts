@@ -38,7 +38,10 @@ export function refuseRepricingFields(body: Record<string, unknown>): void {
   if (Array.isArray(body.tools)) {
     body.tools.forEach((tool: { type?: unknown }, i) => {
       if (!CLIENT_TOOL_TYPES.has(tool?.type as string)) {
-        throw new ApiError({ code: "VALIDATION_ERROR", message: `tools[${i}].type "${String(tool?.type).slice(0, 64)}" is not accepted: only function and custom tools, since tools a provider runs itself are billed per call` });
+        throw new ApiError({
+          code: "VALIDATION_ERROR",
+          message: `tools[${i}].type "${String(tool?.type).slice(0, 64)}" is not accepted: only function and custom tools, since tools a provider runs itself are billed per call`,
+        });
       }
     });
   }
@@ -57,11 +60,37 @@ export function refuseRepricingFields(body: Record<string, unknown>): void {
  */
 export const OPENAI_FORWARDED_FIELDS: ReadonlySet<string> = new Set([
   // the spec's
-  "model", "messages", "max_tokens", "temperature", "top_p", "stream", "tools", "tool_choice", "stop",
-  "presence_penalty", "frequency_penalty", "response_format", "seed", "n", "logprobs", "thinking", "reasoning_effort",
+  "model",
+  "messages",
+  "max_tokens",
+  "temperature",
+  "top_p",
+  "stream",
+  "tools",
+  "tool_choice",
+  "stop",
+  "presence_penalty",
+  "frequency_penalty",
+  "response_format",
+  "seed",
+  "n",
+  "logprobs",
+  "thinking",
+  "reasoning_effort",
   // OpenAI's, harmless to the bill
-  "max_completion_tokens", "stream_options", "top_logprobs", "logit_bias", "parallel_tool_calls", "user",
-  "safety_identifier", "prompt_cache_key", "verbosity", "functions", "function_call", "modalities", "top_k",
+  "max_completion_tokens",
+  "stream_options",
+  "top_logprobs",
+  "logit_bias",
+  "parallel_tool_calls",
+  "user",
+  "safety_identifier",
+  "prompt_cache_key",
+  "verbosity",
+  "functions",
+  "function_call",
+  "modalities",
+  "top_k",
 ]);
 
 /** The fields of `body` that `allowed` names, in their order. */

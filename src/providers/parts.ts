@@ -21,7 +21,16 @@ const ACCEPTED_PART_TYPES: ReadonlySet<string> = new Set(["text", "image_url", "
  * text the hold counts by its bytes: the turn's content, a name, tool calls and results, the older function
  * call, a refusal, and earlier reasoning (DeepSeek's `reasoning_content`, OpenRouter's `reasoning`).
  */
-const FORWARDED_MESSAGE_KEYS = ["role", "content", "name", "tool_call_id", "function_call", "refusal", "reasoning_content", "reasoning"] as const;
+const FORWARDED_MESSAGE_KEYS = [
+  "role",
+  "content",
+  "name",
+  "tool_call_id",
+  "function_call",
+  "refusal",
+  "reasoning_content",
+  "reasoning",
+] as const;
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -45,11 +54,15 @@ export function refuseUnboundedParts(messages: unknown): void {
       const where = `messages[${i}].content[${j}]`;
       const type = isObj(part) ? part.type : undefined;
       if (typeof type === "string" && ACCEPTED_PART_TYPES.has(type)) {
-        if (type === "image_url" && typeof imageUrl(part as Obj) !== "string") refuse(where, "an image_url without a url string", "the gateway cannot bound its cost");
+        if (type === "image_url" && typeof imageUrl(part as Obj) !== "string")
+          refuse(where, "an image_url without a url string", "the gateway cannot bound its cost");
         return;
       }
       const name = `content part type "${String(type).slice(0, 64)}"`;
-      const why = typeof type === "string" && Object.hasOwn(REFUSED_PART_TYPES, type) ? REFUSED_PART_TYPES[type]! : "the gateway cannot bound what the provider bills for it";
+      const why =
+        typeof type === "string" && Object.hasOwn(REFUSED_PART_TYPES, type)
+          ? REFUSED_PART_TYPES[type]!
+          : "the gateway cannot bound what the provider bills for it";
       refuse(where, name, why);
     });
   });

@@ -25,7 +25,8 @@ export class FencedShardWriter {
   /** Queues HSET of `fields` on a hash of this shard. */
   async hset(key: string, fields: Record<string, string | number>): Promise<void> {
     const pairs = Object.entries(fields).flatMap(([f, v]) => [f, String(v)]);
-    for (let i = 0; i < pairs.length; i += 2 * MAX_FIELDS_PER_OP) await this.queue(key, "HSET", pairs.slice(i, i + 2 * MAX_FIELDS_PER_OP), 2);
+    for (let i = 0; i < pairs.length; i += 2 * MAX_FIELDS_PER_OP)
+      await this.queue(key, "HSET", pairs.slice(i, i + 2 * MAX_FIELDS_PER_OP), 2);
   }
 
   /** Queues HDEL of `fields` from a hash of this shard. */
@@ -42,7 +43,9 @@ export class FencedShardWriter {
     this.keys = [];
     this.args = [];
     if (r[0] !== 1) {
-      throw new RebuildLockLost(`shard ${this.shard}'s fence is "${r[2]}", not this rebuild's "${this.closedFence}": another process rebuilt the ledger; this rebuild stops`);
+      throw new RebuildLockLost(
+        `shard ${this.shard}'s fence is "${r[2]}", not this rebuild's "${this.closedFence}": another process rebuilt the ledger; this rebuild stops`,
+      );
     }
   }
 

@@ -120,10 +120,13 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
 /** Charges still in the outbox go to Postgres first (idempotent by event id; the flusher acks them later). */
 async function drainOutboxes(ledger: Ledger, sql: Sql): Promise<void> {
   for (const s of ledger.names.allShards()) {
-    for (let from = "-"; ; ) {
+    for (let from = "-"; ;) {
       const entries = await ledger.redis.xrange(ledger.names.outbox(s), from, "+", "COUNT", 500);
       if (entries.length === 0) break;
-      await insertLedgerEvents(sql, entries.map(([, fields]) => eventJson(fields)).filter((e): e is string => e !== null));
+      await insertLedgerEvents(
+        sql,
+        entries.map(([, fields]) => eventJson(fields)).filter((e): e is string => e !== null),
+      );
       from = `(${entries[entries.length - 1]![0]}`;
     }
   }
@@ -151,7 +154,18 @@ function readSnapshot(sql: Sql) {
     const credits = await tx<{ id: number; wallet: string; event_id: string; amount_usdc: number; applied: boolean }[]>`
       SELECT id, wallet, event_id, amount_usdc, applied_at IS NOT NULL AS applied FROM credits`;
     const apiKeys = await tx<
-      { id: number; wallet: string; key_hash: string; budget_usdc: number | null; revoked: boolean; requests: number; pt: number; ct: number; spent: number; revenue: number }[]
+      {
+        id: number;
+        wallet: string;
+        key_hash: string;
+        budget_usdc: number | null;
+        revoked: boolean;
+        requests: number;
+        pt: number;
+        ct: number;
+        spent: number;
+        revenue: number;
+      }[]
     >`
       SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked,
              COUNT(e.event_id)::bigint AS requests,
@@ -194,9 +208,19 @@ async function liveHolds(ledger: Ledger) {
  * balances and key state, and ids Postgres does not know are dropped last: a rebuild stopped between two batches
  * never leaves a balance that includes a credit the credited hash lacks (the reconciler would apply it again).
  */
-async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, snap: Snapshot, held: Awaited<ReturnType<typeof liveHolds>>): Promise<void> {
+async function writeLedger(
+  ledger: Ledger,
+  lock: RebuildLock,
+  closed: string,
+  snap: Snapshot,
+  held: Awaited<ReturnType<typeof liveHolds>>,
+): Promise<void> {
   const { redis, names: k } = ledger;
-  const shards = new Map(k.allShards().map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]));
+  const shards = new Map(
+    k
+      .allShards()
+      .map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]),
+  );
   const of = (wallet: string) => shards.get(k.shardOf(wallet))!;
   for (const c of snap.credits) of(c.wallet).credits.set(c.event_id, c.amount_usdc);
   for (const w of snap.wallets) of(w.wallet).wallets.set(k.wallet(k.shardOf(w.wallet), w.wallet), w.balance);
@@ -215,12 +239,26 @@ async function writeLedger(ledger: Ledger, lock: RebuildLock, closed: string, sn
     for (const [name, balance] of plan.wallets) await w.hset(name, { balance, locked: held.wallets.get(name) ?? 0 });
     for (const key of plan.keys) {
       const name = ledger.principal(key.id, key.wallet).apiKeyName;
-      await w.hset(name, rebuiltKeyFields({ revoked: key.revoked, budget: key.budget_usdc }, {
-        spent: key.spent, locked: held.keys.get(name) ?? 0, requests: key.requests, prompt_tokens: key.pt, completion_tokens: key.ct, revenue: key.revenue,
-      }));
+      await w.hset(
+        name,
+        rebuiltKeyFields(
+          { revoked: key.revoked, budget: key.budget_usdc },
+          {
+            spent: key.spent,
+            locked: held.keys.get(name) ?? 0,
+            requests: key.requests,
+            prompt_tokens: key.pt,
+            completion_tokens: key.ct,
+            revenue: key.revenue,
+          },
+        ),
+      );
     }
     // The credited hash is exactly the snapshot's credits (a credit applied before the fence closed is in it).
-    await w.hdel(k.credited(s), (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)));
+    await w.hdel(
+      k.credited(s),
+      (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)),
+    );
     await w.flush();
   }
   // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One

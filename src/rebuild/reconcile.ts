@@ -14,7 +14,11 @@ const RECENT_CREDITS_HOURS = 24;
  * Postgres is the record of revocations and applied credits; a Redis that lost recent writes must not bring back
  * a revoked key or drop a credit it had applied. Runs in the 30 s repair job and after every rebuild.
  */
-export async function reconcileFromPostgres(ledger: Ledger, sql: Sql, opts: { allCredits?: boolean } = {}): Promise<{ revocations: number; credits: number }> {
+export async function reconcileFromPostgres(
+  ledger: Ledger,
+  sql: Sql,
+  opts: { allCredits?: boolean } = {},
+): Promise<{ revocations: number; credits: number }> {
   const revocations = await restoreRevocations(ledger, sql);
   const credits = await restoreAppliedCredits(ledger, sql, opts.allCredits ? null : RECENT_CREDITS_HOURS);
   return { revocations, credits };
@@ -39,7 +43,11 @@ export async function restoreAppliedCredits(ledger: Ledger, sql: Sql, hours: num
     SELECT id, event_id, wallet, amount_usdc FROM credits
     WHERE applied_at IS NOT NULL AND (${hours}::int IS NULL OR applied_at > now() - ${hours}::int * interval '1 hour')
     ORDER BY id`;
-  const lost = await pick(rows, (r) => ledger.redis.hexists(k.credited(k.shardOf(r.wallet)), r.event_id), (v) => v !== 1);
+  const lost = await pick(
+    rows,
+    (r) => ledger.redis.hexists(k.credited(k.shardOf(r.wallet)), r.event_id),
+    (v) => v !== 1,
+  );
   let applied = 0;
   for (const i of lost) {
     const r = rows[i]!;

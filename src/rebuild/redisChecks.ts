@@ -20,7 +20,10 @@ export async function checkEvictionPolicy(redis: RedisCommands): Promise<void> {
     const policy = /maxmemory_policy:(\S+)/.exec(await node.info("memory"))?.[1];
     if (policy !== undefined && policy !== "noeviction") {
       const which = cluster ? `the cluster master ${node.options.host}:${node.options.port}` : "this Redis";
-      throw new ConfigError(cluster ? "REDIS_CLUSTER_NODES" : "REDIS_URL", `${which} evicts keys (maxmemory-policy ${policy}); the ledger needs maxmemory-policy noeviction`);
+      throw new ConfigError(
+        cluster ? "REDIS_CLUSTER_NODES" : "REDIS_URL",
+        `${which} evicts keys (maxmemory-policy ${policy}); the ledger needs maxmemory-policy noeviction`,
+      );
     }
   }
 }
@@ -33,6 +36,9 @@ export async function recordShardCount(redis: RedisCommands, redisNames: RedisNa
   await redis.set(redisNames.shardCount, String(redisNames.shards), "NX");
   const recorded = await redis.get(redisNames.shardCount);
   if (recorded !== null && recorded !== String(redisNames.shards)) {
-    throw new ConfigError("LEDGER_SHARDS", `is ${redisNames.shards}, but the ledger in this Redis was built with ${recorded} shards (a change would move every wallet); set LEDGER_SHARDS=${recorded}`);
+    throw new ConfigError(
+      "LEDGER_SHARDS",
+      `is ${redisNames.shards}, but the ledger in this Redis was built with ${recorded} shards (a change would move every wallet); set LEDGER_SHARDS=${recorded}`,
+    );
   }
 }

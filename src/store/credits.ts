@@ -24,7 +24,6 @@ function neverSent(e: unknown): boolean {
   return x.code === "CONNECT_TIMEOUT" || (x.syscall === "connect" && x.code !== undefined);
 }
 
-
 /**
  * Records money in: Postgres first (durable before any 2xx), then the Redis ledger (idempotent by event id),
  * then marks it applied. A crash in between leaves `applied_at` NULL and `reapplyPending` finishes the job.
@@ -90,7 +89,10 @@ export class Credits {
         if (delay !== undefined) await Bun.sleep(delay);
       }
     }
-    log.error(`credit ${recorded ? "recorded in Postgres but not applied" : "not recorded in Postgres"} after retries; deferring it to the Redis credit outbox`, { event_id: c.eventId, error: lastError });
+    log.error(
+      `credit ${recorded ? "recorded in Postgres but not applied" : "not recorded in Postgres"} after retries; deferring it to the Redis credit outbox`,
+      { event_id: c.eventId, error: lastError },
+    );
     // Only a write that was sent can have landed: with the connection down it is not queued, so its failure is sure.
     const outboxSent = this.ledger.redis.status === "ready";
     try {
@@ -98,11 +100,18 @@ export class Credits {
       await this.ledger.redis.hsetnx(this.ledger.names.creditOutbox, c.eventId, JSON.stringify(c));
     } catch (e) {
       if (recorded) {
-        log.error("settled payment recorded in Postgres but not applied to the balance yet; the repair job applies it (do not grant it)", { event_id: c.eventId, wallet: c.wallet, error: e });
+        log.error("settled payment recorded in Postgres but not applied to the balance yet; the repair job applies it (do not grant it)", {
+          event_id: c.eventId,
+          wallet: c.wallet,
+          error: e,
+        });
       } else if (!reachedPostgres && !outboxSent) {
         log.error("SETTLED PAYMENT NOT CREDITED: grant it by hand", { ...c, error: e });
       } else {
-        log.error(`SETTLED PAYMENT NOT CREDITED YET: Postgres or the Redis credit outbox may hold it, and the repair job applies it from there; grant it only if neither credits nor ${this.ledger.names.creditOutbox} has its event_id`, { ...c, error: e });
+        log.error(
+          `SETTLED PAYMENT NOT CREDITED YET: Postgres or the Redis credit outbox may hold it, and the repair job applies it from there; grant it only if neither credits nor ${this.ledger.names.creditOutbox} has its event_id`,
+          { ...c, error: e },
+        );
       }
       throw e;
     }
@@ -111,7 +120,10 @@ export class Credits {
       const { balance } = await this.ledger.credit(c.wallet, c.eventId, c.amountUsdc);
       return { balance, duplicate: false, deferred: true };
     } catch (e) {
-      log.error("settled payment kept in the Redis credit outbox but not applied yet; the repair job records and applies it (do not grant it)", { event_id: c.eventId, wallet: c.wallet, error: e });
+      log.error(
+        "settled payment kept in the Redis credit outbox but not applied yet; the repair job records and applies it (do not grant it)",
+        { event_id: c.eventId, wallet: c.wallet, error: e },
+      );
       throw e;
     }
   }

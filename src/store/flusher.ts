@@ -206,7 +206,16 @@ export class Flusher {
   private async read(from: "0" | ">"): Promise<StreamBatch> {
     const count = String(BATCH);
     if (this.redis.multiSlot) {
-      const reply = await this.redis.send("XREADGROUP", ["GROUP", GROUP, this.consumer, "COUNT", count, "STREAMS", ...this.streams, ...this.streams.map(() => from)]);
+      const reply = await this.redis.send("XREADGROUP", [
+        "GROUP",
+        GROUP,
+        this.consumer,
+        "COUNT",
+        count,
+        "STREAMS",
+        ...this.streams,
+        ...this.streams.map(() => from),
+      ]);
       return streamEntriesOf(reply);
     }
     const replies = await Promise.all(
@@ -222,7 +231,12 @@ export class Flusher {
   /** Takes over entries another reader has held for `minIdleMs` or longer (a process that died mid-flush). */
   private async claimStale(minIdleMs = CLAIM_IDLE_MS): Promise<StreamBatch> {
     const replies = await Promise.all(
-      this.streams.map((s) => this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(minIdleMs), "0-0", "COUNT", String(BATCH)], s) as Promise<[string, StreamEntry[]]>),
+      this.streams.map(
+        (s) =>
+          this.redis.send("XAUTOCLAIM", [s, GROUP, this.consumer, String(minIdleMs), "0-0", "COUNT", String(BATCH)], s) as Promise<
+            [string, StreamEntry[]]
+          >,
+      ),
     );
     const out: StreamBatch = [];
     replies.forEach(([, entries], i) => {

@@ -42,16 +42,27 @@ export class PendingSettles {
 
   /** Posts every deferred settle; returns how many were posted or found already resolved. */
   async replay(): Promise<number> {
-    const rows = await this.sql<{
-      hold_id: string; wallet: string; api_key_id: number; charge_usdc: number; prompt_tokens: number;
-      completion_tokens: number; cost_usd_micro: number; model: string;
-    }[]>`SELECT * FROM pending_settles WHERE NOT unresolved ORDER BY created_at LIMIT 500`;
+    const rows = await this.sql<
+      {
+        hold_id: string;
+        wallet: string;
+        api_key_id: number;
+        charge_usdc: number;
+        prompt_tokens: number;
+        completion_tokens: number;
+        cost_usd_micro: number;
+        model: string;
+      }[]
+    >`SELECT * FROM pending_settles WHERE NOT unresolved ORDER BY created_at LIMIT 500`;
     for (const r of rows) {
       const details = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, costMicro: r.cost_usd_micro, model: r.model };
       const outcome = await this.ledger.settleOutcome(this.ledger.principal(r.api_key_id, r.wallet), r.hold_id, r.charge_usdc, details);
       if (outcome === "UNKNOWN_HOLD") {
         // Redis lost the hold: the charge stays here, marked, rather than being dropped.
-        log.error("deferred settle: Redis no longer knows the hold; kept in pending_settles for an operator", { hold: r.hold_id, charge: r.charge_usdc });
+        log.error("deferred settle: Redis no longer knows the hold; kept in pending_settles for an operator", {
+          hold: r.hold_id,
+          charge: r.charge_usdc,
+        });
         await this.sql`UPDATE pending_settles SET unresolved = true WHERE hold_id = ${r.hold_id}`;
         continue;
       }

@@ -44,8 +44,20 @@ function error(status: number, type: string, message: string, headers: Record<st
 }
 
 const ALLOWED = new Set([
-  "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "top_k", "stream",
-  "tools", "tool_choice", "thinking", "metadata", "output_config",
+  "model",
+  "messages",
+  "max_tokens",
+  "system",
+  "stop_sequences",
+  "temperature",
+  "top_p",
+  "top_k",
+  "stream",
+  "tools",
+  "tool_choice",
+  "thinking",
+  "metadata",
+  "output_config",
 ]);
 
 /** Refuses what the real API refuses; returns the message of its 400, or null. */
@@ -55,12 +67,13 @@ function validate(b: Obj): string | null {
   if (!Number.isSafeInteger(b.max_tokens) || b.max_tokens < 1) return "max_tokens: Field required";
   if (!Array.isArray(b.messages) || b.messages.length === 0) return "messages: Field required";
   if (b.system !== undefined && typeof b.system !== "string") {
-    if (!Array.isArray(b.system) || b.system.some((s: Obj) => s.type !== "text" || !s.text)) return "system: Input should be a valid list of text blocks";
+    if (!Array.isArray(b.system) || b.system.some((s: Obj) => s.type !== "text" || !s.text))
+      return "system: Input should be a valid list of text blocks";
   }
   let previous: Obj | undefined;
   for (const [i, m] of (b.messages as Obj[]).entries()) {
     if (m.role !== "user" && m.role !== "assistant") return `messages.${i}.role: Input should be 'user' or 'assistant'`;
-    if (previous?.role === m.role) return "messages: roles must alternate between \"user\" and \"assistant\"";
+    if (previous?.role === m.role) return 'messages: roles must alternate between "user" and "assistant"';
     const blocks: Obj[] = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
     if (!Array.isArray(blocks) || blocks.length === 0) return `messages.${i}.content: must be non-empty`;
     for (const blk of blocks) {
@@ -72,12 +85,14 @@ function validate(b: Obj): string | null {
           return `messages.${i}: unexpected tool_use_id found in tool_result blocks: ${blk.tool_use_id}`;
         }
       }
-      if (!["text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"].includes(blk.type)) return `messages.${i}: unknown block type`;
+      if (!["text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"].includes(blk.type))
+        return `messages.${i}: unknown block type`;
     }
     previous = m;
   }
   if (b.temperature !== undefined && (b.temperature < 0 || b.temperature > 1)) return "temperature: must be between 0 and 1";
-  for (const t of b.tools ?? []) if (typeof t.name !== "string" || typeof t.input_schema !== "object") return "tools: name and input_schema required";
+  for (const t of b.tools ?? [])
+    if (typeof t.name !== "string" || typeof t.input_schema !== "object") return "tools: name and input_schema required";
   if (b.tool_choice && !["auto", "any", "tool", "none"].includes(b.tool_choice.type)) return "tool_choice.type: invalid";
   const adaptiveOnly = b.model.includes("4-7");
   if (adaptiveOnly && ["temperature", "top_p", "top_k"].some((k) => b[k] !== undefined)) return "temperature: not supported for this model";
@@ -106,7 +121,10 @@ export const IMAGE_TOKENS = 1_600;
 
 function imagesIn(blocks: unknown): number {
   if (!Array.isArray(blocks)) return 0;
-  return blocks.reduce((n: number, blk: Obj) => n + (blk?.type === "image" ? 1 : blk?.type === "tool_result" ? imagesIn(blk.content) : 0), 0);
+  return blocks.reduce(
+    (n: number, blk: Obj) => n + (blk?.type === "image" ? 1 : blk?.type === "tool_result" ? imagesIn(blk.content) : 0),
+    0,
+  );
 }
 
 /** Input tokens the stand-in reports for a request: deterministic, so tests know the exact charge. */
@@ -191,7 +209,11 @@ export function startAnthropicStandin(): AnthropicStandin {
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/messages") return error(404, "not_found_error", "Not found");
-      state.headers.push({ "x-api-key": req.headers.get("x-api-key"), "anthropic-version": req.headers.get("anthropic-version"), authorization: req.headers.get("authorization") });
+      state.headers.push({
+        "x-api-key": req.headers.get("x-api-key"),
+        "anthropic-version": req.headers.get("anthropic-version"),
+        authorization: req.headers.get("authorization"),
+      });
       if (req.headers.get("x-api-key") !== STANDIN_KEY) return error(401, "authentication_error", "invalid x-api-key");
       if (req.headers.get("anthropic-version") !== "2023-06-01") return error(400, "invalid_request_error", "anthropic-version: invalid");
       const raw = await req.text();
@@ -202,7 +224,8 @@ export function startAnthropicStandin(): AnthropicStandin {
 
       const mode = b.model;
       if (mode === "overloaded") return error(529, "overloaded_error", "Overloaded");
-      if (mode === "rate-limited") return error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit", { "retry-after": "7" });
+      if (mode === "rate-limited")
+        return error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit", { "retry-after": "7" });
       if (mode === "invalid") return error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum");
       if (mode === "api-error") return error(500, "api_error", "Internal server error");
       if (mode === "slow") await sleep(2_000);
@@ -230,16 +253,32 @@ export function startAnthropicStandin(): AnthropicStandin {
           const start = messageJson(b, plan, input);
           send("message_start", {
             type: "message_start",
-            message: { ...start, content: [], stop_reason: null, stop_sequence: null, usage: { ...start.usage, input_tokens: input, output_tokens: 1 } },
+            message: {
+              ...start,
+              content: [],
+              stop_reason: null,
+              stop_sequence: null,
+              usage: { ...start.usage, input_tokens: input, output_tokens: 1 },
+            },
           });
           let sent = 0;
           for (const [index, blk] of plan.blocks.entries()) {
             if (blk.type === "tool_use") {
-              send("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: TOOL_ID, name: blk.name, input: {} } });
-              for (const part of TOOL_JSON) send("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: part } });
+              send("content_block_start", {
+                type: "content_block_start",
+                index,
+                content_block: { type: "tool_use", id: TOOL_ID, name: blk.name, input: {} },
+              });
+              for (const part of TOOL_JSON)
+                send("content_block_delta", {
+                  type: "content_block_delta",
+                  index,
+                  delta: { type: "input_json_delta", partial_json: part },
+                });
             } else if (blk.type === "thinking") {
               send("content_block_start", { type: "content_block_start", index, content_block: { type: "thinking", thinking: "" } });
-              for (const w of blk.words) send("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: w } });
+              for (const w of blk.words)
+                send("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: w } });
               send("content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: SIGNATURE } });
             } else {
               send("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
@@ -257,7 +296,11 @@ export function startAnthropicStandin(): AnthropicStandin {
             send("content_block_stop", { type: "content_block_stop", index });
           }
           // The closing events split across writes, as a network may deliver them.
-          const delta = sse("message_delta", { type: "message_delta", delta: { stop_reason: plan.stop, stop_sequence: plan.stopSequence }, usage: { output_tokens: plan.outputTokens } });
+          const delta = sse("message_delta", {
+            type: "message_delta",
+            delta: { stop_reason: plan.stop, stop_sequence: plan.stopSequence },
+            usage: { output_tokens: plan.outputTokens },
+          });
           ctrl.enqueue(enc.encode(delta.slice(0, 25)));
           await sleep(1);
           ctrl.enqueue(enc.encode(delta.slice(25)));
@@ -269,7 +312,9 @@ export function startAnthropicStandin(): AnthropicStandin {
           waiters = waiters.filter((w) => (w.n <= state.cancelled ? (w.resolve(), false) : true));
         },
       });
-      return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "request-id": "req_standin" } });
+      return new Response(stream, {
+        headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "request-id": "req_standin" },
+      });
     },
   });
   state.url = `http://127.0.0.1:${server.port}/v1`;

@@ -60,8 +60,13 @@ export async function waitForText(page: Page, selector: string, expected: string
       { selector, want },
     );
   } catch (e) {
-    const seen = await page.locator(selector).innerText({ timeout: 1_000 }).catch(() => "(absent)");
-    throw new Error(`${selector}: waited for ${String(expected)}, the page shows ${JSON.stringify(seen)} (${(e as Error).message.split("\n")[0]})`);
+    const seen = await page
+      .locator(selector)
+      .innerText({ timeout: 1_000 })
+      .catch(() => "(absent)");
+    throw new Error(
+      `${selector}: waited for ${String(expected)}, the page shows ${JSON.stringify(seen)} (${(e as Error).message.split("\n")[0]})`,
+    );
   }
 }
 
@@ -84,11 +89,21 @@ const SIGNING = new Set(["personal_sign", "eth_signTypedData_v4"]);
 
 /** typed-data JSON (numbers as strings, EIP712Domain listed) → what viem's signTypedData takes. */
 function typedDataFromJson(json: string) {
-  const td = JSON.parse(json) as { domain: Record<string, unknown>; types: Record<string, { name: string; type: string }[]>; primaryType: string; message: Record<string, unknown> };
+  const td = JSON.parse(json) as {
+    domain: Record<string, unknown>;
+    types: Record<string, { name: string; type: string }[]>;
+    primaryType: string;
+    message: Record<string, unknown>;
+  };
   const { EIP712Domain: _, ...types } = td.types;
   const message: Record<string, unknown> = { ...td.message };
   for (const f of types[td.primaryType] ?? []) if (/^u?int\d*$/.test(f.type)) message[f.name] = BigInt(String(message[f.name]));
-  return { domain: { ...td.domain, chainId: td.domain.chainId === undefined ? undefined : Number(td.domain.chainId) }, types, primaryType: td.primaryType, message };
+  return {
+    domain: { ...td.domain, chainId: td.domain.chainId === undefined ? undefined : Number(td.domain.chainId) },
+    types,
+    primaryType: td.primaryType,
+    message,
+  };
 }
 
 /**
@@ -121,7 +136,8 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount, chain
         case "eth_signTypedData_v4":
           return { result: await account.signTypedData(typedDataFromJson(params[1] as string) as never) };
         default:
-          if (state.chainId !== chain.chainId) return { error: { code: -32603, message: `test wallet: no node for chain ${state.chainId}` } };
+          if (state.chainId !== chain.chainId)
+            return { error: { code: -32603, message: `test wallet: no node for chain ${state.chainId}` } };
           return { result: await chain.rpc(method, params) };
       }
     } catch (e) {
@@ -130,7 +146,14 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount, chain
   });
   await page.addInitScript(() => {
     const listeners: Record<string, ((x: unknown) => void)[]> = {};
-    const bridge = (window as unknown as { __testWalletRequest: (m: string, p: unknown[]) => Promise<{ result?: unknown; error?: { code: number; message: string }; chainChanged?: string }> }).__testWalletRequest;
+    const bridge = (
+      window as unknown as {
+        __testWalletRequest: (
+          m: string,
+          p: unknown[],
+        ) => Promise<{ result?: unknown; error?: { code: number; message: string }; chainChanged?: string }>;
+      }
+    ).__testWalletRequest;
     const provider = {
       async request({ method, params }: { method: string; params?: unknown[] }) {
         const r = await bridge(method, params ?? []);
@@ -145,8 +168,15 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount, chain
         listeners[event] = (listeners[event] ?? []).filter((g) => g !== f);
       },
     };
-    const icon = "data:image/svg+xml," + encodeURIComponent('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="8" fill="#7b3fe4"/><path d="M9 11h14v10H9z" fill="#fff"/></svg>');
-    const detail = Object.freeze({ info: { uuid: "6f1c1f3e-2a57-4c8e-9d0b-1a2b3c4d5e6f", name: "Test Wallet", icon, rdns: "test.wallet" }, provider });
+    const icon =
+      "data:image/svg+xml," +
+      encodeURIComponent(
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="8" fill="#7b3fe4"/><path d="M9 11h14v10H9z" fill="#fff"/></svg>',
+      );
+    const detail = Object.freeze({
+      info: { uuid: "6f1c1f3e-2a57-4c8e-9d0b-1a2b3c4d5e6f", name: "Test Wallet", icon, rdns: "test.wallet" },
+      provider,
+    });
     const announce = () => window.dispatchEvent(new CustomEvent("eip6963:announceProvider", { detail }));
     window.addEventListener("eip6963:requestProvider", announce);
     announce();

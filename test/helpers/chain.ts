@@ -76,10 +76,34 @@ export interface DevChain {
 }
 
 export const erc20Abi = [
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
+  {
+    type: "function",
+    name: "balanceOf",
+    stateMutability: "view",
+    inputs: [{ name: "a", type: "address" }],
+    outputs: [{ type: "uint256" }],
+  },
   { type: "function", name: "nonces", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
-  { type: "function", name: "allowance", stateMutability: "view", inputs: [{ name: "o", type: "address" }, { name: "s", type: "address" }], outputs: [{ type: "uint256" }] },
-  { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "v", type: "uint256" }], outputs: [] },
+  {
+    type: "function",
+    name: "allowance",
+    stateMutability: "view",
+    inputs: [
+      { name: "o", type: "address" },
+      { name: "s", type: "address" },
+    ],
+    outputs: [{ type: "uint256" }],
+  },
+  {
+    type: "function",
+    name: "mint",
+    stateMutability: "nonpayable",
+    inputs: [
+      { name: "to", type: "address" },
+      { name: "v", type: "uint256" },
+    ],
+    outputs: [],
+  },
 ] as const;
 
 /** Multicall3's creation code as viem ships it (viem deploys it for its own "deployless" reads). */
@@ -91,7 +115,8 @@ function multicall3Bytecode(): Hex {
 }
 
 function artifact(): { abi: Abi; bytecode: Hex } {
-  if (!existsSync(ARTIFACT)) throw new Error("contracts/out/TestToken.json is missing: run `bun scripts/build-contracts.ts` (scripts/setup.sh does)");
+  if (!existsSync(ARTIFACT))
+    throw new Error("contracts/out/TestToken.json is missing: run `bun scripts/build-contracts.ts` (scripts/setup.sh does)");
   return JSON.parse(readFileSync(ARTIFACT, "utf8"));
 }
 
@@ -154,7 +179,13 @@ export async function startChain(opts: { port?: number; chainId?: number; usdtDe
     return { ...t, address: getAddress(receipt.contractAddress!) };
   };
   const usdc = await deploy({ symbol: "USDC", decimals: 6, eip712Name: "USD Coin", eip712Version: "2", transfer: "eip3009" });
-  const usdt = await deploy({ symbol: "USDT", decimals: opts.usdtDecimals ?? 6, eip712Name: "Tether USD", eip712Version: "1", transfer: "permit" });
+  const usdt = await deploy({
+    symbol: "USDT",
+    decimals: opts.usdtDecimals ?? 6,
+    eip712Name: "Tether USD",
+    eip712Version: "1",
+    transfer: "permit",
+  });
 
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "gw-chain-"));
   const assetsFile = join(dir, "assets.json");
@@ -164,7 +195,8 @@ export async function startChain(opts: { port?: number; chainId?: number; usdtDe
     const hash = await wallet.writeContract({ address: token, abi: erc20Abi, functionName: "mint", args: [to, atomic] });
     await wallet.waitForTransactionReceipt({ hash });
   };
-  const balanceOf = (token: Address, who: Address) => pub.readContract({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [who] });
+  const balanceOf = (token: Address, who: Address) =>
+    pub.readContract({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [who] });
 
   return {
     rpcUrl: url,

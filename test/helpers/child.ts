@@ -33,7 +33,7 @@ export function spawnMain(args: string[], env: Record<string, string>) {
     const reader = proc[name].getReader();
     for (let r = await reader.read(); !r.done; r = await reader.read()) {
       out[name] += decoder.decode(r.value);
-      for (const w of watchers.splice(0)) (w.re.test(out.stdout + out.stderr) ? w.resolve() : watchers.push(w));
+      for (const w of watchers.splice(0)) w.re.test(out.stdout + out.stderr) ? w.resolve() : watchers.push(w);
     }
   };
   const done = Promise.all([read("stdout"), read("stderr"), proc.exited]).then(([, , code]) => ({ code, ...out }));

@@ -52,10 +52,33 @@ function spawnNode(node: { port: number; busPort: number; dir: string }, nodeTim
   // No persistence (a killed node comes back empty), noeviction (the gateway refuses any other policy).
   return Bun.spawn(
     [
-      "redis-server", "--port", String(node.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-      "--cluster-port", String(node.busPort), "--cluster-config-file", "nodes.conf",
-      "--cluster-node-timeout", String(nodeTimeoutMs), "--dir", node.dir, "--save", "", "--appendonly", "no",
-      "--maxmemory-policy", "noeviction", "--daemonize", "no", "--loglevel", "warning", "--logfile", join(node.dir, "redis.log"),
+      "redis-server",
+      "--port",
+      String(node.port),
+      "--bind",
+      "127.0.0.1",
+      "--cluster-enabled",
+      "yes",
+      "--cluster-port",
+      String(node.busPort),
+      "--cluster-config-file",
+      "nodes.conf",
+      "--cluster-node-timeout",
+      String(nodeTimeoutMs),
+      "--dir",
+      node.dir,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--maxmemory-policy",
+      "noeviction",
+      "--daemonize",
+      "no",
+      "--loglevel",
+      "warning",
+      "--logfile",
+      join(node.dir, "redis.log"),
     ],
     { stdout: "ignore", stderr: "inherit" },
   );
@@ -90,7 +113,7 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
   const port = () => {
     for (;;) {
       const p = freePort();
-      if (!ports.has(p)) return ports.add(p), p;
+      if (!ports.has(p)) return (ports.add(p), p);
     }
   };
   for (let i = 0; i < 6; i++) {
@@ -103,7 +126,14 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     // A node that died without a test killing it is a broken run: its log says why.
     for (const n of nodes) {
       if (n.proc.exitCode !== null && !killed.has(n.proc)) {
-        const tail = (await Bun.file(join(n.dir, "redis.log")).text().catch(() => "")).split("\n").slice(-20).join("\n");
+        const tail = (
+          await Bun.file(join(n.dir, "redis.log"))
+            .text()
+            .catch(() => "")
+        )
+          .split("\n")
+          .slice(-20)
+          .join("\n");
         console.error(`cluster node ${n.port} exited by itself (${n.proc.exitCode}):\n${tail}`);
       }
     }

@@ -24,7 +24,10 @@ export interface FacilitatorServer {
  * `settleDelayMs`: answer /settle only that long after the settlement is on chain (a facilitator slower than the
  * gateway's timeout, whose payment nonetheless moved). `settleHangs`: verify, but never settle nor answer /settle.
  */
-export async function startFacilitator(chain: DevChain, opts: { settleDelayMs?: number; settleHangs?: boolean } = {}): Promise<FacilitatorServer> {
+export async function startFacilitator(
+  chain: DevChain,
+  opts: { settleDelayMs?: number; settleHangs?: boolean } = {},
+): Promise<FacilitatorServer> {
   const account = privateKeyToAccount(generatePrivateKey());
   await chain.rpc("anvil_setBalance", [account.address, `0x${parseEther("100").toString(16)}`]);
   const client = createWalletClient({ account, chain: chain.chain, transport: http(chain.rpcUrl) }).extend(publicActions);

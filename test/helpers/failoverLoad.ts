@@ -108,7 +108,12 @@ export class ChatLoad {
   }
 
   private async send(g: Gateway, w: LoadWallet, stream: boolean): Promise<{ status: number; charge: number; odd?: string }> {
-    const body = { model: "standin/echo", messages, max_tokens: 50, ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}) };
+    const body = {
+      model: "standin/echo",
+      messages,
+      max_tokens: 50,
+      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+    };
     const res = await g.fetch("/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${w.key}` },
@@ -118,8 +123,14 @@ export class ChatLoad {
     if (!FAILOVER_STATUSES.has(res.status)) return { status: res.status, charge: 0, odd: text };
     if (res.status !== 200) return { status: res.status, charge: 0 };
     if (!stream) return { status: 200, charge: this.chargeOf(JSON.parse(text).usage) };
-    const payloads = text.split("\n\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
-    const usage = payloads.filter((p) => p !== "[DONE]").map((p) => JSON.parse(p)).find((c) => c.usage)?.usage;
+    const payloads = text
+      .split("\n\n")
+      .filter((l) => l.startsWith("data: "))
+      .map((l) => l.slice(6));
+    const usage = payloads
+      .filter((p) => p !== "[DONE]")
+      .map((p) => JSON.parse(p))
+      .find((c) => c.usage)?.usage;
     if (!usage || payloads.at(-1) !== "[DONE]") return { status: 200, charge: 0, odd: text };
     return { status: 200, charge: this.chargeOf(usage) };
   }
@@ -137,10 +148,19 @@ export interface FailoverRound {
  * Kills `victim` (a master) with kill -9 while `load` runs, and waits for its replica's promotion and for every
  * gateway to serve `onVictim` again (at most `serveWithinMs` after the promotion, else it throws).
  */
-export async function failoverRound(cluster: TestCluster, load: ChatLoad, gateways: Gateway[], victim: number, onVictim: string, serveWithinMs: number): Promise<FailoverRound> {
+export async function failoverRound(
+  cluster: TestCluster,
+  load: ChatLoad,
+  gateways: Gateway[],
+  victim: number,
+  onVictim: string,
+  serveWithinMs: number,
+): Promise<FailoverRound> {
   const replica = await cluster.replicaOf(victim);
   const warm = Date.now();
-  await load.until("a 200 from every gateway before the kill", 10_000, () => gateways.every((g) => load.servedSince(g.name, onVictim, warm)));
+  await load.until("a 200 from every gateway before the kill", 10_000, () =>
+    gateways.every((g) => load.servedSince(g.name, onVictim, warm)),
+  );
   await cluster.kill(victim);
   const killedAt = Date.now();
   load.startCold();

@@ -42,7 +42,23 @@ export const CLAUDE_MODELS = [
  * context window.
  */
 function catalog(standinUrl: string, anthropicUrl: string) {
-  const names = ["echo", "no-usage", "fail-400", "fail-429", "fail-500", "garbage", "slow", "stream-break", "stream-error", "drip", "no-usage-long", "hang", "endless", "greedy", "flood"];
+  const names = [
+    "echo",
+    "no-usage",
+    "fail-400",
+    "fail-429",
+    "fail-500",
+    "garbage",
+    "slow",
+    "stream-break",
+    "stream-error",
+    "drip",
+    "no-usage-long",
+    "hang",
+    "endless",
+    "greedy",
+    "flood",
+  ];
   return {
     providers: {
       standin: standinProvider(standinUrl),
@@ -89,14 +105,26 @@ export interface TestGateway {
   /** A fetch that reaches the in-process app (for x402 client libraries). */
   fetch: typeof fetch;
   /** JSON request against the app; returns status, parsed body and headers. */
-  call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
+  call(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; body: any; headers: Headers }>;
   /** The official SDK, pointed at the in-process app. */
   openai(apiKey: string): OpenAI;
   siweMessage(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): string;
-  signIn(account: PrivateKeyAccount, over?: Partial<Parameters<typeof createSiweMessage>[0]>): Promise<{ message: string; signature: string }>;
+  signIn(
+    account: PrivateKeyAccount,
+    over?: Partial<Parameters<typeof createSiweMessage>[0]>,
+  ): Promise<{ message: string; signature: string }>;
   /** A fresh wallet with an API key and `usd` of granted credit. */
   /** `account`: this one instead of a fresh one (a wallet chosen for its shard, say). */
-  newWallet(usd?: number, keyOptions?: Record<string, unknown>, account?: PrivateKeyAccount): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
+  newWallet(
+    usd?: number,
+    keyOptions?: Record<string, unknown>,
+    account?: PrivateKeyAccount,
+  ): Promise<{ account: PrivateKeyAccount; wallet: string; key: string; keyId: number }>;
   grant(wallet: string, micro: number): Promise<void>;
   ledgerState(wallet: string): Promise<{ balance: number; locked: number }>;
   /** Environment for a second gateway process on the same Redis (started with `redisPort`), database and catalog. */

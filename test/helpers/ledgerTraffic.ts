@@ -12,7 +12,10 @@ export const COST = Math.ceil(usage.prompt_tokens * 2 + usage.completion_tokens 
 
 /** Helpers bound to a file's gateway (started in its beforeAll, hence the getter). */
 export function ledgerTraffic(gateway: () => TestGateway) {
-  const streams = () => gateway().services.ledger.names.allShards().map((s) => gateway().services.ledger.names.outbox(s));
+  const streams = () =>
+    gateway()
+      .services.ledger.names.allShards()
+      .map((s) => gateway().services.ledger.names.outbox(s));
 
   /** n answers, then their settles: these tests read the outbox on another connection than the settles use. */
   async function chat(key: string, n = 1) {
@@ -39,7 +42,19 @@ export function ledgerTraffic(gateway: () => TestGateway) {
   async function rows(wallet: string) {
     const sql = gateway().services.sql;
     return [
-      ...(await sql<{ event_id: string; type: string; hold_id: string; api_key_id: number; model: string | null; amount_usdc: number; cost_usd_micro: number; prompt_tokens: number; completion_tokens: number }[]>`
+      ...(await sql<
+        {
+          event_id: string;
+          type: string;
+          hold_id: string;
+          api_key_id: number;
+          model: string | null;
+          amount_usdc: number;
+          cost_usd_micro: number;
+          prompt_tokens: number;
+          completion_tokens: number;
+        }[]
+      >`
         SELECT event_id, type, hold_id, api_key_id, model, amount_usdc, cost_usd_micro, prompt_tokens, completion_tokens
         FROM ledger_events WHERE wallet = ${wallet} ORDER BY event_id`),
     ];

@@ -114,7 +114,12 @@ export function greedyUsage(body: GreedyRequest, bodyBytes: number): BilledUsage
   const choices = body.n ?? 1;
   const reasoning = body.reasoning_effort ? Math.max(0, perChoice - REPLY_WORDS.length) * choices : 0;
   const completion_tokens = perChoice * choices;
-  return { prompt_tokens: bodyBytes, completion_tokens, total_tokens: bodyBytes + completion_tokens, completion_tokens_details: { reasoning_tokens: reasoning } };
+  return {
+    prompt_tokens: bodyBytes,
+    completion_tokens,
+    total_tokens: bodyBytes + completion_tokens,
+    completion_tokens_details: { reasoning_tokens: reasoning },
+  };
 }
 
 /** Starts the stand-in on a free port; `delayMs` delays every answer (for benchmarks). */
@@ -139,7 +144,12 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return errorBody(404, "not_found");
       if (req.headers.get("authorization") !== `Bearer ${STANDIN_KEY}`) return errorBody(401, "invalid_api_key");
       const raw = await req.text();
-      const body = JSON.parse(raw) as GreedyRequest & { model: string; messages: unknown[]; stream?: boolean; stream_options?: { include_usage?: boolean } };
+      const body = JSON.parse(raw) as GreedyRequest & {
+        model: string;
+        messages: unknown[];
+        stream?: boolean;
+        stream_options?: { include_usage?: boolean };
+      };
       if (opts.record !== false) requests.push(body);
       if (opts.delayMs) await sleep(opts.delayMs);
       const mode = body.model;
@@ -163,7 +173,14 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
         return Response.json({
           ...base,
           object: "chat.completion",
-          choices: [{ index: 0, message: { role: "assistant", content: REPLY_WORDS.join(""), refusal: null }, logprobs: null, finish_reason: "stop" }],
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: REPLY_WORDS.join(""), refusal: null },
+              logprobs: null,
+              finish_reason: "stop",
+            },
+          ],
           ...(mode === "no-usage" ? {} : { usage }),
         });
       }
@@ -197,7 +214,8 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
             generated.waiters = generated.waiters.filter((w) => (w.n <= generated.words ? (w.resolve(), false) : true));
           }
           ctrl.enqueue(enc.encode(chunk({}, "stop")));
-          if (includeUsage) ctrl.enqueue(enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`));
+          if (includeUsage)
+            ctrl.enqueue(enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`));
           ctrl.enqueue(enc.encode("data: [DONE]\n\n"));
           ctrl.close();
         },
@@ -217,16 +235,14 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     get cancelled() {
       return state.cancelled;
     },
-    cancelledAtLeast: (n) =>
-      new Promise<void>((resolve) => (state.cancelled >= n ? resolve() : state.waiters.push({ n, resolve }))),
+    cancelledAtLeast: (n) => new Promise<void>((resolve) => (state.cancelled >= n ? resolve() : state.waiters.push({ n, resolve }))),
     get generated() {
       return generated.words;
     },
     get flooded() {
       return flood.bytes;
     },
-    generatedAtLeast: (n) =>
-      new Promise<void>((resolve) => (generated.words >= n ? resolve() : generated.waiters.push({ n, resolve }))),
+    generatedAtLeast: (n) => new Promise<void>((resolve) => (generated.words >= n ? resolve() : generated.waiters.push({ n, resolve }))),
     stop: () => server.stop(true),
   };
 }
@@ -235,7 +251,9 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
 // it, so that what the gateway pulls from a client that does not read shows in `flooded`.
 function floodAnswer(base: Record<string, unknown>, flood: { bytes: number }, cancelled: () => void): Response {
   const enc = new TextEncoder();
-  const chunk = enc.encode(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: " more".repeat(800) }, finish_reason: null }] })}\n\n`);
+  const chunk = enc.encode(
+    `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: " more".repeat(800) }, finish_reason: null }] })}\n\n`,
+  );
   const stream = new ReadableStream<Uint8Array>(
     {
       pull(ctrl) {
@@ -257,7 +275,14 @@ function longAnswer(base: Record<string, unknown>, stream: boolean): Response {
     return Response.json({
       ...base,
       object: "chat.completion",
-      choices: [{ index: 0, message: { role: "assistant", content: LONG_WORDS.join(""), tool_calls: [call], refusal: null }, logprobs: null, finish_reason: "tool_calls" }],
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: LONG_WORDS.join(""), tool_calls: [call], refusal: null },
+          logprobs: null,
+          finish_reason: "tool_calls",
+        },
+      ],
     });
   }
   const chunk = (delta: object, finish: string | null = null) =>
@@ -273,13 +298,22 @@ function longAnswer(base: Record<string, unknown>, stream: boolean): Response {
 // The "greedy" provider: each of the n choices says the short reply and stops at its cap (finish_reason "length":
 // the rest of what it billed was reasoning, or output the stand-in spares the test from reading). A stream has
 // usage in its last chunk only when include_usage asks for it, as OpenAI sends it; it is billed all the same.
-function greedyAnswer(base: Record<string, unknown>, body: GreedyRequest & { stream?: boolean; stream_options?: { include_usage?: boolean } }, usage: BilledUsage): Response {
+function greedyAnswer(
+  base: Record<string, unknown>,
+  body: GreedyRequest & { stream?: boolean; stream_options?: { include_usage?: boolean } },
+  usage: BilledUsage,
+): Response {
   const choices = Array.from({ length: body.n ?? 1 }, (_, index) => index);
   if (!body.stream) {
     return Response.json({
       ...base,
       object: "chat.completion",
-      choices: choices.map((index) => ({ index, message: { role: "assistant", content: REPLY_WORDS.join(""), refusal: null }, logprobs: null, finish_reason: "length" })),
+      choices: choices.map((index) => ({
+        index,
+        message: { role: "assistant", content: REPLY_WORDS.join(""), refusal: null },
+        logprobs: null,
+        finish_reason: "length",
+      })),
       usage,
     });
   }

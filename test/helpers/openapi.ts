@@ -43,7 +43,9 @@ export async function conformance(gw: TestGateway): Promise<Conformance> {
     if (!media) throw new Error(`${method} ${template} ${status}: media type ${type} not documented`);
     const text = await res.text();
     const body = type === "application/json" ? JSON.parse(text) : text;
-    const validator = ajv.getSchema(`openapi.json#/${pointer("paths", template, method.toLowerCase(), "responses", status, "content", type, "schema")}`)!;
+    const validator = ajv.getSchema(
+      `openapi.json#/${pointer("paths", template, method.toLowerCase(), "responses", status, "content", type, "schema")}`,
+    )!;
     if (!validator(body)) throw new Error(`${method} ${template} ${status}: ${ajv.errorsText(validator.errors)}\n${text.slice(0, 500)}`);
     for (const [name, ref] of Object.entries<any>(documented.headers ?? {})) {
       const header = ref.$ref ? doc.components.headers[ref.$ref.split("/").at(-1)] : ref;

@@ -28,7 +28,9 @@ export function v2Fetch(fetchFn: typeof fetch, chain: DevChain, payer: PrivateKe
     client.register(`eip155:${chain.chainId}`, new PermitAwareExactEvmScheme(toClientEvmSigner(payer, pub)));
   }
   // Spend controls admit only x402's built-in tokens unless told: the payer opts in to the dev chain's.
-  client.setSpendControls({ allowedAssets: [chain.usdc, chain.usdt].map((t) => ({ network: `eip155:${chain.chainId}` as const, asset: t.address })) });
+  client.setSpendControls({
+    allowedAssets: [chain.usdc, chain.usdt].map((t) => ({ network: `eip155:${chain.chainId}` as const, asset: t.address })),
+  });
   client.registerPolicy((_v, reqs) => reqs.filter((r) => (r.extra as Record<string, unknown> | undefined)?.symbol === asset));
   return wrapV2(fetchFn, client) as typeof fetch;
 }
@@ -53,7 +55,11 @@ export async function capturePayment(
     }
     return gwFetch(req);
   }) as typeof fetch;
-  await make(spy)(`https://gateway.test/v1/topup`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ amount }) });
+  await make(spy)(`https://gateway.test/v1/topup`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ amount }),
+  });
   if (!captured) throw new Error("the client sent no payment");
   return captured;
 }
@@ -77,7 +83,12 @@ export async function signV1Payment(
     nonce: `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as `0x${string}`,
   };
   const signature = await payer.signTypedData({
-    domain: { name: chain.usdc.eip712Name, version: chain.usdc.eip712Version, chainId: chain.chainId, verifyingContract: o.token ?? chain.usdc.address },
+    domain: {
+      name: chain.usdc.eip712Name,
+      version: chain.usdc.eip712Version,
+      chainId: chain.chainId,
+      verifyingContract: o.token ?? chain.usdc.address,
+    },
     types: TRANSFER_WITH_AUTHORIZATION_TYPES,
     primaryType: "TransferWithAuthorization",
     message: authorization,

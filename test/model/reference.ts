@@ -87,10 +87,22 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
 
   const balanceOf = (w: WalletM) => w.credits - w.charges;
   const liveHolds = () => [...holds.values()].filter((h) => h.state === "live");
-  const lockedOfWallet = (w: WalletM) => liveHolds().filter((h) => h.key.wallet === w).reduce((s, h) => s + h.amount, 0);
-  const lockedOfKey = (k: KeyM) => liveHolds().filter((h) => h.key === k).reduce((s, h) => s + h.amount, 0);
+  const lockedOfWallet = (w: WalletM) =>
+    liveHolds()
+      .filter((h) => h.key.wallet === w)
+      .reduce((s, h) => s + h.amount, 0);
+  const lockedOfKey = (k: KeyM) =>
+    liveHolds()
+      .filter((h) => h.key === k)
+      .reduce((s, h) => s + h.amount, 0);
   const activeKeys = () => keyList.filter((k) => !k.revoked);
-  const resolution = (h: HoldM, type: "release" | "expire"): EventM => ({ type, hold: h.id, wallet: h.key.wallet.addr, key: String(h.key.id), amount: String(h.amount) });
+  const resolution = (h: HoldM, type: "release" | "expire"): EventM => ({
+    type,
+    hold: h.id,
+    wallet: h.key.wallet.addr,
+    key: String(h.key.id),
+    amount: String(h.amount),
+  });
 
   /** A resolved hold, its state drawn first so that rare states (expired) come up as often as common ones. */
   function pickResolved(): HoldM | null {
@@ -137,8 +149,15 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
     k.revenue += charge - usage.cost;
     changes.settle++;
     events.get(k.p.shard)!.push({
-      type: "charge", hold: h.id, wallet: k.wallet.addr, key: String(k.id), model: MODEL,
-      amount: String(charge), cost: String(usage.cost), pt: String(usage.pt), ct: String(usage.ct),
+      type: "charge",
+      hold: h.id,
+      wallet: k.wallet.addr,
+      key: String(k.id),
+      model: MODEL,
+      amount: String(charge),
+      cost: String(usage.cost),
+      pt: String(usage.pt),
+      ct: String(usage.ct),
     });
     return { posts, was };
   }
@@ -175,9 +194,24 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
   }
 
   return {
-    wallets, keyList, holds, credited, events, changes,
-    balanceOf, liveHolds, lockedOfWallet, lockedOfKey, activeKeys, pickResolved,
-    reserve, settle, release, expire, credit, revoke,
+    wallets,
+    keyList,
+    holds,
+    credited,
+    events,
+    changes,
+    balanceOf,
+    liveHolds,
+    lockedOfWallet,
+    lockedOfKey,
+    activeKeys,
+    pickResolved,
+    reserve,
+    settle,
+    release,
+    expire,
+    credit,
+    revoke,
   };
 }
 

@@ -178,7 +178,6 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     return want[0] === 1 ? "release:released" : `release:noop-${want[1]}`;
   }
 
-
   const steps: Step[] = [
     {
       name: "burst",
@@ -307,7 +306,12 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
       weight: 1,
       async run() {
         const k = pick(m.keyList);
-        const ok = await ledger.settle(k.p, newHoldId(), int(1, 1000), { promptTokens: 1, completionTokens: 1, costMicro: 0, model: "m/model" });
+        const ok = await ledger.settle(k.p, newHoldId(), int(1, 1000), {
+          promptTokens: 1,
+          completionTokens: 1,
+          costMicro: 0,
+          model: "m/model",
+        });
         expect(ok).toBe(false);
         return { label: "settle:unknown-hold", touched: [] };
       },

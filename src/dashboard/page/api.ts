@@ -62,7 +62,8 @@ export function explain(e: unknown, doing: Doing, ctx: { network?: string; asset
   const walletCode = (e as { code?: unknown })?.code ?? (e as { cause?: { code?: unknown } })?.cause?.code;
   if (!(e instanceof ApiFailure)) {
     if (walletCode === 4001) return "You declined the request in your wallet. Nothing was changed.";
-    if (walletCode === 4902) return `Your wallet does not know the ${ctx.network ?? "payment"} network yet. Add it in your wallet, then try again.`;
+    if (walletCode === 4902)
+      return `Your wallet does not know the ${ctx.network ?? "payment"} network yet. Add it in your wallet, then try again.`;
     if (walletCode === -32002) return "Your wallet already has a request waiting. Open the wallet to answer it.";
     if (walletCode === 4100) return "The wallet has not allowed this site yet. Connect again and approve it.";
     const text = e instanceof Error ? e.message.split("\n")[0]! : String(e);
@@ -112,7 +113,8 @@ export function explain(e: unknown, doing: Doing, ctx: { network?: string; asset
     case 504:
       return "The model provider did not answer properly. Nothing was charged for it.";
     default:
-      if (e.status >= 500) return `The gateway hit an internal error (HTTP ${e.status}). Refresh to see whether anything changed, then try again ${wait}.`;
+      if (e.status >= 500)
+        return `The gateway hit an internal error (HTTP ${e.status}). Refresh to see whether anything changed, then try again ${wait}.`;
       return `The gateway answered HTTP ${e.status}${message ? `: ${message}` : ""}.`;
   }
 }

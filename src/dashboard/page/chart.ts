@@ -48,7 +48,13 @@ export function spendChart(usage: DailyUsage, keyIds: number[]): SVGSVGElement {
     for (const k of d.keys) {
       const h = (k.total_charged_usdc / max) * plotH;
       y -= h;
-      const rect = el("rect", { x, y, width: step * 0.7, height: Math.max(h, k.total_charged_usdc > 0 ? 1 : 0), fill: keyColour(keyIds, k.api_key_id) });
+      const rect = el("rect", {
+        x,
+        y,
+        width: step * 0.7,
+        height: Math.max(h, k.total_charged_usdc > 0 ? 1 : 0),
+        fill: keyColour(keyIds, k.api_key_id),
+      });
       rect.append(el("title", {}, `${d.date} · key #${k.api_key_id}: ${fmtUsd(k.total_charged_usdc)} (${k.request_count} requests)`));
       svg.append(rect);
     }

@@ -17,11 +17,24 @@ export interface UsageKey {
   total_charged_usdc: number;
 }
 /** GET /v1/usage/{address}. */
-export interface Usage { balance_usdc: number; locked_usdc: number; available_usdc: number; keys: UsageKey[] }
+export interface Usage {
+  balance_usdc: number;
+  locked_usdc: number;
+  available_usdc: number;
+  keys: UsageKey[];
+}
 /** One key in GET /v1/auth/keys. */
-export interface KeySummary { id: number; label: string; created_at: string; revoked_at: string | null }
+export interface KeySummary {
+  id: number;
+  label: string;
+  created_at: string;
+  revoked_at: string | null;
+}
 /** GET /v1/topups/{address}. */
-export interface Topups { network: string; topups: { id: number; amount_usdc: number; tx_hash: string; created_at: string }[] }
+export interface Topups {
+  network: string;
+  topups: { id: number; amount_usdc: number; tx_hash: string; created_at: string }[];
+}
 
 const availableRead = newestOnly();
 const tokensRead = newestOnly();
@@ -51,7 +64,9 @@ export function renderChart(daily: DailyUsage, keys: KeySummary[]): void {
   fill(
     $("legend"),
     h("span", {}, total ? `Total ${fmtUsd(total)}` : "No spend in these 30 days."),
-    ...keys.filter((k) => spent.has(k.id)).map((k) => h("span", {}, h("i", { style: `background:${keyColour(ids, k.id)}` }), `${k.label || "(no label)"} #${k.id}`)),
+    ...keys
+      .filter((k) => spent.has(k.id))
+      .map((k) => h("span", {}, h("i", { style: `background:${keyColour(ids, k.id)}` }), `${k.label || "(no label)"} #${k.id}`)),
   );
 }
 
@@ -66,9 +81,18 @@ export function txLink(hash: string): Node {
 export function renderHistory(t: Topups): void {
   $("history-network").textContent = `on ${t.network}`;
   const rows = t.topups.map((r) =>
-    h("tr", {}, h("td", {}, fmtDate(r.created_at)), h("td", { class: "num" }, fmtUsd(r.amount_usdc)), h("td", { class: "mono" }, txLink(r.tx_hash))),
+    h(
+      "tr",
+      {},
+      h("td", {}, fmtDate(r.created_at)),
+      h("td", { class: "num" }, fmtUsd(r.amount_usdc)),
+      h("td", { class: "mono" }, txLink(r.tx_hash)),
+    ),
   );
-  fill($("history").querySelector("tbody")!, ...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 3, class: "muted" }, "No top-ups yet."))]));
+  fill(
+    $("history").querySelector("tbody")!,
+    ...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 3, class: "muted" }, "No top-ups yet."))]),
+  );
 }
 
 /** The owner's token balances, when the wallet is on the payment network (another chain's would mislead). */
@@ -82,7 +106,9 @@ export async function walletTokens(): Promise<void> {
     if ((await wallet.chainId()) !== cfg.network.chainId) {
       text = `Your wallet is on another network; the top-up asks it to switch to ${cfg.network.name}.`;
     } else {
-      const amounts = await Promise.all(cfg.assets.map(async (a) => `${fmtUnits(await wallet.tokenBalance(a.address as Address), a.decimals)} ${a.symbol}`));
+      const amounts = await Promise.all(
+        cfg.assets.map(async (a) => `${fmtUnits(await wallet.tokenBalance(a.address as Address), a.decimals)} ${a.symbol}`),
+      );
       text = `In your wallet on ${cfg.network.name}: ${amounts.join(" · ")}`;
     }
   } catch {

@@ -25,7 +25,10 @@ export function renderKeys(keys: KeySummary[], usage: UsageKey[], refresh: () =>
       h("td", {}, k.revoked_at ? null : revoke),
     );
   });
-  fill($("keys").querySelector("tbody")!, ...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No keys yet. Create one above."))]));
+  fill(
+    $("keys").querySelector("tbody")!,
+    ...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No keys yet. Create one above."))]),
+  );
 }
 
 /** Creates a key from the form and shows it once (the server never shows it again). */
@@ -35,7 +38,12 @@ export async function createKey(refresh: () => Promise<void>): Promise<void> {
   const budgetText = ($("key-budget") as HTMLInputElement).value;
   if (budgetText.trim()) {
     const usd = parseUsd(budgetText);
-    if (usd === null) return report("keys-error", new ApiFailure(400, { error: "VALIDATION_ERROR", message: "budget: a USD amount like 20 or 2.50" }), "create-key");
+    if (usd === null)
+      return report(
+        "keys-error",
+        new ApiFailure(400, { error: "VALIDATION_ERROR", message: "budget: a USD amount like 20 or 2.50" }),
+        "create-key",
+      );
     body.budget_usdc = Math.round(usd * 1_000_000);
   }
   const kind = ($("key-code-kind") as HTMLSelectElement).value;
@@ -48,7 +56,9 @@ export async function createKey(refresh: () => Promise<void>): Promise<void> {
       body: JSON.stringify({ ...body, message: s.message, signature: s.signature }),
     });
     ($("new-key-value") as HTMLInputElement).value = created.key;
-    $("new-key-note").textContent = created.redeemed_credit_usdc ? `The redeem code added ${fmtUsd(created.redeemed_credit_usdc)} to your credit.` : "";
+    $("new-key-note").textContent = created.redeemed_credit_usdc
+      ? `The redeem code added ${fmtUsd(created.redeemed_credit_usdc)} to your credit.`
+      : "";
     show($("new-key"), true);
     ($("key-form") as HTMLFormElement).reset();
     show($("key-code-box"), false);
@@ -62,7 +72,8 @@ export async function createKey(refresh: () => Promise<void>): Promise<void> {
 async function revokeKey(k: KeySummary, refresh: () => Promise<void>): Promise<void> {
   report("keys-error");
   const dialog = $("confirm") as HTMLDialogElement;
-  $("confirm-text").textContent = `Revoke “${k.label || "(no label)"}” (#${k.id})? Apps using it stop working at once, and it cannot be turned back on. Your wallet asks you to sign the revocation.`;
+  $("confirm-text").textContent =
+    `Revoke “${k.label || "(no label)"}” (#${k.id})? Apps using it stop working at once, and it cannot be turned back on. Your wallet asks you to sign the revocation.`;
   dialog.returnValue = "";
   dialog.showModal();
   await new Promise((r) => dialog.addEventListener("close", r, { once: true }));

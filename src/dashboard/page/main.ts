@@ -5,7 +5,16 @@
  */
 import { api } from "./api.ts";
 import type { DailyUsage } from "./chart.ts";
-import { type KeySummary, refreshAvailable, renderChart, renderCredit, renderHistory, type Topups, type Usage, walletTokens } from "./credit.ts";
+import {
+  type KeySummary,
+  refreshAvailable,
+  renderChart,
+  renderCredit,
+  renderHistory,
+  type Topups,
+  type Usage,
+  walletTokens,
+} from "./credit.ts";
 import { $, fill, h, shortHex, show } from "./dom.ts";
 import { createKey, renderKeys } from "./keys.ts";
 import { forgetSession, sessionQuery, storedSession } from "./session.ts";
@@ -17,13 +26,25 @@ import { ConnectedWallet, type DiscoveredWallet, discoverWallets } from "./walle
 
 function renderWallets(list: DiscoveredWallet[]): void {
   if (list.length === 0) {
-    fill($("wallets"), h("span", { class: "muted" }, "No browser wallet found. Install one (MetaMask, Rabby, Coinbase Wallet…) or enable it for this site, then reload."));
+    fill(
+      $("wallets"),
+      h(
+        "span",
+        { class: "muted" },
+        "No browser wallet found. Install one (MetaMask, Rabby, Coinbase Wallet…) or enable it for this site, then reload.",
+      ),
+    );
     return;
   }
   fill(
     $("wallets"),
     ...list.map((d) => {
-      const b = h("button", { type: "button", "data-rdns": d.info.rdns }, d.info.icon ? h("img", { src: d.info.icon, alt: "" }) : null, d.info.name);
+      const b = h(
+        "button",
+        { type: "button", "data-rdns": d.info.rdns },
+        d.info.icon ? h("img", { src: d.info.icon, alt: "" }) : null,
+        d.info.name,
+      );
       b.addEventListener("click", () => busy(b, () => connect(d)));
       return b;
     }),
@@ -46,7 +67,13 @@ async function connect(d: DiscoveredWallet): Promise<void> {
     if (state.wallet) forgetSession(state.wallet.address);
     location.reload();
   });
-  fill($("account"), d.info.icon ? h("img", { src: d.info.icon, alt: "", width: 18, height: 18 }) : null, h("span", { class: "mono", title: wallet.address }, shortHex(wallet.address)), h("span", { class: "muted" }, d.info.name), disconnect);
+  fill(
+    $("account"),
+    d.info.icon ? h("img", { src: d.info.icon, alt: "", width: 18, height: 18 }) : null,
+    h("span", { class: "mono", title: wallet.address }, shortHex(wallet.address)),
+    h("span", { class: "muted" }, d.info.name),
+    disconnect,
+  );
   show($("connect-card"), false);
   show($("dash"), true);
   renderSession();
@@ -55,7 +82,9 @@ async function connect(d: DiscoveredWallet): Promise<void> {
 
 setInterval(() => {
   if (state.session && state.session.expiresAt - 15_000 < Date.now()) {
-    endSession(`Your sign-in ran out (it lasts ${sessionMinutes} minutes). Sign in again to see your keys, usage and top-ups: one signature, no transaction.`);
+    endSession(
+      `Your sign-in ran out (it lasts ${sessionMinutes} minutes). Sign in again to see your keys, usage and top-ups: one signature, no transaction.`,
+    );
   }
 }, 5_000);
 
@@ -99,7 +128,9 @@ function init(): void {
   ($("topup-amount") as HTMLInputElement).placeholder = `at least ${cfg.minTopupUsd}`;
   $("topup-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    void busy($("topup-go") as HTMLButtonElement, () => runTopup(async () => void (await Promise.all([refreshAvailable(), walletTokens(), refreshPrivate()]))));
+    void busy($("topup-go") as HTMLButtonElement, () =>
+      runTopup(async () => void (await Promise.all([refreshAvailable(), walletTokens(), refreshPrivate()]))),
+    );
   });
   $("key-form").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -117,7 +148,9 @@ function init(): void {
       await refreshPrivate();
     }),
   );
-  $("refresh").addEventListener("click", () => busy($("refresh") as HTMLButtonElement, async () => void (await Promise.all([refreshAvailable(), refreshPrivate()]))));
+  $("refresh").addEventListener("click", () =>
+    busy($("refresh") as HTMLButtonElement, async () => void (await Promise.all([refreshAvailable(), refreshPrivate()]))),
+  );
   $("new-key-copy").addEventListener("click", async () => {
     const input = $("new-key-value") as HTMLInputElement;
     try {

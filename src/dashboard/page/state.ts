@@ -54,7 +54,9 @@ export function renderSession(why?: string): void {
   for (const el of Array.from(document.querySelectorAll<HTMLElement>(".private"))) show(el, signedIn);
   show($("signin-box"), !signedIn);
   if (why) $("signin-text").textContent = why;
-  if (state.session) $("session-line").textContent = `Signed in until ${fmtTime(state.session.expiresAt)}. Reading needs no new signature until then; each key change asks for one.`;
+  if (state.session)
+    $("session-line").textContent =
+      `Signed in until ${fmtTime(state.session.expiresAt)}. Reading needs no new signature until then; each key change asks for one.`;
 }
 
 /** Drops the session (ran out, or the server refused it): the private parts hide until the next sign-in. */

@@ -15,7 +15,11 @@ export async function runTopup(refresh: () => Promise<void>): Promise<void> {
   const amount = parseUsd(($("topup-amount") as HTMLInputElement).value);
   const symbol = ($("topup-asset") as HTMLSelectElement).value;
   if (amount === null || amount < cfg.minTopupUsd) {
-    return report("topup-error", new ApiFailure(400, { error: "VALIDATION_ERROR", message: `amount: at least ${cfg.minTopupUsd} USD, with at most 6 decimals` }), "topup");
+    return report(
+      "topup-error",
+      new ApiFailure(400, { error: "VALIDATION_ERROR", message: `amount: at least ${cfg.minTopupUsd} USD, with at most 6 decimals` }),
+      "topup",
+    );
   }
   const steps = Array.from($("topup-steps").querySelectorAll<HTMLElement>("li"));
   for (const li of steps) li.className = "";
@@ -30,7 +34,13 @@ export async function runTopup(refresh: () => Promise<void>): Promise<void> {
     const r = await topUp(state.wallet!, amount, symbol, cfg.network.chainId, progress);
     if (current) current.className = "done";
     const result = $("topup-result");
-    fill(result, `Credited ${fmtUsd(r.credited_usdc)} (paid in ${symbol}). New balance: ${fmtUsd(r.balance_usdc)}.`, r.transaction ? h("br") : null, r.transaction ? "Transaction " : null, r.transaction ? txLink(r.transaction) : null);
+    fill(
+      result,
+      `Credited ${fmtUsd(r.credited_usdc)} (paid in ${symbol}). New balance: ${fmtUsd(r.balance_usdc)}.`,
+      r.transaction ? h("br") : null,
+      r.transaction ? "Transaction " : null,
+      r.transaction ? txLink(r.transaction) : null,
+    );
     show(result, true);
   } catch (e) {
     if (current) current.className = "failed";

@@ -2,7 +2,18 @@
  * Browser wallets: EIP-6963 discovery (every installed wallet announces itself by name and icon), the legacy
  * `window.ethereum` when none announces, and the few things the page asks of the connected one, through viem.
  */
-import { type Address, createClient, custom, decodeFunctionResult, type EIP1193Provider, encodeFunctionData, getAddress, type Hex, numberToHex, parseAbi } from "viem";
+import {
+  type Address,
+  createClient,
+  custom,
+  decodeFunctionResult,
+  type EIP1193Provider,
+  encodeFunctionData,
+  getAddress,
+  type Hex,
+  numberToHex,
+  parseAbi,
+} from "viem";
 import { signMessage, signTypedData } from "viem/actions";
 
 /** EIP-6963 provider info. */
@@ -35,7 +46,8 @@ export function discoverWallets(onChange: (wallets: DiscoveredWallet[]) => void)
   window.dispatchEvent(new Event("eip6963:requestProvider"));
   setTimeout(() => {
     const legacy = (window as { ethereum?: EIP1193Provider }).ethereum;
-    if (found.size === 0 && legacy) found.set("legacy", { info: { uuid: "legacy", name: "Browser wallet", icon: "", rdns: "" }, provider: legacy });
+    if (found.size === 0 && legacy)
+      found.set("legacy", { info: { uuid: "legacy", name: "Browser wallet", icon: "", rdns: "" }, provider: legacy });
     onChange([...found.values()]);
   }, 400);
 }

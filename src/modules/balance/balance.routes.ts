@@ -17,7 +17,12 @@ export const balanceRoutes = (s: Services) =>
       detail: doc({
         summary: "Available credit of a wallet, µUSDC",
         responses: responses(
-          { 200: json("BalanceResponse", "Balance minus locked; 0 for an unknown wallet", { wallet: EXAMPLE_WALLET, available_usdc: 4_250_000 }) },
+          {
+            200: json("BalanceResponse", "Balance minus locked; 0 for an unknown wallet", {
+              wallet: EXAMPLE_WALLET,
+              available_usdc: 4_250_000,
+            }),
+          },
           errors("VALIDATION_ERROR"),
         ),
       }),

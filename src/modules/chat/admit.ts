@@ -13,7 +13,13 @@ import type { ChatRequest } from "../../providers/types.ts";
  * that cannot fit the model's context is 400 here, before the hold (whose prompt bound stops at the window) could
  * make it a 402.
  */
-export async function admit(auth: ApiKeyAuth, catalog: Catalog, authorization: string | null, body: ChatRequest, trace: RequestTrace): Promise<{ principal: KeyPrincipal; model: Model }> {
+export async function admit(
+  auth: ApiKeyAuth,
+  catalog: Catalog,
+  authorization: string | null,
+  body: ChatRequest,
+  trace: RequestTrace,
+): Promise<{ principal: KeyPrincipal; model: Model }> {
   refuseRepricingFields(body);
   const principal = await auth.fromHeader(authorization);
   trace.keyId = principal.keyId;

@@ -32,7 +32,12 @@ export class ChatService {
     private readonly forwarder: Forwarder,
   ) {}
 
-  async complete(authorization: string | null, body: ChatRequest, trace: RequestTrace = newTrace(), shape?: AnswerShape): Promise<Response> {
+  async complete(
+    authorization: string | null,
+    body: ChatRequest,
+    trace: RequestTrace = newTrace(),
+    shape?: AnswerShape,
+  ): Promise<Response> {
     const { principal, model } = await admit(this.auth, this.catalog, authorization, body, trace);
 
     const stream = body.stream === true;
@@ -44,9 +49,14 @@ export class ChatService {
     trace.stream = stream;
 
     const call = { principal, holdId, model, adapter, body, bound, headers: { "x-ratelimit-remaining": String(rateRemaining) }, trace };
-    const answer = stream ? await this.forwarder.streamed(call, url, init, body.stream_options?.include_usage === true) : await this.forwarder.single(call, url, init);
+    const answer = stream
+      ? await this.forwarder.streamed(call, url, init, body.stream_options?.include_usage === true)
+      : await this.forwarder.single(call, url, init);
     if (!shape) return answer;
-    return new Response(stream ? shape.stream(answer.body!) : shape.json(await answer.text()), { status: answer.status, headers: answer.headers });
+    return new Response(stream ? shape.stream(answer.body!) : shape.json(await answer.text()), {
+      status: answer.status,
+      headers: answer.headers,
+    });
   }
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */

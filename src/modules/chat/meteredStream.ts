@@ -17,7 +17,14 @@ const STREAM_ERROR = encoder.encode(
 /** The stream's final usage chunk (choices empty), as OpenAI sends it when asked with include_usage. */
 function usageChunk(call: Call, u: Usage): string {
   const created = Math.floor(Date.now() / 1000);
-  return JSON.stringify({ id: `chatcmpl-${call.holdId}`, object: "chat.completion.chunk", created, model: call.model.id, choices: [], usage: usageBody(u) });
+  return JSON.stringify({
+    id: `chatcmpl-${call.holdId}`,
+    object: "chat.completion.chunk",
+    created,
+    model: call.model.id,
+    choices: [],
+    usage: usageBody(u),
+  });
 }
 
 /** What a metered stream needs besides its call. */

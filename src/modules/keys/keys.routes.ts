@@ -59,7 +59,11 @@ export const keysRoutes = (s: Services) =>
           description: "SIWE as the query parameters message and signature (a message may be reused until it expires).",
           security: [SECURITY.siweQuery],
           responses: responses(
-            { 200: json("ApiKeyList", "Every key of the wallet, oldest first; never a plaintext", { data: [{ ...CREATED, key: undefined, revoked_at: null }] }) },
+            {
+              200: json("ApiKeyList", "Every key of the wallet, oldest first; never a plaintext", {
+                data: [{ ...CREATED, key: undefined, revoked_at: null }],
+              }),
+            },
             errors("UNAUTHORIZED"),
           ),
         }),
@@ -82,7 +86,13 @@ export const keysRoutes = (s: Services) =>
         detail: doc({
           summary: "Revoke an API key",
           description: "SIWE in the body (SiweAuth); a message is accepted once. Revoking a revoked key again answers 200.",
-          parameters: [pathParam("key_id", "Id of the key (from its creation or the listing)", { type: "integer", minimum: 1, maximum: 999_999_999_999_999 })],
+          parameters: [
+            pathParam("key_id", "Id of the key (from its creation or the listing)", {
+              type: "integer",
+              minimum: 1,
+              maximum: 999_999_999_999_999,
+            }),
+          ],
           requestBody: body("SiweAuth", SIGNED),
           responses: responses(
             { 200: json("ApiKeyRevokeResponse", "Revoked", { revoked: true }) },

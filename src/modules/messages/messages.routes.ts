@@ -53,13 +53,37 @@ const error = (description: string, type: string, message: string) => ({
   content: { "application/json": { schema: ERROR_SCHEMA, example: { type: "error", error: { type, message } } } },
 });
 const ERRORS = {
-  400: error("invalid_request_error: a request the gateway or the provider refuses, an unknown model, max_tokens missing", "invalid_request_error", "max_tokens: Field required (a positive integer)"),
-  401: error("authentication_error: missing or invalid key (x-api-key or Authorization: Bearer)", "authentication_error", "Missing or invalid credentials"),
-  402: error("billing_error: the balance or the key's budget cannot cover the request", "billing_error", "Balance cannot cover the estimated cost of this request"),
-  429: error("rate_limit_error: the wallet's rate limit (Retry-After) or the provider's", "rate_limit_error", "Rate limit of 600 requests per 60 s exceeded"),
+  400: error(
+    "invalid_request_error: a request the gateway or the provider refuses, an unknown model, max_tokens missing",
+    "invalid_request_error",
+    "max_tokens: Field required (a positive integer)",
+  ),
+  401: error(
+    "authentication_error: missing or invalid key (x-api-key or Authorization: Bearer)",
+    "authentication_error",
+    "Missing or invalid credentials",
+  ),
+  402: error(
+    "billing_error: the balance or the key's budget cannot cover the request",
+    "billing_error",
+    "Balance cannot cover the estimated cost of this request",
+  ),
+  429: error(
+    "rate_limit_error: the wallet's rate limit (Retry-After) or the provider's",
+    "rate_limit_error",
+    "Rate limit of 600 requests per 60 s exceeded",
+  ),
   502: error("api_error: the provider failed", "api_error", "The model provider failed to answer"),
-  503: error("overloaded_error: the gateway cannot serve now; retry", "overloaded_error", "The service is temporarily unavailable; try again shortly"),
-  504: error("timeout_error: the provider did not answer in time", "timeout_error", "The model provider did not answer within the deadline"),
+  503: error(
+    "overloaded_error: the gateway cannot serve now; retry",
+    "overloaded_error",
+    "The service is temporarily unavailable; try again shortly",
+  ),
+  504: error(
+    "timeout_error: the provider did not answer in time",
+    "timeout_error",
+    "The model provider did not answer within the deadline",
+  ),
 };
 const MESSAGE_EXAMPLE = {
   id: "msg_01XFDUDYJgAACzvnptvVoYEL",
@@ -75,7 +99,17 @@ const REQUEST_BODY = {
   required: true,
   content: {
     "application/json": {
-      schema: { type: "object", required: ["model", "messages"], additionalProperties: true, properties: { model: { type: "string" }, max_tokens: { type: "integer", minimum: 1 }, messages: { type: "array" }, stream: { type: "boolean" } } },
+      schema: {
+        type: "object",
+        required: ["model", "messages"],
+        additionalProperties: true,
+        properties: {
+          model: { type: "string" },
+          max_tokens: { type: "integer", minimum: 1 },
+          messages: { type: "array" },
+          stream: { type: "boolean" },
+        },
+      },
       example: { model: "anthropic/claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] },
     },
   },
@@ -86,44 +120,60 @@ export const messagesRoutes = (s: Services) => {
   const messages = new MessagesService(s.chat, s.apiKeyAuth, s.config.catalog);
   return new Elysia({ tags: ["messages"] })
     .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
-    .post("/v1/messages", ({ body, request }) => messages.create(credentialOf(request.headers), body as ClientMessagesRequest, traceOf(request)), {
-      parse: "json",
-      detail: doc({
-        summary: "Anthropic Messages API (reserve → provider → settle), any model of the catalog",
-        description:
-          "Anthropic's Messages API for every catalog model: translated to a chat completion and served, held and billed exactly as " +
-          "POST /v1/chat/completions is; the answer is a Messages object whose usage (input_tokens, output_tokens) is what was billed. " +
-          "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
-          "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
-          "errors are Anthropic's {type: \"error\", error: {type, message}}.",
-        security: [SECURITY.apiKey],
-        requestBody: REQUEST_BODY,
-        responses: {
-          200: {
-            description: "A Messages object (JSON), or Anthropic's event stream (text/event-stream) when stream is true",
-            content: {
-              "application/json": { schema: { type: "object", required: ["id", "type", "role", "content", "usage"] }, example: MESSAGE_EXAMPLE },
-              "text/event-stream": { schema: { type: "string" } },
+    .post(
+      "/v1/messages",
+      ({ body, request }) => messages.create(credentialOf(request.headers), body as ClientMessagesRequest, traceOf(request)),
+      {
+        parse: "json",
+        detail: doc({
+          summary: "Anthropic Messages API (reserve → provider → settle), any model of the catalog",
+          description:
+            "Anthropic's Messages API for every catalog model: translated to a chat completion and served, held and billed exactly as " +
+            "POST /v1/chat/completions is; the answer is a Messages object whose usage (input_tokens, output_tokens) is what was billed. " +
+            "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
+            "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
+            'errors are Anthropic\'s {type: "error", error: {type, message}}.',
+          security: [SECURITY.apiKey],
+          requestBody: REQUEST_BODY,
+          responses: {
+            200: {
+              description: "A Messages object (JSON), or Anthropic's event stream (text/event-stream) when stream is true",
+              content: {
+                "application/json": {
+                  schema: { type: "object", required: ["id", "type", "role", "content", "usage"] },
+                  example: MESSAGE_EXAMPLE,
+                },
+                "text/event-stream": { schema: { type: "string" } },
+              },
             },
+            ...ERRORS,
           },
-          ...ERRORS,
-        },
-      }),
-    })
-    .post("/v1/messages/count_tokens", ({ body, request }) => messages.countTokens(credentialOf(request.headers), body as ClientMessagesRequest), {
-      parse: "json",
-      detail: doc({
-        summary: "Count a Messages request's input tokens (an estimate; nothing is charged)",
-        security: [SECURITY.apiKey],
-        requestBody: REQUEST_BODY,
-        responses: {
-          200: {
-            description: "The prompt's tokens, counted with the gateway's tokenizer (the provider's own count may differ)",
-            content: { "application/json": { schema: { type: "object", required: ["input_tokens"], properties: { input_tokens: { type: "integer" } } }, example: { input_tokens: 42 } } },
+        }),
+      },
+    )
+    .post(
+      "/v1/messages/count_tokens",
+      ({ body, request }) => messages.countTokens(credentialOf(request.headers), body as ClientMessagesRequest),
+      {
+        parse: "json",
+        detail: doc({
+          summary: "Count a Messages request's input tokens (an estimate; nothing is charged)",
+          security: [SECURITY.apiKey],
+          requestBody: REQUEST_BODY,
+          responses: {
+            200: {
+              description: "The prompt's tokens, counted with the gateway's tokenizer (the provider's own count may differ)",
+              content: {
+                "application/json": {
+                  schema: { type: "object", required: ["input_tokens"], properties: { input_tokens: { type: "integer" } } },
+                  example: { input_tokens: 42 },
+                },
+              },
+            },
+            400: ERRORS[400],
+            401: ERRORS[401],
           },
-          400: ERRORS[400],
-          401: ERRORS[401],
-        },
-      }),
-    });
+        }),
+      },
+    );
 };

@@ -33,7 +33,8 @@ export class MessagesService {
   async countTokens(authorization: string | null, body: ClientMessagesRequest): Promise<{ input_tokens: number }> {
     await this.auth.assertActive(await this.auth.fromHeader(authorization));
     const chat = chatRequestOf(body, true);
-    if (!this.catalog.models.has(chat.model)) throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, chat.model) });
+    if (!this.catalog.models.has(chat.model))
+      throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, chat.model) });
     return { input_tokens: await countPromptTokens(chat) };
   }
 }

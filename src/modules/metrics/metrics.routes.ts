@@ -16,7 +16,9 @@ export const metricsRoutes = (s: Services) =>
       detail: doc({
         summary: "Prometheus metrics (extension)",
         description: "Prometheus text exposition format 0.0.4. No authentication: expose it to your scraper only.",
-        responses: { 200: text("Metrics in Prometheus text format (Content-Type: text/plain; version=0.0.4)", "text/plain", "gateway_redis_up 1\n") },
+        responses: {
+          200: text("Metrics in Prometheus text format (Content-Type: text/plain; version=0.0.4)", "text/plain", "gateway_redis_up 1\n"),
+        },
       }),
     },
   );

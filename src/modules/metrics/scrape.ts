@@ -29,7 +29,12 @@ async function scrapeRedis(s: Services): Promise<void> {
     client.send("TIME", []) as Promise<[string, string]>,
     Promise.all(shards.map((sh) => client.send("ZCARD", [redisNames.holds(sh)], redisNames.holds(sh)) as Promise<number>)),
     Promise.all(shards.map((sh) => client.send("XLEN", [redisNames.outbox(sh)], redisNames.outbox(sh)) as Promise<number>)),
-    Promise.all(shards.map((sh) => client.send("XRANGE", [redisNames.outbox(sh), "-", "+", "COUNT", "1"], redisNames.outbox(sh)) as Promise<[string, unknown][]>)),
+    Promise.all(
+      shards.map(
+        (sh) =>
+          client.send("XRANGE", [redisNames.outbox(sh), "-", "+", "COUNT", "1"], redisNames.outbox(sh)) as Promise<[string, unknown][]>,
+      ),
+    ),
   ]);
   const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
   metrics.ledgerHolds.set(holds.reduce((a, n) => a + Number(n), 0));

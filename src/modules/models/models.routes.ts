@@ -32,13 +32,21 @@ export const modelsRoutes = (s: Services) =>
         const json = s.config.catalog.modelJson.get(id);
         if (json) return new Response(json, { headers: JSON_TYPE });
         const off = s.config.catalog.disabled.get(id);
-        throw new ApiError({ code: "NOT_FOUND", message: off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model" });
+        throw new ApiError({
+          code: "NOT_FOUND",
+          message: off ? `Model "${id}" is not served: its provider "${off.name}" is not configured` : "No such model",
+        });
       },
       {
         detail: doc({
           summary: "One model and its prices (extension)",
           path: "/v1/models/{id}",
-          parameters: [pathParam("id", "Model id; it contains slashes (openai/gpt-4o), sent as they are", { type: "string", examples: ["openai/gpt-4o-mini"] })],
+          parameters: [
+            pathParam("id", "Model id; it contains slashes (openai/gpt-4o), sent as they are", {
+              type: "string",
+              examples: ["openai/gpt-4o-mini"],
+            }),
+          ],
           responses: responses({ 200: json("Model", "The model", MODEL_EXAMPLE) }, errors("NOT_FOUND")),
         }),
       },

@@ -17,7 +17,14 @@ function errorType(status: number): string {
 }
 
 /** An error answer in OpenAI's shape; `extra` (a 402's balance, the top-up hint) sits inside `error`. */
-export function openaiError(status: number, message: string, code: string | null, param: string | null = null, headers: Record<string, string> = {}, extra: Record<string, unknown> = {}): Response {
+export function openaiError(
+  status: number,
+  message: string,
+  code: string | null,
+  param: string | null = null,
+  headers: Record<string, string> = {},
+  extra: Record<string, unknown> = {},
+): Response {
   const body = { error: { message, type: errorType(status), code, param, ...extra } };
   return Response.json(body, { status, headers });
 }
@@ -35,12 +42,22 @@ export class StoredItemMissing extends HttpError {
 
   static response(id: string): StoredItemMissing {
     const shown = id.slice(0, 100);
-    return new StoredItemMissing(400, "previous_response_not_found", "previous_response_id", `Previous response with id '${shown}' not found. Stored responses expire, are kept only with store:true and only for the wallet that made them; resend the whole conversation in input instead.`);
+    return new StoredItemMissing(
+      400,
+      "previous_response_not_found",
+      "previous_response_id",
+      `Previous response with id '${shown}' not found. Stored responses expire, are kept only with store:true and only for the wallet that made them; resend the whole conversation in input instead.`,
+    );
   }
 
   static item(id: string): StoredItemMissing {
     const shown = id.slice(0, 100);
-    return new StoredItemMissing(404, "item_not_found", "input", `Item with id '${shown}' not found. Stored items expire, are kept only with store:true and only for the wallet that made them; resend the item itself in input instead of a reference.`);
+    return new StoredItemMissing(
+      404,
+      "item_not_found",
+      "input",
+      `Item with id '${shown}' not found. Stored items expire, are kept only with store:true and only for the wallet that made them; resend the item itself in input instead of a reference.`,
+    );
   }
 
   toResponse(): Response {
@@ -54,7 +71,8 @@ export class StoredItemMissing extends HttpError {
  */
 export function renderResponsesError(kind: string | number, error: unknown, markPostgresDown: (e: unknown) => void): Response {
   if (error instanceof StoredItemMissing) return error.toResponse();
-  if (kind === "PARSE" && (error as Error).cause instanceof HttpError) return renderResponsesError("UNKNOWN", (error as Error).cause, markPostgresDown);
+  if (kind === "PARSE" && (error as Error).cause instanceof HttpError)
+    return renderResponsesError("UNKNOWN", (error as Error).cause, markPostgresDown);
   if (kind === "PARSE") return openaiError(400, "Body is not valid JSON", "VALIDATION_ERROR");
   if (error instanceof ApiError) return openaiError(error.status, error.message, error.code, null, error.headers, error.extra);
   if (error instanceof HttpError) return openaiError(error.status, error.message, null);

@@ -11,9 +11,23 @@ const RESPONSE_EXAMPLE = {
   created_at: 1_760_000_000,
   status: "completed",
   model: "openai/gpt-4o-mini",
-  output: [{ type: "message", id: "msg_67ccd2bf17f0819081ff3bb2cf6508e6", status: "completed", role: "assistant", content: [{ type: "output_text", text: "Hello!", annotations: [] }] }],
+  output: [
+    {
+      type: "message",
+      id: "msg_67ccd2bf17f0819081ff3bb2cf6508e6",
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text: "Hello!", annotations: [] }],
+    },
+  ],
   output_text: "Hello!",
-  usage: { input_tokens: 9, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 11 },
+  usage: {
+    input_tokens: 9,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 2,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 11,
+  },
 };
 const STREAM_EXAMPLE =
   'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}\n\n' +
@@ -27,7 +41,12 @@ const OPENAI_ERROR = {
     error: {
       type: "object",
       required: ["message", "type", "code", "param"],
-      properties: { message: { type: "string" }, type: { type: "string" }, code: { type: ["string", "null"] }, param: { type: ["string", "null"] } },
+      properties: {
+        message: { type: "string" },
+        type: { type: "string" },
+        code: { type: ["string", "null"] },
+        param: { type: ["string", "null"] },
+      },
     },
   },
 };
@@ -62,24 +81,90 @@ export const responsesRoutes = (s: Services) =>
         security: [SECURITY.apiKey],
         requestBody: {
           required: true,
-          content: { "application/json": { schema: { type: "object", required: ["model"], properties: { model: { type: "string" }, input: {}, stream: { type: "boolean" }, store: { type: "boolean" }, previous_response_id: { type: "string" }, max_output_tokens: { type: "integer", minimum: 1 } } }, example: REQUEST_EXAMPLE } },
+          content: {
+            "application/json": {
+              schema: {
+                type: "object",
+                required: ["model"],
+                properties: {
+                  model: { type: "string" },
+                  input: {},
+                  stream: { type: "boolean" },
+                  store: { type: "boolean" },
+                  previous_response_id: { type: "string" },
+                  max_output_tokens: { type: "integer", minimum: 1 },
+                },
+              },
+              example: REQUEST_EXAMPLE,
+            },
+          },
         },
         responses: {
           200: {
             description: "The response object (JSON), or its events (text/event-stream) when stream is true",
-            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" }, "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" } },
+            headers: {
+              "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+              "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
+            },
             content: {
-              "application/json": { schema: { type: "object", required: ["id", "object", "status", "output"], properties: { id: { type: "string" }, object: { const: "response" }, status: { type: "string" }, output: { type: "array" } } }, example: RESPONSE_EXAMPLE },
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["id", "object", "status", "output"],
+                  properties: {
+                    id: { type: "string" },
+                    object: { const: "response" },
+                    status: { type: "string" },
+                    output: { type: "array" },
+                  },
+                },
+                example: RESPONSE_EXAMPLE,
+              },
               "text/event-stream": { schema: { type: "string", description: "Server-sent Responses API events" }, example: STREAM_EXAMPLE },
             },
           },
-          400: errorAnswer("VALIDATION_ERROR, UNKNOWN_MODEL, UPSTREAM_CLIENT_ERROR or previous_response_not_found", { message: "Previous response with id 'resp_1' not found. …", type: "invalid_request_error", code: "previous_response_not_found", param: "previous_response_id" }),
-          401: errorAnswer("UNAUTHORIZED", { message: "Missing or invalid credentials", type: "authentication_error", code: "UNAUTHORIZED", param: null }),
-          402: errorAnswer("INSUFFICIENT_BALANCE or KEY_BUDGET_EXCEEDED", { message: "Balance cannot cover the estimated cost of this request", type: "insufficient_balance", code: "INSUFFICIENT_BALANCE", param: null }),
-          404: errorAnswer("item_not_found: an item_reference names no stored item", { message: "Item with id 'msg_1' not found. …", type: "invalid_request_error", code: "item_not_found", param: "input" }),
-          429: errorAnswer("RATE_LIMITED or the provider's UPSTREAM_CLIENT_ERROR", { message: "Rate limit of 600 requests per 60 s exceeded", type: "rate_limit_error", code: "RATE_LIMITED", param: null }),
-          502: errorAnswer("UPSTREAM_ERROR", { message: "The model provider failed to answer", type: "server_error", code: "UPSTREAM_ERROR", param: null }),
-          504: errorAnswer("UPSTREAM_DEADLINE", { message: "The model provider did not answer within the deadline", type: "server_error", code: "UPSTREAM_DEADLINE", param: null }),
+          400: errorAnswer("VALIDATION_ERROR, UNKNOWN_MODEL, UPSTREAM_CLIENT_ERROR or previous_response_not_found", {
+            message: "Previous response with id 'resp_1' not found. …",
+            type: "invalid_request_error",
+            code: "previous_response_not_found",
+            param: "previous_response_id",
+          }),
+          401: errorAnswer("UNAUTHORIZED", {
+            message: "Missing or invalid credentials",
+            type: "authentication_error",
+            code: "UNAUTHORIZED",
+            param: null,
+          }),
+          402: errorAnswer("INSUFFICIENT_BALANCE or KEY_BUDGET_EXCEEDED", {
+            message: "Balance cannot cover the estimated cost of this request",
+            type: "insufficient_balance",
+            code: "INSUFFICIENT_BALANCE",
+            param: null,
+          }),
+          404: errorAnswer("item_not_found: an item_reference names no stored item", {
+            message: "Item with id 'msg_1' not found. …",
+            type: "invalid_request_error",
+            code: "item_not_found",
+            param: "input",
+          }),
+          429: errorAnswer("RATE_LIMITED or the provider's UPSTREAM_CLIENT_ERROR", {
+            message: "Rate limit of 600 requests per 60 s exceeded",
+            type: "rate_limit_error",
+            code: "RATE_LIMITED",
+            param: null,
+          }),
+          502: errorAnswer("UPSTREAM_ERROR", {
+            message: "The model provider failed to answer",
+            type: "server_error",
+            code: "UPSTREAM_ERROR",
+            param: null,
+          }),
+          504: errorAnswer("UPSTREAM_DEADLINE", {
+            message: "The model provider did not answer within the deadline",
+            type: "server_error",
+            code: "UPSTREAM_DEADLINE",
+            param: null,
+          }),
         },
       }),
     });

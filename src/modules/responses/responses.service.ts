@@ -24,7 +24,8 @@ function checkBody(body: unknown): asserts body is ResponsesRequest {
   const b = body as Record<string, unknown>;
   if (typeof b.model !== "string" || b.model === "") throw invalid("model: required, a string");
   const cap = b.max_output_tokens;
-  if (cap !== undefined && cap !== null && !(Number.isInteger(cap) && (cap as number) >= 1)) throw invalid("max_output_tokens: must be an integer of at least 1");
+  if (cap !== undefined && cap !== null && !(Number.isInteger(cap) && (cap as number) >= 1))
+    throw invalid("max_output_tokens: must be an integer of at least 1");
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("stream: must be a boolean");
   if (b.tools !== undefined && b.tools !== null && !Array.isArray(b.tools)) throw invalid("tools: must be an array");
 }
@@ -55,7 +56,9 @@ export class ResponsesService {
     const save = async (output: Item[]) => {
       if (!keep || !trace.wallet) return;
       // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
-      await this.store.save(trace.wallet, id, items, output).catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
+      await this.store
+        .save(trace.wallet, id, items, output)
+        .catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
     };
     let output: Item[] | undefined;
     const shape: AnswerShape = {

@@ -8,7 +8,15 @@ import { queryString, Wallet } from "../schemas.ts";
 export const topupHistoryRoutes = (s: Services) =>
   new Elysia({ tags: ["topup"] }).get(
     "/v1/topups/:wallet",
-    async ({ params, query, headers }: { params: { wallet: string }; query: Record<string, unknown>; headers: Record<string, string | undefined> }) => {
+    async ({
+      params,
+      query,
+      headers,
+    }: {
+      params: { wallet: string };
+      query: Record<string, unknown>;
+      headers: Record<string, string | undefined>;
+    }) => {
       const wallet = params.wallet.toLowerCase();
       await requireWallet(s.apiKeyAuth, s.siwe, wallet, {
         authorization: headers.authorization ?? null,

@@ -52,7 +52,13 @@ export const topupPayRoutes = (s: Services) =>
           "PAYMENT-RESPONSE. Payment errors are PlainError bodies: match on the status.",
         security: [SECURITY.none, SECURITY.x402, SECURITY.x402V2],
         responses: responses(
-          { 200: json("TopupResponse", "Settled and credited", { balance_usdc: 5_000_000, credited_usdc: 5_000_000 }, ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "Cache-Control"]) },
+          {
+            200: json("TopupResponse", "Settled and credited", { balance_usdc: 5_000_000, credited_usdc: 5_000_000 }, [
+              "X-PAYMENT-RESPONSE",
+              "PAYMENT-RESPONSE",
+              "Cache-Control",
+            ]),
+          },
           {
             400: {
               description: "VALIDATION_ERROR (amount), or a PlainError for a payment that cannot be decoded or does not match",
@@ -69,7 +75,11 @@ export const topupPayRoutes = (s: Services) =>
             },
             402: {
               description: "Payment required: the terms (step 1), or a payment the facilitator refused (error says why)",
-              headers: { "X-Request-Id": HEADER("X-Request-Id"), "PAYMENT-REQUIRED": HEADER("PAYMENT-REQUIRED"), "Cache-Control": HEADER("Cache-Control") },
+              headers: {
+                "X-Request-Id": HEADER("X-Request-Id"),
+                "PAYMENT-REQUIRED": HEADER("PAYMENT-REQUIRED"),
+                "Cache-Control": HEADER("Cache-Control"),
+              },
               content: { "application/json": { schema: REF("PaymentRequirements"), example: OFFER_EXAMPLE } },
             },
             503: {

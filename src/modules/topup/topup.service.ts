@@ -25,7 +25,8 @@ const MAX_TOPUP_MICRO = 1_000_000_000 * 1_000_000;
 export function topupAmount(amount: number): number {
   const micro = Number.isFinite(amount) ? parseUsd(String(amount)) : null;
   if (micro === null) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: must be a USD amount with at most 6 decimals" });
-  if (micro < MIN_TOPUP_MICRO) throw new ApiError({ code: "VALIDATION_ERROR", message: `amount: the minimum top-up is ${MIN_TOPUP_USD} USD` });
+  if (micro < MIN_TOPUP_MICRO)
+    throw new ApiError({ code: "VALIDATION_ERROR", message: `amount: the minimum top-up is ${MIN_TOPUP_USD} USD` });
   if (micro > MAX_TOPUP_MICRO) throw new ApiError({ code: "VALIDATION_ERROR", message: "amount: the maximum top-up is 1,000,000,000 USD" });
   return micro;
 }
@@ -141,12 +142,23 @@ export class TopupService {
    * Settles through the facilitator. Once settle was asked, money may move whatever the answer: an error opens a
    * recovery check before the client hears 503 (or 500), so a late settlement is still credited.
    */
-  private async settle(facilitator: Facilitator, payment: MatchedPayment, microUsdc: number, fromBlock: bigint | undefined): Promise<SettleResult> {
+  private async settle(
+    facilitator: Facilitator,
+    payment: MatchedPayment,
+    microUsdc: number,
+    fromBlock: bigint | undefined,
+  ): Promise<SettleResult> {
     try {
       return await facilitator.settle(payment.payload, payment.requirements);
     } catch (e) {
       const unavailable = e instanceof FacilitatorUnavailable;
-      await this.recovery.open(payment, microUsdc, `settle: ${e instanceof Error ? e.message : String(e)}`, fromBlock, unavailable ? e.transaction : undefined);
+      await this.recovery.open(
+        payment,
+        microUsdc,
+        `settle: ${e instanceof Error ? e.message : String(e)}`,
+        fromBlock,
+        unavailable ? e.transaction : undefined,
+      );
       if (!unavailable) throw e;
       log.error("payment facilitator unavailable", { error: e });
       throw new BareError(503, "payment facilitator unavailable");

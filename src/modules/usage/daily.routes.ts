@@ -35,7 +35,13 @@ export const dailyUsageRoutes = (s: Services) =>
           "GET /v1/usage/{wallet} has the live totals.",
         security: [SECURITY.apiKey, SECURITY.siweQuery],
         parameters: [
-          { name: "days", in: "query", required: false, description: "Days back, today included (default 30)", schema: { type: "integer", minimum: 1, maximum: 366 } },
+          {
+            name: "days",
+            in: "query",
+            required: false,
+            description: "Days back, today included (default 30)",
+            schema: { type: "integer", minimum: 1, maximum: 366 },
+          },
           queryParam("message", "SIWE message (with signature), instead of an API key", false),
           queryParam("signature", "Signature of the SIWE message", false),
         ],
@@ -50,7 +56,9 @@ export const dailyUsageRoutes = (s: Services) =>
                 {
                   date: "2026-11-23",
                   total_charged_usdc: 129,
-                  keys: [{ api_key_id: 42, request_count: 3, total_prompt_tokens: 27, total_completion_tokens: 6, total_charged_usdc: 129 }],
+                  keys: [
+                    { api_key_id: 42, request_count: 3, total_prompt_tokens: 27, total_completion_tokens: 6, total_charged_usdc: 129 },
+                  ],
                 },
               ],
             }),

@@ -23,7 +23,10 @@ export class UsageService {
     const keys = await this.keys.list(wallet);
     const [{ balance, locked }, counters] = await Promise.all([
       this.ledger.balance(wallet),
-      this.ledger.keyCounters(keys.map((k) => this.ledger.principal(k.id, wallet)), COUNTERS),
+      this.ledger.keyCounters(
+        keys.map((k) => this.ledger.principal(k.id, wallet)),
+        COUNTERS,
+      ),
     ]);
     return {
       wallet,

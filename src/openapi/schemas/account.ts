@@ -27,15 +27,17 @@ export const ACCOUNT_SCHEMAS = {
     },
     { ...closed, description: "What GET /v1/auth/siwe answers: everything needed to build an acceptable SIWE message" },
   ),
-  ApiKeyCreateRequest: T.Object(
-    {
-      ...SiweFields,
-      label: T.Optional(T.String({ maxLength: 100 })),
-      budget_usdc: T.Optional(T.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Per-key spending cap, µUSDC (extension)" })),
-      ref_code: T.Optional(T.String({ minLength: 1, maxLength: 64, description: "Referral code; not with redeem_code" })),
-      redeem_code: T.Optional(T.String({ minLength: 1, maxLength: 64, description: "One-time code crediting the wallet; not with ref_code" })),
-    },
-  ),
+  ApiKeyCreateRequest: T.Object({
+    ...SiweFields,
+    label: T.Optional(T.String({ maxLength: 100 })),
+    budget_usdc: T.Optional(
+      T.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Per-key spending cap, µUSDC (extension)" }),
+    ),
+    ref_code: T.Optional(T.String({ minLength: 1, maxLength: 64, description: "Referral code; not with redeem_code" })),
+    redeem_code: T.Optional(
+      T.String({ minLength: 1, maxLength: 64, description: "One-time code crediting the wallet; not with ref_code" }),
+    ),
+  }),
   ApiKeyCreateResponse: T.Object(
     {
       id: Int("Key id", 1),
@@ -47,7 +49,12 @@ export const ACCOUNT_SCHEMAS = {
     closed,
   ),
   ApiKeySummary: T.Object(
-    { id: Int("Key id", 1), label: T.String(), created_at: DateTime, revoked_at: T.Union([DateTime, T.Null()], { description: "null while active" }) },
+    {
+      id: Int("Key id", 1),
+      label: T.String(),
+      created_at: DateTime,
+      revoked_at: T.Union([DateTime, T.Null()], { description: "null while active" }),
+    },
     closed,
   ),
   ApiKeyList: T.Object({ data: T.Array(ref("ApiKeySummary")) }, closed),

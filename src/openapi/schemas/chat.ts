@@ -66,7 +66,10 @@ export const CHAT_SCHEMAS = {
       created: T.Optional(T.Integer()),
       model: T.String(),
       choices: T.Array(
-        T.Object({ index: Int(), message: ref("ChatMessage"), finish_reason: T.Union([T.String(), T.Null()]) }, { additionalProperties: true }),
+        T.Object(
+          { index: Int(), message: ref("ChatMessage"), finish_reason: T.Union([T.String(), T.Null()]) },
+          { additionalProperties: true },
+        ),
       ),
       usage: ref("ChatCompletionUsage"),
     },

@@ -16,4 +16,5 @@ export const WalletString = T.String({ pattern: "^0x[a-fA-F0-9]{40}$", descripti
 /** No fields beyond those listed: answers are exact. */
 export const closed = { additionalProperties: false };
 // A string enum as generators read it (`enum`), rather than TypeBox's anyOf of consts.
-export const Enum = (values: string[], description?: string) => T.Unsafe<string>({ type: "string", enum: values, ...(description ? { description } : {}) });
+export const Enum = (values: string[], description?: string) =>
+  T.Unsafe<string>({ type: "string", enum: values, ...(description ? { description } : {}) });

@@ -12,23 +12,32 @@ export const ERROR_SCHEMAS = {
     { error: ErrorCode, message: T.String({ description: "Human-readable" }) },
     { description: "The error body of every endpoint but the top-up's plain errors" },
   ),
-  InsufficientBalanceError: T.Intersect([
-    ref("Error"),
-    T.Object({
-      available_usdc: Micro("Available credit now"),
-      required_usdc: Micro("What the request reserves"),
-      topup: T.Object(
-        { endpoint: T.String(), method: T.String(), minimum_usd: T.Number() },
-        { ...closed, description: "How to add credit" },
-      ),
-    }),
-  ], { description: "402 INSUFFICIENT_BALANCE" }),
-  KeyBudgetError: T.Intersect([
-    ref("Error"),
-    T.Object({ key_budget_left_usdc: Micro("What the key's budget has left"), required_usdc: Micro("What the request reserves") }),
-  ], { description: "402 KEY_BUDGET_EXCEEDED" }),
-  PlainError: T.Object({ error: T.String({ description: "Human-readable; match on the HTTP status" }) }, {
-    ...closed,
-    description: "Top-up errors without a code: bad payment encoding, mismatched payment, facilitator unreachable",
-  }),
+  InsufficientBalanceError: T.Intersect(
+    [
+      ref("Error"),
+      T.Object({
+        available_usdc: Micro("Available credit now"),
+        required_usdc: Micro("What the request reserves"),
+        topup: T.Object(
+          { endpoint: T.String(), method: T.String(), minimum_usd: T.Number() },
+          { ...closed, description: "How to add credit" },
+        ),
+      }),
+    ],
+    { description: "402 INSUFFICIENT_BALANCE" },
+  ),
+  KeyBudgetError: T.Intersect(
+    [
+      ref("Error"),
+      T.Object({ key_budget_left_usdc: Micro("What the key's budget has left"), required_usdc: Micro("What the request reserves") }),
+    ],
+    { description: "402 KEY_BUDGET_EXCEEDED" },
+  ),
+  PlainError: T.Object(
+    { error: T.String({ description: "Human-readable; match on the HTTP status" }) },
+    {
+      ...closed,
+      description: "Top-up errors without a code: bad payment encoding, mismatched payment, facilitator unreachable",
+    },
+  ),
 } satisfies Record<string, TSchema>;

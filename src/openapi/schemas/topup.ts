@@ -33,7 +33,10 @@ export const TOPUP_SCHEMAS = {
     },
     { additionalProperties: true, description: "402 body of a top-up: x402 v1 (the v2 terms are in PAYMENT-REQUIRED)" },
   ),
-  TopupResponse: T.Object({ balance_usdc: Micro("New balance"), credited_usdc: Micro("Amount credited (0 for a payment credited before)") }, closed),
+  TopupResponse: T.Object(
+    { balance_usdc: Micro("New balance"), credited_usdc: Micro("Amount credited (0 for a payment credited before)") },
+    closed,
+  ),
   TopupRecord: T.Object(
     { id: Int(), amount_usdc: Micro("Amount"), tx_hash: T.String({ description: "Settlement transaction" }), created_at: DateTime },
     closed,

@@ -1,9 +1,26 @@
 import { ApiError } from "../../errors.ts";
-import type { ChatMessage, ContentPart, FunctionTool, NamedToolChoice, ToolCall, ThinkingBlock as ClientThinkingBlock } from "../openai/wire.ts";
+import type {
+  ChatMessage,
+  ContentPart,
+  FunctionTool,
+  NamedToolChoice,
+  ToolCall,
+  ThinkingBlock as ClientThinkingBlock,
+} from "../openai/wire.ts";
 import type { UpstreamParams } from "../types.ts";
 import { claudeCapabilities } from "./models.ts";
 import { thinkingParams } from "./thinking.ts";
-import type { ContentBlock, ImageBlock, MessageParam, MessagesRequest, TextBlock, Tool, ToolChoice, ToolResultBlock, ToolUseBlock } from "./wire.ts";
+import type {
+  ContentBlock,
+  ImageBlock,
+  MessageParam,
+  MessagesRequest,
+  TextBlock,
+  Tool,
+  ToolChoice,
+  ToolResultBlock,
+  ToolUseBlock,
+} from "./wire.ts";
 
 /** A turn while it is built: blocks are merged in before the turn is sent. */
 interface Turn {
@@ -173,7 +190,10 @@ const TOOL_SYSTEM_PROMPT_TOKENS = 600;
  * fields it knows rather than passed through; `response_format`, penalties, `seed` and `logprobs` have no
  * counterpart and are dropped. `n` above 1 cannot be served and is refused.
  */
-export function toAnthropicRequest({ model, body, stream, maxTokens }: UpstreamParams): { payload: MessagesRequest; hiddenPromptTokens: number } {
+export function toAnthropicRequest({ model, body, stream, maxTokens }: UpstreamParams): {
+  payload: MessagesRequest;
+  hiddenPromptTokens: number;
+} {
   if ((body.n ?? 1) > 1) throw invalid("n above 1 is not supported for this model");
   const caps = claudeCapabilities(model.upstreamModel);
   const { system, turns } = toAnthropicMessages(body.messages as ChatMessage[]);

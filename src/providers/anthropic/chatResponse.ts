@@ -82,7 +82,11 @@ export function parseMessage(text: string, modelId: string): ParsedCompletion {
     }
     // server tool blocks (web search and the like) have no OpenAI counterpart; their cost is in the usage
   }
-  const message: AssistantMessage = { role: "assistant", content: content.length > 0 || toolCalls.length === 0 ? content : null, refusal: null };
+  const message: AssistantMessage = {
+    role: "assistant",
+    content: content.length > 0 || toolCalls.length === 0 ? content : null,
+    refusal: null,
+  };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   if (reasoning.length > 0) message.reasoning_content = reasoning;
   if (thinkingBlocks.length > 0) message.thinking_blocks = thinkingBlocks;

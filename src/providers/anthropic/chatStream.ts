@@ -25,7 +25,11 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
 
   const chunk = (delta: ChunkDelta, finish: string | null = null) =>
     JSON.stringify({
-      id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
     } satisfies ChatCompletionChunk);
 
   return (payload): StreamStep => {
@@ -82,7 +86,14 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
       }
       case "message_stop":
         if (includeUsage && usage) {
-          const last: ChatCompletionChunk = { id, object: "chat.completion.chunk", created, model, choices: [], usage: openaiUsage(usage, cached) };
+          const last: ChatCompletionChunk = {
+            id,
+            object: "chat.completion.chunk",
+            created,
+            model,
+            choices: [],
+            usage: openaiUsage(usage, cached),
+          };
           return { chunk: JSON.stringify(last), done: true };
         }
         return { done: true };

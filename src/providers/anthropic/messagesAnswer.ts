@@ -3,7 +3,13 @@ import type { MessageAnswer } from "./wire.ts";
 
 // OpenAI finish reasons → Anthropic's stop reasons (the inverse of chatResponse.ts's FINISH). A stop sequence
 // reads as "stop" in chat, so it comes back as end_turn.
-const STOP: Record<string, string> = { stop: "end_turn", length: "max_tokens", tool_calls: "tool_use", function_call: "tool_use", content_filter: "refusal" };
+const STOP: Record<string, string> = {
+  stop: "end_turn",
+  length: "max_tokens",
+  tool_calls: "tool_use",
+  function_call: "tool_use",
+  content_filter: "refusal",
+};
 
 /** Anthropic stop_reason for a chat finish_reason; null while the answer has none (a stream still running). */
 export function stopReason(finish: unknown): string | null {
@@ -17,7 +23,12 @@ export function stopReason(finish: unknown): string | null {
  */
 export function messagesUsage(u: Partial<ChatUsage> | null | undefined): MessageAnswer["usage"] {
   const n = (v: unknown) => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : 0);
-  return { input_tokens: n(u?.prompt_tokens), output_tokens: n(u?.completion_tokens), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  return {
+    input_tokens: n(u?.prompt_tokens),
+    output_tokens: n(u?.completion_tokens),
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+  };
 }
 
 /** A message id: Anthropic's own (msg_…) kept, any other id prefixed. */
@@ -48,13 +59,19 @@ export function messageOf(chatJson: string): string {
   const m = choice?.message;
   const content: Record<string, unknown>[] = [];
   if (m?.thinking_blocks?.length) {
-    for (const b of m.thinking_blocks) content.push(b.type === "thinking" ? { type: "thinking", thinking: b.thinking, signature: b.signature ?? "" } : { type: "redacted_thinking", data: b.data ?? "" });
+    for (const b of m.thinking_blocks)
+      content.push(
+        b.type === "thinking"
+          ? { type: "thinking", thinking: b.thinking, signature: b.signature ?? "" }
+          : { type: "redacted_thinking", data: b.data ?? "" },
+      );
   } else {
     const reasoning = m?.reasoning_content ?? m?.reasoning;
     if (typeof reasoning === "string" && reasoning.length > 0) content.push({ type: "thinking", thinking: reasoning, signature: "" });
   }
   if (typeof m?.content === "string" && m.content.length > 0) content.push({ type: "text", text: m.content });
-  for (const c of m?.tool_calls ?? []) content.push({ type: "tool_use", id: c.id, name: c.function?.name, input: toolInput(c.function?.arguments) });
+  for (const c of m?.tool_calls ?? [])
+    content.push({ type: "tool_use", id: c.id, name: c.function?.name, input: toolInput(c.function?.arguments) });
   const answer: MessageAnswer = {
     id: messageId(chat.id),
     type: "message",

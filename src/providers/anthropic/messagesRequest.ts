@@ -51,7 +51,12 @@ function userTurn(content: unknown, where: string): ChatMessage[] {
   blocksOf(content, where).forEach((b, i) => {
     if (b.type !== "tool_result") return void rest.push(b);
     if (typeof b.tool_use_id !== "string") throw invalid(`${where}.${i}.tool_use_id: must be a string`);
-    const result = b.content === undefined ? "" : typeof b.content === "string" ? b.content : partsOf(blocksOf(b.content, `${where}.${i}.content`), `${where}.${i}.content`);
+    const result =
+      b.content === undefined
+        ? ""
+        : typeof b.content === "string"
+          ? b.content
+          : partsOf(blocksOf(b.content, `${where}.${i}.content`), `${where}.${i}.content`);
     out.push({ role: "tool", tool_call_id: b.tool_use_id, content: result });
   });
   if (rest.length > 0) out.push({ role: "user", content: partsOf(rest, where) });
@@ -68,7 +73,8 @@ function assistantTurn(content: unknown, where: string): ChatMessage {
     const at = `${where}.${i}`;
     if (b.type === "text") said += text(b, at);
     else if (b.type === "tool_use") {
-      if (typeof b.id !== "string" || typeof b.name !== "string" || !isObject(b.input)) throw invalid(`${at}: tool_use needs an id, a name and an input object`);
+      if (typeof b.id !== "string" || typeof b.name !== "string" || !isObject(b.input))
+        throw invalid(`${at}: tool_use needs an id, a name and an input object`);
       calls.push({ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input) } });
     } else if (b.type === "thinking" && typeof b.thinking === "string") {
       thinking.push({ type: "thinking", thinking: b.thinking, signature: typeof b.signature === "string" ? b.signature : "" });
@@ -106,9 +112,12 @@ function chatTools(tools: unknown): FunctionTool[] | undefined {
   if (!Array.isArray(tools)) throw invalid("tools: must be an array");
   return tools.map((t: Record<string, unknown> | null, i) => {
     if (t?.type !== undefined && t.type !== null && t.type !== "custom") {
-      throw invalid(`tools.${i}.type "${String(t.type).slice(0, 64)}" is not accepted: only client tools, since tools a provider runs itself are billed per call`);
+      throw invalid(
+        `tools.${i}.type "${String(t.type).slice(0, 64)}" is not accepted: only client tools, since tools a provider runs itself are billed per call`,
+      );
     }
-    if (typeof t?.name !== "string" || !isObject(t.input_schema)) throw invalid(`tools.${i}: a tool needs a name and an input_schema object`);
+    if (typeof t?.name !== "string" || !isObject(t.input_schema))
+      throw invalid(`tools.${i}: a tool needs a name and an input_schema object`);
     const fn: FunctionTool["function"] = { name: t.name, parameters: t.input_schema };
     if (typeof t.description === "string") fn.description = t.description;
     return { type: "function", function: fn };
@@ -141,10 +150,13 @@ const REFUSED: Record<string, string> = { container: "code execution containers"
 export function chatRequestOf(body: ClientMessagesRequest, counting = false): ChatRequest {
   if (!isObject(body)) throw invalid("The body must be a JSON object");
   if (typeof body.model !== "string") throw invalid("model: Field required");
-  for (const field in REFUSED) if (body[field] !== undefined && body[field] !== null) throw invalid(`${field} is not accepted: ${REFUSED[field]} are billed beyond the tokens`);
+  for (const field in REFUSED)
+    if (body[field] !== undefined && body[field] !== null)
+      throw invalid(`${field} is not accepted: ${REFUSED[field]} are billed beyond the tokens`);
   const out: ChatRequest = { model: body.model, messages: chatMessages(body) };
   if (!counting) {
-    if (!Number.isSafeInteger(body.max_tokens) || (body.max_tokens as number) < 1) throw invalid("max_tokens: Field required (a positive integer)");
+    if (!Number.isSafeInteger(body.max_tokens) || (body.max_tokens as number) < 1)
+      throw invalid("max_tokens: Field required (a positive integer)");
     out.max_tokens = body.max_tokens as number;
   }
   const tools = chatTools(body.tools);
@@ -154,7 +166,8 @@ export function chatRequestOf(body: ClientMessagesRequest, counting = false): Ch
   const effort = body.output_config?.effort;
   if (typeof effort === "string" && Object.hasOwn(EFFORT, effort)) out.reasoning_effort = EFFORT[effort];
   const format = body.output_config?.format;
-  if (format?.type === "json_schema" && isObject(format.schema)) out.response_format = { type: "json_schema", json_schema: { name: "output", schema: format.schema } };
+  if (format?.type === "json_schema" && isObject(format.schema))
+    out.response_format = { type: "json_schema", json_schema: { name: "output", schema: format.schema } };
   if (Array.isArray(body.stop_sequences)) out.stop = body.stop_sequences.filter((s) => typeof s === "string");
   for (const k of ["temperature", "top_p", "top_k"] as const) if (typeof body[k] === "number") out[k] = body[k];
   if (typeof body.metadata?.user_id === "string") out.user = body.metadata.user_id;

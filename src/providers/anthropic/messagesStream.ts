@@ -28,7 +28,16 @@ export function messagesEvents(model: string): (payload: string) => string {
   const start = (id: unknown) => {
     if (started) return "";
     started = true;
-    const message = { id: messageId(id), type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: messagesUsage(null) };
+    const message = {
+      id: messageId(id),
+      type: "message",
+      role: "assistant",
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: messagesUsage(null),
+    };
     return event("message_start", { message });
   };
   const stop = () => {

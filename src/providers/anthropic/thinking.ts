@@ -27,7 +27,11 @@ function budgetFor(effort: string, maxTokens: number): number | undefined {
  * max_tokens. "none", `thinking.type: "disabled"` and models without thinking send nothing: thinking is then
  * off (or the model's default where it is always on).
  */
-export function thinkingParams(body: ChatRequest, caps: ClaudeCapabilities, maxTokens: number): { thinking?: ThinkingConfig; effort?: string } {
+export function thinkingParams(
+  body: ChatRequest,
+  caps: ClaudeCapabilities,
+  maxTokens: number,
+): { thinking?: ThinkingConfig; effort?: string } {
   const effort = typeof body.reasoning_effort === "string" ? body.reasoning_effort : undefined;
   // Anthropic's own thinking shape, as an extension of the OpenAI request; checked field by field below.
   const asked = body.thinking as { type?: string; budget_tokens?: number } | undefined;

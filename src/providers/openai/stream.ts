@@ -130,7 +130,8 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string): Stream
     const at = payload.indexOf('"model"');
     let chunk = payload;
     if (at !== -1) {
-      if (payload.indexOf('"model"', at + 7) !== -1 || payload.charCodeAt(at + 7) !== 58 || payload.charCodeAt(at + 8) !== 34) return undefined;
+      if (payload.indexOf('"model"', at + 7) !== -1 || payload.charCodeAt(at + 7) !== 58 || payload.charCodeAt(at + 8) !== 34)
+        return undefined;
       const end = stringEnd(payload, at + 8);
       if (end === -1) return undefined;
       const pair = payload.slice(at, end + 1);

@@ -24,9 +24,7 @@ export interface ToolCallDelta {
  * Signed reasoning as LiteLLM carries it (`thinking_blocks`): Anthropic's blocks, which a client sends back so a
  * tool-use conversation can continue with thinking on.
  */
-export type ThinkingBlock =
-  | { type: "thinking"; thinking: string; signature?: string }
-  | { type: "redacted_thinking"; data?: string };
+export type ThinkingBlock = { type: "thinking"; thinking: string; signature?: string } | { type: "redacted_thinking"; data?: string };
 
 /** A content part of a client's message; only text and images have a meaning beyond their bytes here. */
 export interface ContentPart {

@@ -19,11 +19,20 @@ function outputItems(choice: ChatCompletion["choices"][number] | undefined): Ite
   const calls = message?.tool_calls ?? [];
   const text = typeof message?.content === "string" ? message.content : "";
   if (text !== "" || calls.length === 0) {
-    const part = message?.refusal ? { type: "refusal", refusal: message.refusal } : { type: "output_text", text, annotations: [], logprobs: [] };
+    const part = message?.refusal
+      ? { type: "refusal", refusal: message.refusal }
+      : { type: "output_text", text, annotations: [], logprobs: [] };
     items.push({ id: newId("msg"), type: "message", status: "completed", role: "assistant", content: [part] });
   }
   for (const c of calls) {
-    items.push({ id: newId("fc"), type: "function_call", status: "completed", call_id: c.id, name: c.function?.name, arguments: c.function?.arguments ?? "" });
+    items.push({
+      id: newId("fc"),
+      type: "function_call",
+      status: "completed",
+      call_id: c.id,
+      name: c.function?.name,
+      arguments: c.function?.arguments ?? "",
+    });
   }
   return items;
 }

@@ -58,10 +58,12 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
     if (type === "message") {
       // Chat providers take system, user, assistant; the Responses API's developer role is a system message.
       const role = item.role === "developer" ? "system" : item.role;
-      if (role !== "user" && role !== "system" && role !== "assistant") throw invalid(`${where}.role: "${String(item.role).slice(0, 32)}" is not supported`);
+      if (role !== "user" && role !== "system" && role !== "assistant")
+        throw invalid(`${where}.role: "${String(item.role).slice(0, 32)}" is not supported`);
       messages.push({ role, content: chatContent(item.content, role, where) });
     } else if (type === "function_call") {
-      if (typeof item.call_id !== "string" || typeof item.name !== "string") throw invalid(`${where}: a function_call needs call_id and name`);
+      if (typeof item.call_id !== "string" || typeof item.name !== "string")
+        throw invalid(`${where}: a function_call needs call_id and name`);
       const call: ToolCall = { id: item.call_id, type: "function", function: { name: item.name, arguments: String(item.arguments ?? "") } };
       // Calls of one turn are one assistant message (with its text, if the turn had some).
       const last = messages.at(-1);
@@ -70,7 +72,8 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
     } else if (type === "function_call_output") {
       if (typeof item.call_id !== "string") throw invalid(`${where}: a function_call_output needs a call_id`);
       const out = item.output;
-      const content = typeof out === "string" ? out : Array.isArray(out) ? (out.map((p, j) => chatPart(p, `${where}.output[${j}]`)) as ChatPart[]) : "";
+      const content =
+        typeof out === "string" ? out : Array.isArray(out) ? (out.map((p, j) => chatPart(p, `${where}.output[${j}]`)) as ChatPart[]) : "";
       messages.push({ role: "tool", tool_call_id: item.call_id, content });
     } else if (type === "reasoning") {
       // Reasoning is the provider's own: chat providers take none back, so an echoed reasoning item is left out.
@@ -85,7 +88,15 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
 function chatTools(tools: ResponsesTool[]): unknown[] {
   return tools.map((t) =>
     t?.type === "function"
-      ? { type: "function", function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters ?? { type: "object", properties: {} }, ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}) } }
+      ? {
+          type: "function",
+          function: {
+            name: t.name,
+            ...(t.description ? { description: t.description } : {}),
+            parameters: t.parameters ?? { type: "object", properties: {} },
+            ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}),
+          },
+        }
       : t,
   );
 }
@@ -101,7 +112,15 @@ function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"])
   if (format.type === "json_object") return { type: "json_object" };
   if (format.type === "json_schema") {
     const { name, schema, strict, description } = format;
-    return { type: "json_schema", json_schema: { name: name ?? "response", schema, ...(typeof strict === "boolean" ? { strict } : {}), ...(description ? { description } : {}) } };
+    return {
+      type: "json_schema",
+      json_schema: {
+        name: name ?? "response",
+        schema,
+        ...(typeof strict === "boolean" ? { strict } : {}),
+        ...(description ? { description } : {}),
+      },
+    };
   }
   throw invalid(`text.format.type "${String(format.type).slice(0, 64)}" is not supported`);
 }
@@ -113,7 +132,15 @@ function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"])
 export function toChatRequest(body: ResponsesRequest, items: Item[]): ChatRequest {
   const chat: ChatRequest = { model: body.model, messages: chatMessages(items, body.instructions) };
   if (typeof body.max_output_tokens === "number") chat.max_tokens = body.max_output_tokens;
-  for (const k of ["temperature", "top_p", "parallel_tool_calls", "user", "safety_identifier", "prompt_cache_key", "top_logprobs"] as const) {
+  for (const k of [
+    "temperature",
+    "top_p",
+    "parallel_tool_calls",
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "top_logprobs",
+  ] as const) {
     if (body[k] !== undefined && body[k] !== null) chat[k] = body[k];
   }
   if (Array.isArray(body.tools) && body.tools.length > 0) chat.tools = chatTools(body.tools);

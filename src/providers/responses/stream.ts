@@ -18,7 +18,11 @@ const encoder = new TextEncoder();
 type Open = { item: Item; index: number; text: string };
 
 /** Translates one chat stream; `finished` gets the output items of a completed answer (the store keeps them). */
-export function responsesStream(chat: ReadableStream<Uint8Array>, frame: Record<string, unknown>, finished: (output: Item[]) => Promise<void>): ReadableStream<Uint8Array> {
+export function responsesStream(
+  chat: ReadableStream<Uint8Array>,
+  frame: Record<string, unknown>,
+  finished: (output: Item[]) => Promise<void>,
+): ReadableStream<Uint8Array> {
   const reader = chat.getReader();
   const decoder = new SseDecoder();
   const output: Item[] = [];
@@ -65,7 +69,12 @@ export function responsesStream(chat: ReadableStream<Uint8Array>, frame: Record<
       // Items stream one after another: a call still open ends before a new message starts.
       for (const o of [...open]) close(o);
       message = add({ id: newId("msg"), type: "message", status: "in_progress", role: "assistant", content: [] });
-      emit("response.content_part.added", { item_id: message.item.id, output_index: message.index, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } });
+      emit("response.content_part.added", {
+        item_id: message.item.id,
+        output_index: message.index,
+        content_index: 0,
+        part: { type: "output_text", text: "", annotations: [], logprobs: [] },
+      });
     }
     message.text += delta;
     emit("response.output_text.delta", { item_id: message.item.id, output_index: message.index, content_index: 0, delta, logprobs: [] });
@@ -76,7 +85,14 @@ export function responsesStream(chat: ReadableStream<Uint8Array>, frame: Record<
     let o = calls.get(at);
     if (!o) {
       for (const x of [...open]) close(x);
-      o = add({ id: newId("fc"), type: "function_call", status: "in_progress", arguments: "", call_id: d.id ?? `call_${newId("fc").slice(3)}`, name: d.function?.name ?? "" });
+      o = add({
+        id: newId("fc"),
+        type: "function_call",
+        status: "in_progress",
+        arguments: "",
+        call_id: d.id ?? `call_${newId("fc").slice(3)}`,
+        name: d.function?.name ?? "",
+      });
       calls.set(at, o);
     }
     const args = d.function?.arguments;
@@ -106,7 +122,13 @@ export function responsesStream(chat: ReadableStream<Uint8Array>, frame: Record<
     if (ok && usage) {
       const reason = incompleteReason(finish);
       const status = reason ? "incomplete" : "completed";
-      lifecycle(`response.${status}`, { status, incomplete_details: reason ? { reason } : null, output, output_text: outputText(output), usage });
+      lifecycle(`response.${status}`, {
+        status,
+        incomplete_details: reason ? { reason } : null,
+        output,
+        output_text: outputText(output),
+        usage,
+      });
     } else {
       lifecycle("response.failed", { status: "failed", error: { code: "server_error", message: STREAM_FAILED }, output, usage: null });
     }

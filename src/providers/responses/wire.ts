@@ -69,7 +69,12 @@ export interface ResponsesUsage {
 }
 
 /** Chat-completions usage (the core's answer) as the Responses API reports it. */
-export function responsesUsage(u: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } }): ResponsesUsage {
+export function responsesUsage(u: {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+  completion_tokens_details?: { reasoning_tokens?: number };
+}): ResponsesUsage {
   const input = u.prompt_tokens ?? 0;
   const output = u.completion_tokens ?? 0;
   return {
