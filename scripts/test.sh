@@ -20,5 +20,7 @@ if [ -z "${TEST_DATABASE_URL:-}" ] && command -v pg_isready >/dev/null 2>&1 \
 fi
 echo "tests: Postgres = ${TEST_DATABASE_URL:-embedded PGlite}" >&2
 bun run typecheck
+# Formatting is Prettier's (.prettierrc.json): `bun run format` fixes what this refuses.
+bun run format:check >&2
 # bunfig.toml's [test] timeout is not applied by this Bun (tests and hooks stop at 5 s): the flag is.
 exec bun test --timeout 30000 "$@"

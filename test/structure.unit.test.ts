@@ -1,6 +1,6 @@
 /**
  * The layout rules the README states, checked on the source so they stay true: imports run down the floors,
- * no file under src/ grows past ~250 lines, every Redis key name lives in ledger/names.ts, and each id format
+ * no file under src/ grows past ~320 formatted lines, every Redis key name lives in ledger/names.ts, and each id format
  * and shared check is written once. Reads files only; nothing is started.
  */
 import { describe, expect, test } from "bun:test";
@@ -9,7 +9,8 @@ import { readFileSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
 
 const SRC = join(import.meta.dir, "..", "src");
-const MAX_LINES = 250;
+// Counted as Prettier lays the code out (140 columns): about what 250 lines were before the formatter wrapped them.
+const MAX_LINES = 320;
 
 const files = [...new Glob("**/*.ts").scanSync(SRC)].sort();
 const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
