@@ -58,8 +58,9 @@ async function startDev(): Promise<{ proc: ReturnType<typeof Bun.spawn>; printed
   const ready = new Promise<void>((r) => (listening = r));
   const read = async (stream: ReadableStream<Uint8Array>) => {
     const decoder = new TextDecoder();
-    for await (const chunk of stream) {
-      seen += decoder.decode(chunk);
+    const reader = stream.getReader();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      seen += decoder.decode(r.value);
       if (seen.includes('"msg":"gateway listening"')) listening();
     }
   };
