@@ -59,7 +59,12 @@ async function serve(config: Config): Promise<void> {
   } catch (e) {
     throw listenError(e, config);
   }
-  if (role.kind !== "worker") logProviders(config);
+  if (role.kind !== "worker") {
+    logProviders(config);
+    // Said once, where it matters: a serving gateway answers POST /v1/topup 503. Admin commands build the same
+    // services and have nothing to do with top-ups, so they stay quiet about it (and so do a primary's workers).
+    if (!config.payments.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
+  }
   let stack: Stack | undefined;
   let services: Services;
   let pool: WorkerPool | undefined;
