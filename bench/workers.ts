@@ -9,7 +9,7 @@
  */
 import { autocannon, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
-import { cleanUpOnSignals, cleanup, startBaselineGroup, startGateway } from "./processes.ts";
+import { cleanUpOnSignals, cleanup, openWorkDir, startBaselineGroup, startGateway } from "./processes.ts";
 import { f0, f2 } from "./report.ts";
 import { log } from "./settings.ts";
 
@@ -26,6 +26,7 @@ async function workerRss(base: string): Promise<Record<string, number>> {
 }
 
 async function main(): Promise<void> {
+  openWorkDir(); // catalog, data and logs of the processes it starts go there, not into the checkout
   const s = await setUp();
   const u0 = s.upstreams[0]!;
   const gw2 = await startGateway(s.upstreams, s.redis.url, s.db, "gateway-workers2", { WORKERS: "2" });
