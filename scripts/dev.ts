@@ -1,6 +1,7 @@
 /**
  * The local top-up playground: a dev chain (anvil from npm, chain id 84532), the test token deployed as USDC
- * (EIP-3009) and USDT (EIP-2612), a funded payer, and the gateway on it with the in-process facilitator.
+ * (EIP-3009) and USDT (EIP-2612), Permit2 and x402's Permit2 proxy, a funded payer, and the gateway on it with
+ * the in-process facilitator.
  * Run through `bash scripts/dev.sh`; then `bun scripts/topup.ts 5` pays a real top-up. Ctrl-C stops everything.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -39,7 +40,7 @@ const gateway = Bun.spawn(["bun", join(root, "src/main.ts"), "serve"], {
 });
 
 console.error(`
-dev chain     ${chain.rpcUrl} (chain id ${chain.chainId}; Multicall3 at its canonical address)
+dev chain     ${chain.rpcUrl} (chain id ${chain.chainId}; Multicall3, Permit2, x402's Permit2 proxy at their canonical addresses)
 USDC          ${chain.usdc.address} (EIP-3009, ${chain.usdc.decimals} decimals)
 USDT          ${chain.usdt.address} (EIP-2612 permit, ${chain.usdt.decimals} decimals)
 PAY_TO        ${chain.payTo}
@@ -51,6 +52,7 @@ dashboard     http://localhost:${port}/  with a browser wallet on chain id ${cha
 top up:       bun scripts/topup.ts 5                 # x402-fetch (v1), USDC
               bun scripts/topup.ts 5 --v2            # @x402/fetch (v2), USDC
               bun scripts/topup.ts 5 --v2 --usdt     # @x402/fetch (v2), USDT by permit
+              bun scripts/topup.ts 5 --v2 --usdt --permit2   # stock @x402/evm (v2), USDT through Permit2
 `);
 
 let stopping = false;

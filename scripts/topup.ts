@@ -1,14 +1,15 @@
 /**
  * A real top-up against the gateway that `bash scripts/dev.sh` runs, paid by its funded dev payer with the x402
- * client libraries: `bun scripts/topup.ts <usd> [--v2] [--usdt]`. Prints the answer, the settlement
- * transaction and the new balance.
+ * client libraries: `bun scripts/topup.ts <usd> [--v2] [--usdt [--permit2]]`. `--v2 --usdt` pays by the gateway's
+ * permit path; `--permit2` pays USDT as a stock `@x402/evm` client does, through Permit2. Prints the answer, the
+ * settlement transaction and the new balance.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { defineChain, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { DevChain } from "../test/helpers/chain.ts";
-import { v1Fetch, v2Fetch } from "../test/helpers/x402.ts";
+import { v1Fetch, v2Fetch, v2StockUsdtFetch } from "../test/helpers/x402.ts";
 
 const args = process.argv.slice(2);
 const amount = Number(args.find((a) => !a.startsWith("--")) ?? "5");
@@ -30,7 +31,11 @@ const chain = {
   }),
 } as DevChain;
 
-const pay = args.includes("--v2") ? v2Fetch(fetch, chain, payer, args.includes("--usdt") ? "USDT" : "USDC") : v1Fetch(fetch, chain, payer);
+const pay = args.includes("--permit2")
+  ? v2StockUsdtFetch(fetch, chain, payer)
+  : args.includes("--v2")
+    ? v2Fetch(fetch, chain, payer, args.includes("--usdt") ? "USDT" : "USDC")
+    : v1Fetch(fetch, chain, payer);
 const res = await pay(`${info.gateway}/v1/topup`, {
   method: "POST",
   headers: { "content-type": "application/json" },
