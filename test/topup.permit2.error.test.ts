@@ -6,22 +6,31 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
+import { startForwarder, type Forwarder } from "./helpers/forwarder.ts";
 import { startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { captureErrors } from "./helpers/logs.ts";
 import { capturePayment, decode, encode, v2StockUsdtFetch } from "./helpers/x402.ts";
 
 let chain: DevChain;
 let gw: TestGateway;
 let quick: TestGateway;
+let rpc: Forwarder;
+let lossy: TestGateway;
 
 beforeAll(async () => {
   chain = await startChain();
   gw = await startGateway(chain.gatewayEnv());
   // Gives up waiting for a settlement receipt after 1 s (the facilitator's bound on each call).
   quick = await startGateway({ ...chain.gatewayEnv(), FACILITATOR_TIMEOUT_MS: "1000" });
+  // Reaches the chain through a forwarder that can lose the answer to one RPC call.
+  const { hostname, port } = new URL(chain.rpcUrl);
+  rpc = startForwarder({ hostname, port: Number(port) });
+  lossy = await startGateway({ ...chain.gatewayEnv(), RPC_URL: `http://${hostname}:${(rpc.address as { port: number }).port}` });
 }, 60_000);
 
 afterAll(async () => {
-  for (const g of [gw, quick]) await g?.close();
+  for (const g of [gw, quick, lossy]) await g?.close();
+  await rpc?.stop();
   await chain?.stop();
 });
 
@@ -84,7 +93,36 @@ describe("a Permit2 payment that does not match what it says credits nothing", (
   });
 });
 
-describe("a Permit2 settlement whose receipt does not come in time", () => {
+const errors = captureErrors(/"payment facilitator unavailable"/);
+
+describe("a Permit2 settlement whose outcome the gateway does not learn", () => {
+  test("the answer to its broadcast is lost: the check names the transaction signed before sending; recovery credits it once", async () => {
+    const payer = await chain.newPayer();
+    const wallet = payer.address.toLowerCase();
+    const payment = await stockPayment(lossy, payer, 2);
+    const before = await usdt(payer);
+    rpc.loseNextReply("eth_sendRawTransaction");
+    const res = await topup(lossy, 2, { "payment-signature": encode(payment) });
+    expect(res.status).toBe(503);
+    expect(res.body).toEqual({ error: "payment facilitator unavailable" });
+    expect(errors.take(/"payment facilitator unavailable"/).map((l) => (l.error as { message: string }).message)).toEqual([
+      expect.stringContaining("HTTP request failed"),
+    ]);
+    expect(await lossy.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
+    const after = await usdt(payer);
+    expect(before.payer - after.payer).toBe(2_000_000n); // the transfer landed
+    const [check] = await lossy.services.sql<{ state: string; tx_hash: string | null }[]>`
+      SELECT state, tx_hash FROM payment_checks WHERE payer = ${wallet}`;
+    expect(check!.state).toBe("pending");
+    const receipt = await chain.rpc("eth_getTransactionReceipt", [check!.tx_hash]);
+    expect(receipt).toMatchObject({ status: "0x1" });
+
+    expect(await lossy.services.topup.recovery.checkPending()).toBe(1);
+    expect(await lossy.ledgerState(wallet)).toEqual({ balance: 2_000_000, locked: 0 });
+    expect(await credits(lossy, wallet)).toEqual([{ amount_usdc: 2_000_000, tx_hash: check!.tx_hash! }]);
+    expect(await lossy.services.topup.recovery.checkPending()).toBe(0);
+  }, 30_000);
+
   test("402 settlement_pending and a check on its transaction; once mined, recovery credits it exactly once", async () => {
     const payer = await chain.newPayer();
     const wallet = payer.address.toLowerCase();
