@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
-import { ConfigError } from "./errors.ts";
+import { ConfigError, type ErrorShape } from "./errors.ts";
 import type { LogLevel } from "./log.ts";
 import type { PaymentsConfig } from "./payments/config.ts";
 import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "./payments/networks.ts";
@@ -45,6 +45,8 @@ export interface Config {
   ledgerShards: number;
   /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
   responsesStoreTtlS: number;
+  /** ERROR_SHAPE: the envelope of errors on the OpenAI-compatible routes (chat completions, models); the spec's by default. */
+  errorShape: ErrorShape;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
   payments: PaymentsConfig;
@@ -256,6 +258,7 @@ export function loadConfig(env: Env = process.env): Config {
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
     // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
     responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
+    errorShape: oneOf(env, "ERROR_SHAPE", ["spec", "openai"] as const, "spec"),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),
   };

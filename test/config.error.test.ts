@@ -74,6 +74,7 @@ describe("configuration is validated once, naming the variable", () => {
     [{ DATABASE_URL: "mysql://x" }, /^DATABASE_URL: /],
     [{ DEPLOYMENT: "prod" }, /^DEPLOYMENT: /],
     [{ LOG_LEVEL: "loud" }, /^LOG_LEVEL: /],
+    [{ ERROR_SHAPE: "OpenAI" }, /^ERROR_SHAPE: must be one of spec, openai, got "OpenAI"$/],
     [{ RATE_LIMIT_REQUESTS: "-1" }, /^RATE_LIMIT_REQUESTS: /],
     [{ UPSTREAM_TIMEOUT_MS: "0" }, /^UPSTREAM_TIMEOUT_MS: /],
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
