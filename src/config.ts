@@ -45,6 +45,8 @@ export interface Config {
   ledgerShards: number;
   /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
   responsesStoreTtlS: number;
+  /** PROVIDER_PROBE_INTERVAL_S: how often keyless providers are probed for GET /v1/models' `available`. */
+  providerProbeIntervalMs: number;
   /** ERROR_SHAPE: the envelope of errors on the OpenAI-compatible routes (chat completions, models); the spec's by default. */
   errorShape: ErrorShape;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
@@ -258,6 +260,8 @@ export function loadConfig(env: Env = process.env): Config {
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
     // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
     responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
+    // Half a minute: a local server started or stopped shows in the list about as soon as a person looks again.
+    providerProbeIntervalMs: int(env, "PROVIDER_PROBE_INTERVAL_S", 30, 1, 86_400) * 1000,
     errorShape: oneOf(env, "ERROR_SHAPE", ["spec", "openai"] as const, "spec"),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),
