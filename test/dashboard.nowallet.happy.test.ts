@@ -26,7 +26,12 @@ afterAll(async () => {
 
 const usd = (micro: number) =>
   `${new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 6 }).format(micro / 1e6)} USD`;
-const stored = () => page.evaluate(() => ({ session: { ...sessionStorage }, local: localStorage.length, cookie: document.cookie }));
+const stored = () =>
+  page.evaluate(() => ({
+    session: Object.fromEntries(Object.entries(sessionStorage)) as Record<string, string>,
+    local: localStorage.length,
+    cookie: document.cookie,
+  }));
 
 async function lookUp(wallet: string, key: string): Promise<void> {
   await page.locator("#lookup-wallet").fill(wallet);
