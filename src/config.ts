@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
@@ -49,6 +50,8 @@ export interface Config {
   providerProbeIntervalMs: number;
   /** ERROR_SHAPE: the envelope of errors on the OpenAI-compatible routes (chat completions, models); the spec's by default. */
   errorShape: ErrorShape;
+  /** Processes serving the port (WORKERS: a number or "auto", the cores available); 1 serves from this process alone. */
+  workers: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
   payments: PaymentsConfig;
@@ -174,6 +177,13 @@ function redisCluster(env: Env): ClusterTarget | undefined {
   return { cluster: nodes, password: env.REDIS_PASSWORD || undefined };
 }
 
+/** WORKERS: a whole number, or "auto" for the cores this process may use (a container's CPU limit included). */
+function workers(env: Env): number {
+  if (env.WORKERS === "auto") return availableParallelism();
+  if (env.WORKERS && !/^\d+$/.test(env.WORKERS)) throw new ConfigError("WORKERS", `must be a whole number or "auto", got "${env.WORKERS}"`);
+  return int(env, "WORKERS", 1, 1, 64);
+}
+
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -263,6 +273,7 @@ export function loadConfig(env: Env = process.env): Config {
     // Half a minute: a local server started or stopped shows in the list about as soon as a person looks again.
     providerProbeIntervalMs: int(env, "PROVIDER_PROBE_INTERVAL_S", 30, 1, 86_400) * 1000,
     errorShape: oneOf(env, "ERROR_SHAPE", ["spec", "openai"] as const, "spec"),
+    workers: workers(env),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),
   };
