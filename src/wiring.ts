@@ -141,6 +141,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     flusher,
     startBackground() {
       flusher.start();
+      // Per process (start() is idempotent): a worker, which runs none of the rest, starts it by itself (main.ts).
       reachability.start();
       sweeper = setInterval(() => {
         // Redis failing over or down is an outage the next round outlives (the holds wait, they do not move): a
