@@ -130,6 +130,37 @@ describe("request errors → Anthropic's error classes", () => {
   }, 60_000);
 });
 
+describe("provider refusals: the provider's status kept, its class raised, its detail not passed on", () => {
+  for (const [model, status] of [
+    ["claude/invalid", 400],
+    ["standin/fail-400", 400],
+    ["claude/rate-limited", 429],
+    ["standin/fail-429", 429],
+  ] as const) {
+    test(`${model}: ${status}, JSON and stream; the hold released`, async () => {
+      const { wallet, key } = await gw.newWallet(1);
+      const client = anthropic(key);
+      const errors = [
+        await rejection(client.messages.create({ model, max_tokens: 10, messages })),
+        await rejection(client.messages.stream({ model, max_tokens: 10, messages }).finalMessage()),
+      ];
+      for (const e of errors) {
+        expect(e).toBeInstanceOf(status === 400 ? BadRequestError : RateLimitError);
+        expect(e.status).toBe(status);
+        expect(e.error).toEqual({
+          type: "error",
+          error: {
+            type: status === 400 ? "invalid_request_error" : "rate_limit_error",
+            message: "The model provider rejected the request",
+          },
+        });
+      }
+      expect(await gw.ledgerState(wallet)).toEqual({ balance: START, locked: 0 });
+      expect(await pgEvents(wallet)).toEqual(["release", "release"]);
+    });
+  }
+});
+
 describe("provider failures: the hold released", () => {
   test("a provider that fails before answering: 502 api_error (InternalServerError), JSON and stream; released", async () => {
     const { wallet, key } = await gw.newWallet(1);
