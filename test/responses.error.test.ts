@@ -267,7 +267,13 @@ describe("provider failures release the hold", () => {
 
 describe("a client leaving mid-stream", () => {
   /** Opens a stream on `path` and reads until `n` text pieces arrived, then cancels it. */
-  async function leaveAfter(path: string, key: string, body: { model: string }, n: number, isText: (payload: any) => boolean) {
+  async function leaveAfter(
+    path: string,
+    key: string,
+    body: { model: string; [field: string]: unknown },
+    n: number,
+    isText: (payload: any) => boolean,
+  ) {
     const standin = body.model.startsWith("claude/") ? gw.anthropic : gw.standin;
     const cancelled = standin.cancelled;
     const res = await gw.handle(
