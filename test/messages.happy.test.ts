@@ -377,6 +377,32 @@ describe("to an Anthropic provider, natively (no translation through chat)", () 
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - 2 * expectedCharge(prompt, words.length), locked: 0 });
   });
 
+  test("a system turn among the messages (which the door takes, as chat does) joins the system prompt", async () => {
+    const { key } = await gw.newWallet(10);
+    const res = await gw.call(
+      "POST",
+      "/v1/messages",
+      {
+        model: SONNET,
+        max_tokens: 50,
+        system: "Be brief.",
+        messages: [
+          { role: "system", content: "Answer in English." },
+          { role: "user", content: "Hi" },
+        ],
+      },
+      { "x-api-key": key },
+    );
+    expect(res.status).toBe(200);
+    expect(lastClaude().request).toMatchObject({
+      system: [
+        { type: "text", text: "Be brief." },
+        { type: "text", text: "Answer in English." },
+      ],
+      messages: [{ role: "user", content: "Hi" }],
+    });
+  });
+
   test("cache reads and writes the provider reports: shown as it reported them, billed with the input at the prompt price", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const client = anthropic(key);

@@ -199,8 +199,9 @@ function messageJson(b: Obj, plan: ReturnType<typeof planFor>, inputTokens = inp
 
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 
-/** Starts the stand-in on a free port. */
-export function startAnthropicStandin(): AnthropicStandin {
+/** Starts the stand-in on a free port; `record: false` keeps no request (the benchmark's long runs). */
+export function startAnthropicStandin(opts: { record?: boolean } = {}): AnthropicStandin {
+  const record = opts.record !== false;
   let waiters: { n: number; resolve: () => void }[] = [];
   const state: AnthropicStandin = {
     url: "",
@@ -218,16 +219,17 @@ export function startAnthropicStandin(): AnthropicStandin {
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/messages") return error(404, "not_found_error", "Not found");
-      state.headers.push({
-        "x-api-key": req.headers.get("x-api-key"),
-        "anthropic-version": req.headers.get("anthropic-version"),
-        authorization: req.headers.get("authorization"),
-      });
+      if (record)
+        state.headers.push({
+          "x-api-key": req.headers.get("x-api-key"),
+          "anthropic-version": req.headers.get("anthropic-version"),
+          authorization: req.headers.get("authorization"),
+        });
       if (req.headers.get("x-api-key") !== STANDIN_KEY) return error(401, "authentication_error", "invalid x-api-key");
       if (req.headers.get("anthropic-version") !== "2023-06-01") return error(400, "invalid_request_error", "anthropic-version: invalid");
       const raw = await req.text();
       const b = JSON.parse(raw) as Obj;
-      state.requests.push(b);
+      if (record) state.requests.push(b);
       const problem = validate(b);
       if (problem) return error(400, "invalid_request_error", problem);
 

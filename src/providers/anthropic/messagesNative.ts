@@ -68,6 +68,13 @@ function content(c: unknown, where: string): string | ContentBlock[] {
   return (c as ClientBlock[]).map((b, i) => block(b, `${where}.${i}`));
 }
 
+// System text as blocks: a string is one (none if empty).
+function systemBlocks(system: unknown): TextBlock[] {
+  if (typeof system === "string") return system.length > 0 ? [{ type: "text", text: system }] : [];
+  if (!Array.isArray(system)) return [];
+  return (system as ClientBlock[]).filter((b) => b.type === "text").map((b) => ({ type: "text", text: String(b.text) }));
+}
+
 function tools(list: unknown): Tool[] | undefined {
   if (!Array.isArray(list) || list.length === 0) return undefined;
   return list.map((t: Obj) => {
@@ -99,15 +106,18 @@ function thinking(t: unknown): ThinkingConfig | undefined {
  * `response_format` for Claude), any beta field; `anthropic-beta` headers are not passed on either.
  */
 export function nativeMessagesBody(client: ClientMessagesRequest, { model, stream, maxTokens }: UpstreamParams): MessagesRequest {
-  const messages = (client.messages as Obj[]).map((m, i): MessageParam => ({
-    role: m.role as MessageParam["role"],
-    content: content(m.content, `messages.${i}.content`),
-  }));
+  const messages: MessageParam[] = [];
+  // A system turn among the messages (the door takes one, as chat does; Anthropic's API does not) joins the system.
+  const systemTurns: TextBlock[] = [];
+  (client.messages as Obj[]).forEach((m, i) => {
+    if (m.role === "system") systemTurns.push(...systemBlocks(m.content));
+    else messages.push({ role: m.role as MessageParam["role"], content: content(m.content, `messages.${i}.content`) });
+  });
   const out: MessagesRequest = { model: model.upstreamModel, max_tokens: maxTokens, messages };
-  if (typeof client.system === "string") {
+  if (systemTurns.length > 0) out.system = [...systemBlocks(client.system), ...systemTurns];
+  else if (typeof client.system === "string") {
     if (client.system.length > 0) out.system = client.system;
-  } else if (Array.isArray(client.system))
-    out.system = (client.system as ClientBlock[]).map((b) => ({ type: "text", text: String(b.text) }));
+  } else if (Array.isArray(client.system)) out.system = systemBlocks(client.system);
   if (stream) out.stream = true;
   if (Array.isArray(client.stop_sequences)) {
     const stop = client.stop_sequences.filter((s): s is string => typeof s === "string");
