@@ -47,7 +47,7 @@ export async function setUp(): Promise<Setup> {
   const anthropic = await startAnthropicUpstream();
   const redis = await startRedis();
   const db = await freshDatabase();
-  const gw = await startGateway(upstreams, redis.url, db, "gateway", anthropic.port);
+  const gw = await startGateway(upstreams, redis.url, db, "gateway", {}, anthropic.port);
   log(
     `gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded PGlite"}, LOG_LEVEL=${S.gatewayLogLevel})`,
   );

@@ -61,7 +61,6 @@ export class TopupService {
     this.recovery = new PaymentRecovery(cfg, sql, credits);
     if (cfg.facilitator === "http" && cfg.facilitatorUrl) this.eip3009 = new HttpFacilitator(cfg.facilitatorUrl, cfg.facilitatorTimeoutMs);
     else if (cfg.facilitator === "local") this.eip3009 = local;
-    if (!cfg.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
   }
 
   get enabled(): boolean {
