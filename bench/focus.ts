@@ -8,6 +8,7 @@
  *   BENCH_FOCUS=stream,ttfb bun bench/focus.ts           # streams/s at c32, then the streamed first byte at c1
  *   BENCH_FOCUS=doors bun bench/focus.ts                 # CPU µs/request of /v1/responses and /v1/messages vs
  *                                                        # /v1/chat/completions, per provider type (JSON, stream)
+ *   BENCH_FOCUS=doors BENCH_DOORS_KINDS=stream BENCH_DOORS_PROVIDERS=openai-type bun bench/focus.ts   # a part of it
  *
  * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs. Prints one line per run on stderr.
  */
@@ -23,6 +24,11 @@ import { streamLatency, wrkRotating } from "./tail.ts";
 const FOCUS = (process.env.BENCH_FOCUS || "json").split(",").map((x) => x.trim());
 const DURATION_S = Number(process.env.BENCH_DURATION_S || 6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
+// doors only: which halves (json, stream) and which provider types (openai-type, anthropic-type) to run.
+const DOORS_KINDS = (process.env.BENCH_DOORS_KINDS || "json,stream").split(",");
+const DOORS_PROVIDERS = (process.env.BENCH_DOORS_PROVIDERS || "openai-type,anthropic-type").split(",");
+// and which targets (labels as printed: chat, responses, responses+store, …); all by default.
+const DOORS_ONLY = process.env.BENCH_DOORS_ONLY?.split(",");
 
 async function main(): Promise<void> {
   const dir = openWorkDir();
@@ -90,7 +96,9 @@ async function main(): Promise<void> {
       ],
     ];
     const kind = stream ? "stream" : "json";
-    for (const [provider, standin, runs] of providers) {
+    for (let [provider, standin, runs] of providers) {
+      if (!DOORS_PROVIDERS.includes(provider)) continue;
+      if (DOORS_ONLY) runs = runs.filter(([label]) => DOORS_ONLY.includes(label));
       const watchOn = (t: Target): Watch => ({ ...watch(t), standin });
       const cpu: Record<string, number> = {};
       for (const [, t] of runs) await autocannon(loadgen, t, 32, 2, watchOn(t)); // warm-up
@@ -103,7 +111,7 @@ async function main(): Promise<void> {
           );
         }
       }
-      for (const [label] of runs.slice(1)) {
+      for (const [label] of cpu.chat === undefined ? [] : runs.slice(1)) {
         const ratio = cpu[label]! / cpu.chat!;
         log(
           `doors ${kind} ${provider}: ${label} ${f0(cpu[label]!)} µs vs chat ${f0(cpu.chat!)} µs CPU/request ` +
@@ -114,8 +122,8 @@ async function main(): Promise<void> {
   };
   for (const f of FOCUS) {
     if (f === "doors") {
-      await doors(false);
-      await doors(true);
+      if (DOORS_KINDS.includes("json")) await doors(false);
+      if (DOORS_KINDS.includes("stream")) await doors(true);
     } else if (f === "json") await pair("json c32", targetsFor(s, 0));
     else if (f === "stream") await pair("stream c32", targetsFor(s, 0, true));
     else if (f === "ttfb") {

@@ -136,7 +136,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     topup,
     chat,
     reachability,
-    responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(redis, redisNames, config.responsesStoreTtlS)),
+    responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS)),
     pendingSettles,
     flusher,
     startBackground() {

@@ -110,3 +110,19 @@ export interface ClientFormat {
   /** The answer's `usage` field when the provider reported none and the gateway counted what it bills. */
   usage(u: Usage): unknown;
 }
+
+/**
+ * A front door's translation of one chat stream (modules/chat/chat.service.ts AnswerShape), run inside the metered
+ * stream, so the chat SSE is never encoded, read back and parsed again as a stream of its own: what a chat client
+ * would read → what the door's client reads. Never throws: what it cannot read ends its stream the way its API
+ * reports a failure.
+ */
+export interface DoorStream {
+  /** What the door sends first (may be empty); it leaves with the first read's text. */
+  open(): string;
+  /**
+   * One `data:` payload of the chat SSE, in order (chunk JSON, the usage chunk, a StreamErrorEvent, `[DONE]` last),
+   * → the door's SSE text for it (may be empty; empty for anything after the door's own end).
+   */
+  next(payload: string): string;
+}

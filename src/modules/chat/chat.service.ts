@@ -3,7 +3,7 @@ import { boundedRequest } from "../../billing/holdBound.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import type { Catalog, Model } from "../../providers/catalog.ts";
-import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
+import type { ChatRequest, DoorStream, ProviderAdapter } from "../../providers/types.ts";
 import { admit } from "./admit.ts";
 import type { Forwarder } from "./forward.ts";
 
@@ -15,8 +15,11 @@ import type { Forwarder } from "./forward.ts";
 export interface AnswerShape {
   /** The JSON answer, from the chat-completions JSON (text). */
   json(chat: string): string;
-  /** The SSE answer, from the chat-completions SSE (which carries a usage chunk: a door asks for include_usage). */
-  stream(chat: ReadableStream<Uint8Array>): ReadableStream<Uint8Array>;
+  /**
+   * The SSE answer: a translator of the chat-completions stream (which carries a usage chunk: a door asks for
+   * include_usage), one per stream, run inside the metered stream (providers/types.ts DoorStream).
+   */
+  stream(): DoorStream;
   /**
    * For a model whose provider speaks the door's own API: the dialect that sends the client's request to it in
    * that format and passes its answer back (reading the usage to bill), so nothing is translated twice. The
@@ -57,13 +60,16 @@ export class ChatService {
 
     const call = { principal, holdId, model, adapter, body, bound, headers: { "x-ratelimit-remaining": String(rateRemaining) }, trace };
     const answer = stream
-      ? await this.forwarder.streamed(call, url, init, !native && body.stream_options?.include_usage === true)
+      ? await this.forwarder.streamed(
+          call,
+          url,
+          init,
+          !native && body.stream_options?.include_usage === true,
+          shape && !native ? shape.stream() : undefined,
+        )
       : await this.forwarder.single(call, url, init);
-    if (!shape || native) return answer;
-    return new Response(stream ? shape.stream(answer.body!) : shape.json(await answer.text()), {
-      status: answer.status,
-      headers: answer.headers,
-    });
+    if (!shape || native || stream) return answer;
+    return new Response(shape.json(await answer.text()), { status: answer.status, headers: answer.headers });
   }
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */

@@ -3,6 +3,7 @@ import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import { usageBody } from "../../providers/openai/wire.ts";
+import type { DoorStream } from "../../providers/types.ts";
 import { type Call, providerFailed, upstreamFailed, upstreamFailure } from "./call.ts";
 import { IdleDeadline } from "./idleDeadline.ts";
 import { MeteredStream } from "./meteredStream.ts";
@@ -72,8 +73,8 @@ export class Forwarder {
     return new Response(JSON.stringify(answer), { headers });
   }
 
-  /** An SSE stream, metered as it passes; settled at its end. */
-  async streamed(call: Call, url: string, init: RequestInit, includeUsage: boolean): Promise<Response> {
+  /** An SSE stream, metered as it passes (and translated by a front door's `door`); settled at its end. */
+  async streamed(call: Call, url: string, init: RequestInit, includeUsage: boolean, door?: DoorStream): Promise<Response> {
     const deadline = new IdleDeadline(this.upstreamTimeoutMs);
     let res: Response;
     const sent = performance.now();
@@ -89,7 +90,7 @@ export class Forwarder {
     call.trace.upstreamMs = performance.now() - sent;
 
     const { holds, ledger, maxStreamMs } = this;
-    const metered = new MeteredStream(call, res.body, { holds, ledger, deadline, includeUsage, maxStreamMs });
+    const metered = new MeteredStream(call, res.body, { holds, ledger, deadline, includeUsage, maxStreamMs, door });
     // The access-log line waits for the stream's end, when its charge is known.
     call.trace.streamEnd = metered.ended;
     return new Response(metered.body, {

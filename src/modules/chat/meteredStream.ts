@@ -1,7 +1,7 @@
 import type { Ledger } from "../../ledger/ledger.ts";
 import type { Usage } from "../../providers/types.ts";
 import { SseDecoder } from "../../providers/sse.ts";
-import type { ClientFormat, StreamStep, StreamTranslator } from "../../providers/types.ts";
+import type { ClientFormat, DoorStream, StreamStep, StreamTranslator } from "../../providers/types.ts";
 import { estimateUsage } from "../../billing/counted.ts";
 import { usageBody } from "../../providers/openai/wire.ts";
 import { type Call, upstreamFailed } from "./call.ts";
@@ -10,10 +10,9 @@ import type { Holds } from "../../billing/holds.ts";
 
 const encoder = new TextEncoder();
 const DONE = encoder.encode("data: [DONE]\n\n");
-const STREAM_ERROR = encoder.encode(
-  `data: ${JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } })}\n\n` +
-    "data: [DONE]\n\n",
-);
+/** The spec's StreamErrorEvent: what a chat client reads when the provider failed mid-stream. */
+const STREAM_ERROR_EVENT = JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } });
+const STREAM_ERROR = encoder.encode(`data: ${STREAM_ERROR_EVENT}\n\ndata: [DONE]\n\n`);
 /** A chat client's frames: the spec's StreamErrorEvent on a failure, `data: [DONE]` last whatever happened. */
 const CHAT_FORMAT: ClientFormat = { done: DONE, failed: STREAM_ERROR, cut: DONE, usage: usageBody };
 
@@ -39,6 +38,8 @@ export interface MeterOptions {
   includeUsage: boolean;
   /** A stream still running after this long is stopped and charged for what it produced (STREAM_MAX_MS). */
   maxStreamMs: number;
+  /** A front door's translation of what a chat client would read (chat.service.ts DoorStream); none for chat. */
+  door?: DoorStream;
 }
 
 /**
@@ -72,6 +73,12 @@ export class MeteredStream {
   private client: ReadableStreamDefaultController<Uint8Array> | undefined;
   private readonly keepHold: ReturnType<typeof setInterval>;
   private readonly cap: ReturnType<typeof setTimeout>;
+  private readonly door: DoorStream | undefined;
+  /**
+   * A door's opening text, sent with the first read's: a body that holds data before the server reads it is
+   * pumped through JS by Bun (onReadStreamIntoSinkChunk) rather than natively, for the whole stream.
+   */
+  private opening: string;
 
   constructor(
     private readonly call: Call,
@@ -81,6 +88,8 @@ export class MeteredStream {
     this.reader = upstream.getReader();
     this.translate = call.adapter.openStream(o.includeUsage, call.model.id);
     this.format = call.adapter.clientFormat ?? CHAT_FORMAT;
+    this.door = o.door;
+    this.opening = o.door?.open() ?? "";
     this.ended = new Promise<void>((resolve) => (this.end = resolve));
     // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
     // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
@@ -123,6 +132,7 @@ export class MeteredStream {
   /** One upstream read passed on; the loop only repeats when a read produced nothing to send. */
   private async forward(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const { deadline } = this.o;
+    const door = this.door;
     for (;;) {
       let read: Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]>>;
       deadline.arm();
@@ -135,7 +145,8 @@ export class MeteredStream {
       }
       if (this.resolved) return; // cancelled while the read was under way
       const payloads = read.done ? this.decoder.end() : this.decoder.push(read.value);
-      let out = "";
+      let out = this.opening;
+      this.opening = "";
       let done = false;
       let failed = false;
       for (const payload of payloads) {
@@ -152,7 +163,10 @@ export class MeteredStream {
         if (step.promptTokens !== undefined) this.promptTokens = step.promptTokens;
         if (step.usage) this.usage = step.usage;
         if (step.generated) this.generated += step.generated;
-        if (step.chunk) out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
+        if (step.chunk) {
+          if (door) out += door.next(step.chunk);
+          else out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
+        }
         if (step.done) done = true;
       }
       // What arrived before a failure in the same read still reaches the client.
@@ -176,17 +190,28 @@ export class MeteredStream {
       const billed = await this.cost();
       holds.settleBehind(this.call, billed);
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
-      if (this.o.includeUsage && this.usage === undefined) ctrl.enqueue(encoder.encode(`data: ${usageChunk(this.call, billed)}\n\n`));
+      if (this.o.includeUsage && this.usage === undefined) {
+        const chunk = usageChunk(this.call, billed);
+        ctrl.enqueue(encoder.encode(this.door ? this.door.next(chunk) : `data: ${chunk}\n\n`));
+      }
     } else {
       // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
       upstreamFailed(this.call, deadline.passed ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - this.started) });
       deadline.stop();
       await holds.release(this.call);
     }
-    const last = ok ? this.format.done : this.format.failed;
+    const last = this.door ? this.doorLast(ok ? [] : [STREAM_ERROR_EVENT]) : ok ? this.format.done : this.format.failed;
     if (last.length > 0) ctrl.enqueue(last);
     ctrl.close();
     this.end();
+  }
+
+  /** A door's last frames: what it makes of chat's (the StreamErrorEvent on a failure, then `[DONE]`). */
+  private doorLast(before: string[]): Uint8Array {
+    let out = this.opening;
+    this.opening = "";
+    for (const payload of before) out += this.door!.next(payload);
+    return encoder.encode(out + this.door!.next("[DONE]"));
   }
 
   /**
@@ -217,7 +242,8 @@ export class MeteredStream {
     this.end();
     this.o.deadline.stop();
     try {
-      if (this.format.cut.length > 0) this.client?.enqueue(this.format.cut);
+      const cut = this.door ? this.doorLast([]) : this.format.cut;
+      if (cut.length > 0) this.client?.enqueue(cut);
       this.client?.close();
     } catch {
       // the client went away meanwhile

@@ -28,7 +28,7 @@ export class MessagesService {
     const chat = chatRequestOf(body);
     return this.chat.complete(authorization, chat, trace, {
       json: messageOf,
-      stream: (s) => messagesStream(s, chat.model),
+      stream: () => messagesStream(chat.model),
       native: (model) => (model.provider.type === "anthropic" ? nativeMessagesAdapter(body) : undefined),
     });
   }

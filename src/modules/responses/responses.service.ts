@@ -10,7 +10,7 @@ import type { RequestTrace } from "../../observe/trace.ts";
 import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
-import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
+import { frameJson, type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
 import type { AnswerShape, ChatService } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
 
@@ -51,28 +51,29 @@ export class ResponsesService {
     if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
 
     const id = newId("resp");
-    const frame = responseFrame(id, body);
+    const frame = frameJson(responseFrame(id, body));
     const keep = body.store !== false;
-    const save = async (output: Item[]) => {
+    // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
+    const save = async (output: Item[], outputJson: string[]) => {
       if (!keep || !trace.wallet) return;
-      // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
       await this.store
-        .save(trace.wallet, id, items, output)
+        .save(trace.wallet, id, items, output, outputJson)
         .catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
     };
-    let output: Item[] | undefined;
+    let answer: ReturnType<typeof responseObject> | undefined;
     const shape: AnswerShape = {
       json: (chat) => {
-        const answer = responseObject(frame, chat);
-        output = answer.output;
-        return JSON.stringify(answer.body);
+        answer = responseObject(frame, chat);
+        return answer.json;
       },
-      stream: (chat) => responsesStream(chat, frame, save),
+      // Queued on the store's connection before the client reads response.completed, so a next turn's read (same
+      // connection, same slot) comes after it.
+      stream: () => responsesStream(frame, (output, json) => void save(output, json)),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape);
-    // Kept behind the answer: the MULTI is queued on the store's connection now, so a next turn's read (same
-    // connection, same slot) comes after it; the client does not wait for Redis to confirm it.
-    if (output && res.ok) void save(output);
+    // Kept before the answer leaves: then whoever reads the store next (a next turn on any process or connection)
+    // finds it. One Redis round trip of latency; the CPU is the same either way.
+    if (answer && res.ok) await save(answer.output, answer.outputJson);
     return res;
   }
 }

@@ -1,8 +1,7 @@
 import type { ChatCompletionChunk, ChunkDelta, Usage as ChatUsage } from "../openai/wire.ts";
-import { SseDecoder } from "../sse.ts";
+import type { DoorStream } from "../types.ts";
 import { messageId, messagesUsage, stopReason } from "./messagesAnswer.ts";
 
-const encoder = new TextEncoder();
 const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
 
 /** What a client reads when the provider fails mid-stream: a fixed message, never the provider's detail. */
@@ -118,25 +117,23 @@ export function messagesEvents(model: string): (payload: string) => string {
 }
 
 /**
- * The door's stream: the chat SSE read on demand (a pull per read, so a client that stops reading stops the
- * reads) and rewritten event by event. Cancelling it cancels the chat stream, which bills a disconnect as chat does.
+ * The door's stream: the chat SSE payloads translated as the core's metered stream reads them (so a client that
+ * stops reading stops the reads, and one that leaves is billed by the core as for chat).
  */
-export function messagesStream(chat: ReadableStream<Uint8Array>, model: string): ReadableStream<Uint8Array> {
-  const reader = chat.getReader();
-  const decoder = new SseDecoder();
+export function messagesStream(model: string): DoorStream {
   const translate = messagesEvents(model);
-  return new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
-      for (;;) {
-        const read = await reader.read();
-        const payloads = read.done ? decoder.end() : decoder.push(read.value);
-        let out = "";
-        for (const p of payloads) out += translate(p);
-        if (out) ctrl.enqueue(encoder.encode(out));
-        if (read.done) return ctrl.close();
-        if (out) return;
+  let failed = false;
+  return {
+    open: () => "",
+    next(payload) {
+      if (failed) return "";
+      try {
+        return translate(payload);
+      } catch {
+        // Nothing a Messages client can read: the stream ends as a provider failure does.
+        failed = true;
+        return event("error", { error: STREAM_FAILED });
       }
     },
-    cancel: (reason) => reader.cancel(reason),
-  });
+  };
 }

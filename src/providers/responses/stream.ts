@@ -2,30 +2,43 @@
  * The chat-completions SSE the core streams (its chunks, a usage chunk, possibly a StreamErrorEvent, `[DONE]`) →
  * the Responses API's event stream: response.created, response.in_progress, per output item its added / delta /
  * done events, then response.completed carrying the usage, or response.failed (fixed message) when the provider
- * failed mid-stream. Pull-based: it reads the chat stream only as fast as its client reads, and cancelling it
- * cancels the chat stream (the core then bills the disconnect as for chat).
+ * failed mid-stream. It runs inside the core's metered stream (a DoorStream), so it reads as fast as its client
+ * reads, and a client that leaves is billed by the core as for chat.
+ *
+ * Every event is written from text templates: the response frame is serialised once per stream (wire.ts frameJson), an item's id and index once per item, so a delta costs the
+ * chunk's parse and one JSON string.
  */
 import type { ChatCompletionChunk, ToolCallDelta } from "../openai/wire.ts";
-import { SseDecoder } from "../sse.ts";
+import type { DoorStream } from "../types.ts";
 import { incompleteReason } from "./answer.ts";
-import { type Item, newId, outputText, responsesUsage, type ResponsesUsage } from "./wire.ts";
+import { type frameJson, type Item, newId, outputText, responsesUsage, type ResponsesUsage } from "./wire.ts";
 
 /** What a client reads when the provider failed after the stream started: no upstream detail. */
 export const STREAM_FAILED = "The model provider failed during the stream";
 
-const encoder = new TextEncoder();
+const FAILED_ERROR = JSON.stringify({ code: "server_error", message: STREAM_FAILED });
+const EMPTY_PART = '{"type":"output_text","text":"","annotations":[],"logprobs":[]}';
 
-type Open = { item: Item; index: number; text: string };
+type Open = { item: Item; index: number; text: string; json?: string; ids: string };
 
-/** Translates one chat stream; `finished` gets the output items of a completed answer (the store keeps them). */
-export function responsesStream(
-  chat: ReadableStream<Uint8Array>,
-  frame: Record<string, unknown>,
-  finished: (output: Item[]) => Promise<void>,
-): ReadableStream<Uint8Array> {
-  const reader = chat.getReader();
-  const decoder = new SseDecoder();
+/** `event: type` and the start of its data, up to the sequence number. */
+const head = (type: string) => `event: ${type}\ndata: {"type":"${type}","sequence_number":`;
+const ADDED = head("response.output_item.added");
+const ITEM_DONE = head("response.output_item.done");
+const PART_ADDED = head("response.content_part.added");
+const PART_DONE = head("response.content_part.done");
+const TEXT_DELTA = head("response.output_text.delta");
+const TEXT_DONE = head("response.output_text.done");
+const ARGS_DELTA = head("response.function_call_arguments.delta");
+const ARGS_DONE = head("response.function_call_arguments.done");
+
+/**
+ * Translates one chat stream; `finished` gets the output items of a completed answer and each one's JSON (the
+ * store keeps them), before the client reads response.completed.
+ */
+export function responsesStream(response: ReturnType<typeof frameJson>, finished: (output: Item[], json: string[]) => void): DoorStream {
   const output: Item[] = [];
+  const outputJson: string[] = [];
   const open: Open[] = [];
   const calls = new Map<number, Open>();
   let message: Open | undefined;
@@ -34,71 +47,73 @@ export function responsesStream(
   let usage: ResponsesUsage | undefined;
   let finish: string | null = null;
   let ended = false;
-
-  const emit = (type: string, fields: Record<string, unknown>) => {
-    out += `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`;
+  /** A lifecycle event: the frame with these error and incomplete_details, then `rest` (its own fields). */
+  const lifecycle = (type: string, error: string, details: string, rest: string) => {
+    out += `${head(type)}${seq++},"response":${response(error, details, rest)}}\n\n`;
   };
-  const lifecycle = (type: string, response: Record<string, unknown>) => emit(type, { response: { ...frame, ...response } });
 
   function close(o: Open): void {
     const { item, index } = o;
     item.status = "completed";
     if (item.type === "message") {
-      const part = { type: "output_text", text: o.text, annotations: [], logprobs: [] };
-      emit("response.output_text.done", { item_id: item.id, output_index: index, content_index: 0, text: o.text, logprobs: [] });
-      emit("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
-      item.content = [part];
+      const text = JSON.stringify(o.text);
+      const part = `{"type":"output_text","text":${text},"annotations":[],"logprobs":[]}`;
+      out += `${TEXT_DONE}${seq++}${o.ids},"content_index":0,"text":${text},"logprobs":[]}\n\n`;
+      out += `${PART_DONE}${seq++}${o.ids},"content_index":0,"part":${part}}\n\n`;
+      item.content = [{ type: "output_text", text: o.text, annotations: [], logprobs: [] } as never];
+      o.json = `{"id":"${item.id}","type":"message","status":"completed","role":"assistant","content":[${part}]}`;
     } else {
-      emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, arguments: item.arguments });
+      out += `${ARGS_DONE}${seq++}${o.ids},"arguments":${JSON.stringify(item.arguments)}}\n\n`;
+      o.json = JSON.stringify(item);
     }
-    emit("response.output_item.done", { output_index: index, item });
+    outputJson[index] = o.json;
+    out += `${ITEM_DONE}${seq++},"output_index":${index},"item":${o.json}}\n\n`;
     open.splice(open.indexOf(o), 1);
     if (o === message) message = undefined;
   }
 
-  function add(item: Item): Open {
-    const o = { item, index: output.length, text: "" };
+  function add(item: Item, json: string): Open {
+    const index = output.length;
+    const o = { item, index, text: "", ids: `,"item_id":"${item.id}","output_index":${index}` };
     output.push(item);
     open.push(o);
-    emit("response.output_item.added", { output_index: o.index, item });
+    out += `${ADDED}${seq++},"output_index":${index},"item":${json}}\n\n`;
     return o;
   }
 
   function text(delta: string): void {
     if (!message) {
       // Items stream one after another: a call still open ends before a new message starts.
-      for (const o of [...open]) close(o);
-      message = add({ id: newId("msg"), type: "message", status: "in_progress", role: "assistant", content: [] });
-      emit("response.content_part.added", {
-        item_id: message.item.id,
-        output_index: message.index,
-        content_index: 0,
-        part: { type: "output_text", text: "", annotations: [], logprobs: [] },
-      });
+      while (open.length) close(open[0]!);
+      const id = newId("msg");
+      const item: Item = { id, type: "message", status: "in_progress", role: "assistant", content: [] };
+      message = add(item, `{"id":"${id}","type":"message","status":"in_progress","role":"assistant","content":[]}`);
+      out += `${PART_ADDED}${seq++}${message.ids},"content_index":0,"part":${EMPTY_PART}}\n\n`;
     }
     message.text += delta;
-    emit("response.output_text.delta", { item_id: message.item.id, output_index: message.index, content_index: 0, delta, logprobs: [] });
+    out += `${TEXT_DELTA}${seq++}${message.ids},"content_index":0,"delta":${JSON.stringify(delta)},"logprobs":[]}\n\n`;
   }
 
   function toolCall(d: ToolCallDelta): void {
     const at = d.index ?? 0;
     let o = calls.get(at);
     if (!o) {
-      for (const x of [...open]) close(x);
-      o = add({
+      while (open.length) close(open[0]!);
+      const item: Item = {
         id: newId("fc"),
         type: "function_call",
         status: "in_progress",
         arguments: "",
         call_id: d.id ?? `call_${newId("fc").slice(3)}`,
         name: d.function?.name ?? "",
-      });
+      };
+      o = add(item, JSON.stringify(item));
       calls.set(at, o);
     }
     const args = d.function?.arguments;
     if (args) {
       o.item.arguments += args;
-      emit("response.function_call_arguments.delta", { item_id: o.item.id, output_index: o.index, delta: args });
+      out += `${ARGS_DELTA}${seq++}${o.ids},"delta":${JSON.stringify(args)}}\n\n`;
     }
   }
 
@@ -115,67 +130,45 @@ export function responsesStream(
     return "more";
   }
 
-  async function end(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean): Promise<void> {
+  function end(ok: boolean): void {
     ended = true;
-    for (const o of [...open]) close(o);
+    while (open.length) close(open[0]!);
+    const items = `[${outputJson.join(",")}]`;
     // No usage before [DONE]: the core stopped the stream (its time cap), so the answer is not complete.
     if (ok && usage) {
+      // Kept before the client reads response.completed: the store's write is queued ahead of a next turn's read.
+      finished(output, outputJson);
       const reason = incompleteReason(finish);
       const status = reason ? "incomplete" : "completed";
-      lifecycle(`response.${status}`, {
-        status,
-        incomplete_details: reason ? { reason } : null,
-        output,
-        output_text: outputText(output),
-        usage,
-      });
+      const details = reason ? `{"reason":"${reason}"}` : "null";
+      const rest = `,"status":"${status}","output":${items},"output_text":${JSON.stringify(outputText(output))},"usage":${JSON.stringify(usage)}`;
+      lifecycle(`response.${status}`, "null", details, rest);
     } else {
-      lifecycle("response.failed", { status: "failed", error: { code: "server_error", message: STREAM_FAILED }, output, usage: null });
+      lifecycle("response.failed", FAILED_ERROR, "null", `,"status":"failed","output":${items},"usage":null`);
     }
-    ctrl.enqueue(encoder.encode(out));
-    out = "";
-    if (ok && usage) await finished(output).catch(() => {});
-    ctrl.close();
   }
 
-  return new ReadableStream<Uint8Array>({
-    start(ctrl) {
-      const response = { status: "in_progress", output: [], usage: null };
-      lifecycle("response.created", response);
-      lifecycle("response.in_progress", response);
-      ctrl.enqueue(encoder.encode(out));
+  return {
+    open() {
+      const rest = ',"status":"in_progress","output":[],"usage":null';
+      lifecycle("response.created", "null", "null", rest);
+      lifecycle("response.in_progress", "null", "null", rest);
+      const text = out;
       out = "";
+      return text;
     },
-    async pull(ctrl) {
-      for (;;) {
-        if (ended) return;
-        let read: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          read = await reader.read();
-        } catch {
-          return end(ctrl, false);
-        }
-        const payloads = read.done ? decoder.end() : decoder.push(read.value);
-        for (const payload of payloads) {
-          let r: ReturnType<typeof step>;
-          try {
-            r = step(payload);
-          } catch {
-            r = "failed";
-          }
-          if (r !== "more") return end(ctrl, r === "done");
-        }
-        if (read.done) return end(ctrl, false);
-        if (out) {
-          ctrl.enqueue(encoder.encode(out));
-          out = "";
-          return;
-        }
+    next(payload) {
+      if (ended) return "";
+      let r: ReturnType<typeof step>;
+      try {
+        r = step(payload);
+      } catch {
+        r = "failed";
       }
+      if (r !== "more") end(r === "done");
+      const text = out;
+      out = "";
+      return text;
     },
-    cancel(reason) {
-      ended = true;
-      return reader.cancel(reason);
-    },
-  });
+  };
 }

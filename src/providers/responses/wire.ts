@@ -120,6 +120,23 @@ export function responseFrame(id: string, body: ResponsesRequest): Record<string
   };
 }
 
+// Placeholders for the frame's two fields an answer replaces: a nonce of this process, so no client-chosen value in
+// the frame (instructions, metadata) can be mistaken for one.
+const MARK = `\u0000${crypto.randomUUID()}`;
+const MARK_JSON = JSON.stringify(MARK);
+
+/**
+ * A frame (responseFrame) serialised once: `(error, details, rest)` → the `response` object's JSON with these
+ * error and incomplete_details values (JSON text) in their places and `rest` (its own fields, each `,"key":value`)
+ * after the frame's, as `{...frame, error, incomplete_details, ...rest}` would serialise.
+ */
+export function frameJson(frame: Record<string, unknown>): (error: string, details: string, rest: string) => string {
+  const [pre, mid, post] = JSON.stringify({ ...frame, error: MARK, incomplete_details: MARK })
+    .slice(0, -1)
+    .split(MARK_JSON) as [string, string, string];
+  return (error, details, rest) => `${pre}${error}${mid}${details}${post}${rest}}`;
+}
+
 /** The text of every output_text part of every message item (what openai-node exposes as `output_text`). */
 export function outputText(output: Item[]): string {
   let text = "";
