@@ -59,7 +59,7 @@ export class ChatService {
     trace.stream = stream;
 
     const call = { principal, holdId, model, adapter, body, bound, headers: { "x-ratelimit-remaining": String(rateRemaining) }, trace };
-    const answer = stream
+    return stream
       ? await this.forwarder.streamed(
           call,
           url,
@@ -67,9 +67,7 @@ export class ChatService {
           !native && body.stream_options?.include_usage === true,
           shape && !native ? shape.stream() : undefined,
         )
-      : await this.forwarder.single(call, url, init);
-    if (!shape || native || stream) return answer;
-    return new Response(shape.json(await answer.text()), { status: answer.status, headers: answer.headers });
+      : await this.forwarder.single(call, url, init, shape && !native ? shape.json : undefined);
   }
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */

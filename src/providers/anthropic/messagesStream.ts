@@ -1,8 +1,17 @@
+import { plainContent } from "../openai/stream.ts";
 import type { ChatCompletionChunk, ChunkDelta, Usage as ChatUsage } from "../openai/wire.ts";
 import type { DoorStream } from "../types.ts";
 import { messageId, messagesUsage, stopReason } from "./messagesAnswer.ts";
 
 const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+// The frequent events as text, as `event` would write them.
+const TEXT_BLOCK = '{"type":"text","text":""}';
+const blockStart = (index: number, block: string) =>
+  `event: content_block_start\ndata: {"type":"content_block_start","index":${index},"content_block":${block}}\n\n`;
+const blockStop = (index: number) => `event: content_block_stop\ndata: {"type":"content_block_stop","index":${index}}\n\n`;
+const textDelta = (index: number, text: string) =>
+  `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}\n\n`;
+const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
 
 /** What a client reads when the provider fails mid-stream: a fixed message, never the provider's detail. */
 export const STREAM_FAILED = { type: "api_error", message: "The model provider failed during the stream" };
@@ -41,7 +50,7 @@ export function messagesEvents(model: string): (payload: string) => string {
   };
   const stop = () => {
     if (!open) return "";
-    const out = event("content_block_stop", { index: open.index });
+    const out = blockStop(open.index);
     open = undefined;
     return out;
   };
@@ -51,6 +60,16 @@ export function messagesEvents(model: string): (payload: string) => string {
     return out + event("content_block_start", { index: open.index, content_block: block });
   };
   const blockOf = (kind: NonNullable<Open>["kind"], block: Record<string, unknown>) => (open?.kind === kind ? "" : begin(kind, block));
+
+  const text = (t: string) => {
+    let out = "";
+    if (open?.kind !== "text") {
+      out = stop();
+      open = { kind: "text", index: next++ };
+      out += blockStart(open.index, TEXT_BLOCK);
+    }
+    return out + textDelta(open.index, t);
+  };
 
   const delta = (d: ChunkDelta): string => {
     let out = "";
@@ -67,10 +86,7 @@ export function messagesEvents(model: string): (payload: string) => string {
         out += begin("thinking", { type: "redacted_thinking", data: b.data ?? "" }) + stop();
       }
     }
-    if (typeof d.content === "string" && d.content.length > 0) {
-      out += blockOf("text", { type: "text", text: "" });
-      out += event("content_block_delta", { index: open!.index, delta: { type: "text_delta", text: d.content } });
-    }
+    if (typeof d.content === "string" && d.content.length > 0) out += text(d.content);
     for (const call of d.tool_calls ?? []) {
       if (typeof call.id === "string" && !toolBlocks.has(call.index)) {
         out += begin("tool_use", { type: "tool_use", id: call.id, name: call.function?.name ?? "", input: {} });
@@ -91,7 +107,17 @@ export function messagesEvents(model: string): (payload: string) => string {
       ended = true;
       const out = start(undefined) + stop();
       const delta = { stop_reason: stopReason(finish ?? "stop"), stop_sequence: null };
-      return out + event("message_delta", { delta, usage: messagesUsage(usage) }) + event("message_stop", {});
+      return out + event("message_delta", { delta, usage: messagesUsage(usage) }) + MESSAGE_STOP;
+    }
+    if (started) {
+      // A plain text chunk, read without parsing it whole.
+      let plain: string | undefined;
+      try {
+        plain = plainContent(payload);
+      } catch {
+        return ""; // as a chunk that does not parse
+      }
+      if (plain !== undefined) return plain ? text(plain) : "";
     }
     let chunk: ChatCompletionChunk & { error?: unknown };
     try {

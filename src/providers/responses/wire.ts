@@ -86,9 +86,20 @@ export function responsesUsage(u: {
   };
 }
 
-/** A new id with OpenAI's prefix for its kind (resp_, msg_, fc_): 32 hex digits after it. */
+// Random bytes drawn a few kilobytes at a time: one crypto call per 256 ids instead of a randomUUID (and its dashes
+// taken out) per id.
+const ID_BYTES = 16;
+const pool = Buffer.alloc(ID_BYTES * 256);
+let poolAt = pool.length;
+
+/** A new id with OpenAI's prefix for its kind (resp_, msg_, fc_): 32 random hex digits after it. */
 export function newId(prefix: "resp" | "msg" | "fc"): string {
-  return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+  if (poolAt === pool.length) {
+    crypto.getRandomValues(pool);
+    poolAt = 0;
+  }
+  poolAt += ID_BYTES;
+  return `${prefix}_${pool.toString("hex", poolAt - ID_BYTES, poolAt)}`;
 }
 
 /**
