@@ -5,8 +5,9 @@
  * failed mid-stream. It runs inside the core's metered stream (a DoorStream), so it reads as fast as its client
  * reads, and a client that leaves is billed by the core as for chat.
  *
- * Every event is written from text templates: the response frame is serialised once per stream (wire.ts frameJson), an item's id and index once per item, so a delta costs the
- * JSON string (a plain content chunk is not parsed whole: openai/stream.ts plainContent).
+ * Every event is written from text templates: the response frame is serialised once per stream (wire.ts frameJson),
+ * an item's id and index once per item, so a delta costs its own JSON string; a plain content chunk is not parsed
+ * whole (openai/stream.ts plainContent).
  */
 import { plainContent } from "../openai/stream.ts";
 import type { ChatCompletionChunk, ToolCallDelta } from "../openai/wire.ts";
