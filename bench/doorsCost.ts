@@ -16,6 +16,7 @@ const { responseFrame, newId } = wire;
 // Since the doors run inside the metered stream (DoorStream), a door is an option of MeteredStream, not a stream.
 const inside = responsesStream.length === 2;
 const frameOf = () => (inside ? wire.frameJson(responseFrame(newId("resp"), request)) : responseFrame(newId("resp"), request));
+const jsonAnswer = (r: { json?: string; body?: unknown }) => r.json ?? JSON.stringify(r.body);
 const { messagesStream } = await import(`${tree}/src/providers/anthropic/messagesStream.ts`);
 const { messageOf } = await import(`${tree}/src/providers/anthropic/messagesAnswer.ts`);
 
@@ -89,7 +90,7 @@ const doors: Record<string, (parts: Uint8Array[]) => Promise<void>> = {
 };
 const json: Record<string, () => void> = {
   chat: () => {},
-  responses: () => (inside ? responseObject(frameOf(), chatJson).json : JSON.stringify(responseObject(frameOf(), chatJson).body)),
+  responses: () => jsonAnswer(responseObject(responseFrame(newId("resp"), request), chatJson)),
   messages: () => messageOf(chatJson),
 };
 

@@ -51,7 +51,7 @@ export class ResponsesService {
     if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
 
     const id = newId("resp");
-    const frame = frameJson(responseFrame(id, body));
+    const frame = responseFrame(id, body);
     const keep = body.store !== false;
     // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
     const save = async (output: Item[], outputJson: string[]) => {
@@ -68,7 +68,7 @@ export class ResponsesService {
       },
       // Queued on the store's connection before the client reads response.completed, so a next turn's read (same
       // connection, same slot) comes after it.
-      stream: () => responsesStream(frame, (output, json) => void save(output, json)),
+      stream: () => responsesStream(frameJson(frame), (output, json) => void save(output, json)),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape);
     // Kept before the answer leaves: then whoever reads the store next (a next turn on any process or connection)
