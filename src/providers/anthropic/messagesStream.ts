@@ -1,4 +1,3 @@
-import { plainContent } from "../openai/stream.ts";
 import type { ChatCompletionChunk, ChunkDelta, Usage as ChatUsage } from "../openai/wire.ts";
 import type { DoorStream } from "../types.ts";
 import { messageId, messagesUsage, stopReason } from "./messagesAnswer.ts";
@@ -108,16 +107,6 @@ export function messagesEvents(model: string): (payload: string) => string {
       const out = start(undefined) + stop();
       const delta = { stop_reason: stopReason(finish ?? "stop"), stop_sequence: null };
       return out + event("message_delta", { delta, usage: messagesUsage(usage) }) + MESSAGE_STOP;
-    }
-    if (started) {
-      // A plain text chunk, read without parsing it whole.
-      let plain: string | undefined;
-      try {
-        plain = plainContent(payload);
-      } catch {
-        return ""; // as a chunk that does not parse
-      }
-      if (plain !== undefined) return plain ? text(plain) : "";
     }
     let chunk: ChatCompletionChunk & { error?: unknown };
     try {

@@ -61,28 +61,6 @@ function stringEnd(text: string, open: number): number {
   return -1;
 }
 
-/**
- * The text of a plain content chunk (one choice, its delta's `content` and nothing a front door reads besides: no
- * tool calls, reasoning, finish_reason, usage or error), read without parsing the chunk: "" when it carries no
- * text, undefined for any other chunk (parse it). A door's stream translates such chunks by the dozen; the rest is
- * rare. The text is parsed from its own JSON string (a malformed one throws, as parsing the chunk would).
- */
-export function plainContent(payload: string): string | undefined {
-  if (payload.charCodeAt(0) !== 123 || payload.charCodeAt(payload.length - 1) !== 125) return undefined; // { … }
-  if (payload.includes('"error"') || payload.includes('"tool_calls"') || payload.includes('"thinking_blocks"')) return undefined;
-  for (const key of ['"usage"', '"finish_reason"', '"reasoning"', '"reasoning_content"']) if (!onlyNull(payload, key)) return undefined;
-  const delta = payload.indexOf('"delta":{');
-  if (delta === -1 || payload.indexOf('"delta":', delta + 8) !== -1) return undefined;
-  const at = payload.indexOf('"content":', delta);
-  if (at === -1) return payload.includes('"content":') ? undefined : "";
-  const value = at + 10;
-  if (payload.indexOf('"content":', value) !== -1 || payload.lastIndexOf('"content":', delta) !== -1) return undefined;
-  if (payload.startsWith("null", value)) return "";
-  if (payload.charCodeAt(value) !== 34) return undefined;
-  const end = stringEnd(payload, value);
-  return end === -1 ? undefined : (JSON.parse(payload.slice(value, end + 1)) as string);
-}
-
 // Output kept unread until its text is counted anyway: bounds a long stream's memory when usage may still come.
 const UNREAD_CHARS = 64 * 1024;
 
