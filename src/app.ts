@@ -90,7 +90,8 @@ export function createApp(s: Services) {
       // Before the app's error handler: its route answers errors in OpenAI's shape with its own (Elysia runs the first).
       .use(responsesRoutes(s))
       .onError(({ code, error, request }) => {
-        const res = renderError(code, error, s, traceOf(request).start);
+        // A model endpoint's 402 INSUFFICIENT_BALANCE gets its x402 terms here, where the request's URL is known.
+        const res = renderError(code, s.paidCalls.offerOn(error, request), s, traceOf(request).start);
         traceOf(request).status = res.status;
         return res;
       })

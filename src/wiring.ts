@@ -19,6 +19,7 @@ import { KeyService } from "./modules/keys/keys.service.ts";
 import { ConversationStore } from "./modules/responses/conversations.ts";
 import { ResponsesService } from "./modules/responses/responses.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
+import { PaidCalls } from "./modules/paycall/paycall.service.ts";
 import { UsageService } from "./modules/usage/usage.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase } from "./store/db.ts";
@@ -132,6 +133,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     keys,
     usage: new UsageService(ledger, keys, sql),
     topup,
+    paidCalls: new PaidCalls(config.payments, topup, ledger),
     chat,
     responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(redis, redisNames, config.responsesStoreTtlS)),
     pendingSettles,

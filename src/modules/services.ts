@@ -13,6 +13,7 @@ import type { ChatService } from "./chat/chat.service.ts";
 import type { KeyService } from "./keys/keys.service.ts";
 import type { ResponsesService } from "./responses/responses.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
+import type { PaidCalls } from "./paycall/paycall.service.ts";
 import type { UsageService } from "./usage/usage.service.ts";
 
 /**
@@ -35,6 +36,8 @@ export interface Services {
   credits: Credits;
   keys: KeyService;
   topup: TopupService;
+  /** x402 on the model endpoints: the offer on their 402 INSUFFICIENT_BALANCE, the paid retry. */
+  paidCalls: PaidCalls;
   usage: UsageService;
   chat: ChatService;
   /** POST /v1/responses: the Responses API through `chat`, with its conversation store. */

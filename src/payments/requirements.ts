@@ -46,18 +46,47 @@ export interface Offer {
   /** The 402 body (x402 v1 shape; design §6). */
   body: { x402Version: 1; error?: string; accepts: RequirementV1[] };
   /** The v2 PaymentRequired object (base64 JSON in the PAYMENT-REQUIRED header). */
-  v2: { x402Version: 2; error?: string; resource: { url: string; description: string; mimeType: string }; accepts: RequirementV2[] };
+  v2: {
+    x402Version: 2;
+    error?: string;
+    resource: { url: string; description: string; mimeType: string };
+    accepts: RequirementV2[];
+    extensions: Record<string, unknown>;
+  };
+}
+
+/** x402's `payment-identifier` extension: a client may name its payment with an id, and a resend gets the first result. */
+export const PAYMENT_IDENTIFIER = "payment-identifier";
+const PAYMENT_IDENTIFIER_DECLARATION = {
+  info: { required: false },
+  schema: {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties: { required: { type: "boolean" }, id: { type: "string", minLength: 16, maxLength: 128 } },
+    required: ["required"],
+  },
+};
+
+/** USDC first (what most x402 clients pick), then the other assets in the table's order. */
+function offeredOrder(assets: Asset[]): Asset[] {
+  return [...assets.filter((a) => a.symbol === "USDC"), ...assets.filter((a) => a.symbol !== "USDC")];
 }
 
 /**
  * The payment terms for a top-up of `microUsdc`: one entry per accepted asset of the network, the amount in
  * the asset's own smallest unit. `relayer` is the spender permit assets name (the in-process facilitator).
  */
-export function buildOffer(net: PaymentNetwork, payTo: Address, microUsdc: number, resource: string, relayer?: Address): Offer {
+export function buildOffer(
+  net: PaymentNetwork,
+  payTo: Address,
+  microUsdc: number,
+  resource: string,
+  relayer?: Address,
+  description = `Top up ${microUsdc / 1_000_000} USD of gateway credit`,
+): Offer {
   payTo = getAddress(payTo);
-  const description = `Top up ${microUsdc / 1_000_000} USD of gateway credit`;
   const requirements: Requirement[] = [];
-  for (const asset of net.assets) {
+  for (const asset of offeredOrder(net.assets)) {
     const atomic = toAtomic(microUsdc, asset.decimals);
     if (atomic === null) continue;
     if (asset.transfer === "permit" && !relayer) continue;
@@ -91,7 +120,12 @@ export function buildOffer(net: PaymentNetwork, payTo: Address, microUsdc: numbe
   return {
     requirements,
     body: { x402Version: 1, accepts: requirements.map((r) => r.v1) },
-    v2: { x402Version: 2, resource: { url: resource, description, mimeType: "application/json" }, accepts: requirements.map((r) => r.v2) },
+    v2: {
+      x402Version: 2,
+      resource: { url: resource, description, mimeType: "application/json" },
+      accepts: requirements.map((r) => r.v2),
+      extensions: { [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION },
+    },
   };
 }
 

@@ -5,6 +5,7 @@ import { messagesErrorBody } from "../../providers/anthropic/messagesError.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import type { Services } from "../services.ts";
 import { MessagesService } from "./messages.service.ts";
+import { paymentHeaderOf } from "../../payments/payment.ts";
 
 /**
  * The client's key in the Bearer form the key check reads: Anthropic's SDK 0.x and the AI SDK send `x-api-key`,
@@ -28,16 +29,21 @@ function inAnthropicShape(response: unknown): Promise<Response> | undefined {
 
 async function rewritten(response: Response): Promise<Response> {
   let message = "Error";
+  let x402: { x402Version: unknown; accepts: unknown } | undefined;
   try {
-    const body = (await response.clone().json()) as { message?: unknown; error?: unknown };
+    const body = (await response.clone().json()) as { message?: unknown; error?: unknown; x402Version?: unknown; accepts?: unknown };
     message = String(body.message ?? body.error ?? message);
+    // A 402's x402 terms stay beside Anthropic's error object, for x402 v1 clients (v2 read PAYMENT-REQUIRED).
+    if (body.x402Version !== undefined) x402 = { x402Version: body.x402Version, accepts: body.accepts };
   } catch {
     // not the spec's JSON: the status says it all
   }
   const headers = new Headers(response.headers);
   headers.delete("content-length");
   headers.set("content-type", "application/json");
-  return new Response(messagesErrorBody(response.status, message), { status: response.status, headers });
+  const text = messagesErrorBody(response.status, message);
+  const body = x402 ? JSON.stringify({ ...JSON.parse(text), ...x402 }) : text;
+  return new Response(body, { status: response.status, headers });
 }
 
 const ERROR_SCHEMA = {
@@ -122,7 +128,14 @@ export const messagesRoutes = (s: Services) => {
     .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
     .post(
       "/v1/messages",
-      ({ body, request }) => messages.create(credentialOf(request.headers), body as ClientMessagesRequest, traceOf(request)),
+      ({ body, request }) => {
+        const payment = paymentHeaderOf(request.headers);
+        const credential = credentialOf(request.headers);
+        if (payment === null) return messages.create(credential, body as ClientMessagesRequest, traceOf(request));
+        return s.paidCalls.serve(payment, request, (pay) =>
+          messages.create(credential, body as ClientMessagesRequest, traceOf(request), pay),
+        );
+      },
       {
         parse: "json",
         detail: doc({

@@ -3,7 +3,7 @@
  * every OpenAI client shows the message and raises its class for the status. The statuses and codes are the spec's
  * (the one table in src/errors.ts); only the envelope differs, and the two the Responses API names itself.
  */
-import { ApiError, HttpError } from "../../errors.ts";
+import { ApiError, HttpError, type X402Terms } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { outageOf } from "../../outage.ts";
 
@@ -16,7 +16,10 @@ function errorType(status: number): string {
   return "invalid_request_error";
 }
 
-/** An error answer in OpenAI's shape; `extra` (a 402's balance, the top-up hint) sits inside `error`. */
+/**
+ * An error answer in OpenAI's shape; `extra` (a 402's balance, the top-up hint) sits inside `error`, x402 terms (a
+ * 402's `x402Version` and `accepts`, for x402 v1 clients) beside it.
+ */
 export function openaiError(
   status: number,
   message: string,
@@ -24,8 +27,9 @@ export function openaiError(
   param: string | null = null,
   headers: Record<string, string> = {},
   extra: Record<string, unknown> = {},
+  x402?: X402Terms,
 ): Response {
-  const body = { error: { message, type: errorType(status), code, param, ...extra } };
+  const body = { error: { message, type: errorType(status), code, param, ...extra }, ...x402 };
   return Response.json(body, { status, headers });
 }
 
@@ -74,7 +78,7 @@ export function renderResponsesError(kind: string | number, error: unknown, mark
   if (kind === "PARSE" && (error as Error).cause instanceof HttpError)
     return renderResponsesError("UNKNOWN", (error as Error).cause, markPostgresDown);
   if (kind === "PARSE") return openaiError(400, "Body is not valid JSON", "VALIDATION_ERROR");
-  if (error instanceof ApiError) return openaiError(error.status, error.message, error.code, null, error.headers, error.extra);
+  if (error instanceof ApiError) return openaiError(error.status, error.message, error.code, null, error.headers, error.extra, error.x402);
   if (error instanceof HttpError) return openaiError(error.status, error.message, null);
   const down = outageOf(error);
   if (down) {

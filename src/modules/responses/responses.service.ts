@@ -11,7 +11,7 @@ import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
 import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
-import type { AnswerShape, ChatService } from "../chat/chat.service.ts";
+import type { AnswerShape, ChatService, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
 
 function invalid(message: string): ApiError {
@@ -38,7 +38,8 @@ export class ResponsesService {
     private readonly store: ConversationStore,
   ) {}
 
-  async create(authorization: string | null, body: unknown, trace: RequestTrace): Promise<Response> {
+  /** `pay`: a paid call's payment, run by the chat core before its hold (see ChatService.complete). */
+  async create(authorization: string | null, body: unknown, trace: RequestTrace, pay?: PayHook): Promise<Response> {
     checkBody(body);
     let items = inputItems(body.input);
     const chained = body.previous_response_id !== undefined && body.previous_response_id !== null;
@@ -69,7 +70,7 @@ export class ResponsesService {
       },
       stream: (chat) => responsesStream(chat, frame, save),
     };
-    const res = await this.chat.complete(authorization, chatBody, trace, shape);
+    const res = await this.chat.complete(authorization, chatBody, trace, shape, pay);
     // Kept behind the answer: the MULTI is queued on the store's connection now, so a next turn's read (same
     // connection, same slot) comes after it; the client does not wait for Redis to confirm it.
     if (output && res.ok) void save(output);

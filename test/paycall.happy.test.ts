@@ -1,0 +1,182 @@
+/**
+ * Agents pay from the endpoint they call: an empty key's wallet is topped up by a chat call itself. Stock x402
+ * clients wrapped around the official `openai` SDK (only base URL, key, wallet and the README's settings given) get
+ * the answer in one call; the chain shows the transfer, Postgres the top-up (payer and owner), Redis the credit and
+ * the charge, and `admin audit` finds the books agree.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import OpenAI from "openai";
+import type { PrivateKeyAccount } from "viem/accounts";
+import { auditLedger } from "../src/audit/audit.ts";
+import { startChain, type DevChain } from "./helpers/chain.ts";
+import { BASE, expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
+import { REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";
+import { decode, v1Fetch, v2Fetch } from "./helpers/x402.ts";
+
+let chain: DevChain;
+let gw: TestGateway;
+
+beforeAll(async () => {
+  chain = await startChain();
+  gw = await startGateway(chain.gatewayEnv());
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.close();
+  await chain?.stop();
+});
+
+const messages = [{ role: "user" as const, content: "Say hello." }];
+const usage = usageFor(messages.length);
+const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
+
+/**
+ * x402-fetch 1.x copies `init.headers` by spreading it, which keeps nothing of a Headers object (what the openai SDK
+ * passes): the README's v1 set-up hands it the SDK's headers as a plain object.
+ */
+const v1Sdk = (paid: typeof fetch) =>
+  ((url: string | URL | Request, init?: RequestInit) =>
+    paid(url, { ...init, headers: Object.fromEntries(new Headers(init?.headers)) })) as typeof fetch;
+
+/** The openai SDK as an agent builds it: x402's fetch wrapper around the gateway. */
+const sdk = (key: string, fetchFn: typeof fetch) => new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: fetchFn });
+
+async function topups(wallet: string) {
+  return [
+    ...(await gw.services.sql<{ amount_usdc: number; tx_hash: string; payer: string; reason: string }[]>`
+      SELECT amount_usdc, tx_hash, payer, reason FROM credits WHERE wallet = ${wallet} AND kind = 'topup' ORDER BY id`),
+  ];
+}
+
+async function usdc(who: `0x${string}`) {
+  return chain.balanceOf(chain.usdc.address, who);
+}
+
+async function expectAuditClean() {
+  const s = gw.services;
+  const r = await auditLedger({ redis: s.redis, scripts: s.scripts, sql: s.sql, names: s.ledger.names });
+  expect(r.differences).toEqual([]);
+  expect(r.clean).toBe(true);
+}
+
+/** Every fetch the client makes, with what it sent and got (the SDK sees only the last). */
+function recorder(inner: typeof fetch) {
+  const seen: { status: number; payment: string | null; headers: Headers }[] = [];
+  const f = (async (input: string | URL | Request, init?: RequestInit) => {
+    const req = new Request(input, init);
+    const payment = req.headers.get("payment-signature") ?? req.headers.get("x-payment");
+    const res = await inner(req);
+    seen.push({ status: res.status, payment, headers: res.headers });
+    return res;
+  }) as typeof fetch;
+  return { f, seen };
+}
+
+async function expectPaid(o: { wallet: string; payer: PrivateKeyAccount; before: { payer: bigint; payTo: bigint }; receipt: string }) {
+  const receipt = decode(o.receipt);
+  expect(receipt).toMatchObject({ success: true, payer: o.payer.address.toLowerCase() });
+  expect(receipt.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+  // 1 USD (the least a call tops up) moved from the payer to PAY_TO…
+  expect(o.before.payer - (await usdc(o.payer.address))).toBe(1_000_000n);
+  expect((await usdc(chain.payTo)) - o.before.payTo).toBe(1_000_000n);
+  // …was credited to the key's owner (not the payer), and the call was charged from it.
+  expect(await topups(o.wallet)).toEqual([
+    { amount_usdc: 1_000_000, tx_hash: receipt.transaction, payer: o.payer.address.toLowerCase(), reason: expect.stringContaining("USDC") },
+  ]);
+  expect(await gw.ledgerState(o.payer.address.toLowerCase())).toEqual({ balance: 0, locked: 0 });
+  expect(await gw.ledgerState(o.wallet)).toEqual({ balance: 1_000_000 - charge, locked: 0 });
+  await gw.services.flusher.drain();
+  const [charged] = await gw.services.sql<{ amount_usdc: number }[]>`
+    SELECT amount_usdc FROM ledger_events WHERE wallet = ${o.wallet} AND type = 'charge'`;
+  expect(charged?.amount_usdc).toBe(charge);
+  await expectAuditClean();
+}
+
+describe("the chat 402 carries x402 terms", () => {
+  test("INSUFFICIENT_BALANCE keeps the spec's body and adds x402Version, accepts and PAYMENT-REQUIRED", async () => {
+    const { key } = await gw.newWallet(0);
+    const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${key}` });
+    expect(res.status).toBe(402);
+    expect(res.body).toMatchObject({
+      error: "INSUFFICIENT_BALANCE",
+      message: "Balance cannot cover the estimated cost of this request",
+      available_usdc: 0,
+      topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
+      x402Version: 1,
+    });
+    expect(res.body.required_usdc).toBeGreaterThan(0);
+    expect(res.body.accepts.map((a: Record<string, unknown>) => [a.asset, a.amount, a.maxAmountRequired, a.network, a.resource])).toEqual([
+      [chain.usdc.address, "1000000", "1000000", "base-sepolia", `${BASE}/v1/chat/completions`],
+      [chain.usdt.address, "1000000", "1000000", "base-sepolia", `${BASE}/v1/chat/completions`],
+    ]);
+    const v2 = decode(res.headers.get("payment-required")!);
+    expect(v2).toMatchObject({ x402Version: 2, resource: { url: `${BASE}/v1/chat/completions`, mimeType: "application/json" } });
+    expect(v2.accepts.map((a: Record<string, unknown>) => [a.network, a.asset, a.amount, a.payTo])).toEqual([
+      ["eip155:84532", chain.usdc.address, "1000000", chain.payTo],
+      ["eip155:84532", chain.usdt.address, "1000000", chain.payTo],
+    ]);
+    expect(v2.extensions["payment-identifier"]).toMatchObject({ info: { required: false } });
+  });
+
+  test("402 KEY_BUDGET_EXCEEDED carries no offer", async () => {
+    const { key } = await gw.newWallet(5, { budget_usdc: 1 });
+    const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${key}` });
+    expect(res.status).toBe(402);
+    expect(res.body.error).toBe("KEY_BUDGET_EXCEEDED");
+    expect(res.body.accepts).toBeUndefined();
+    expect(res.headers.get("payment-required")).toBeNull();
+  });
+});
+
+describe("stock x402 clients around the openai SDK top up from the chat call", () => {
+  test("@x402/fetch (v2), JSON: one SDK call pays 1 USD, is credited to the key's wallet and answered", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    const before = { payer: await usdc(payer.address), payTo: await usdc(chain.payTo) };
+    const { f, seen } = recorder(gw.fetch);
+    const completion = await sdk(key, v2Fetch(f, chain, payer)).chat.completions.create({ model: "standin/echo", messages });
+    expect(completion.choices[0]!.message.content).toBe(REPLY_WORDS.join(""));
+    expect(seen.map((s) => [s.status, s.payment !== null])).toEqual([
+      [402, false],
+      [200, true],
+    ]);
+    await expectPaid({ wallet, payer, before, receipt: seen[1]!.headers.get("payment-response")! });
+  });
+
+  test("@x402/fetch (v2), stream: the paid retry streams the answer", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    const before = { payer: await usdc(payer.address), payTo: await usdc(chain.payTo) };
+    const { f, seen } = recorder(gw.fetch);
+    const stream = await sdk(key, v2Fetch(f, chain, payer)).chat.completions.create({ model: "standin/echo", messages, stream: true });
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    expect(text).toBe(REPLY_WORDS.join(""));
+    await gw.services.chat.idle();
+    await expectPaid({ wallet, payer, before, receipt: seen[1]!.headers.get("payment-response")! });
+  });
+
+  test("x402-fetch (v1, maxValue raised): the 402 body's terms are paid with X-PAYMENT", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    const before = { payer: await usdc(payer.address), payTo: await usdc(chain.payTo) };
+    const { f, seen } = recorder(gw.fetch);
+    const completion = await sdk(key, v1Sdk(v1Fetch(f, chain, payer, 10_000_000n))).chat.completions.create({
+      model: "standin/echo",
+      messages,
+    });
+    expect(completion.choices[0]!.message.content).toBe(REPLY_WORDS.join(""));
+    expect(seen.map((s) => s.status)).toEqual([402, 200]);
+    await expectPaid({ wallet, payer, before, receipt: seen[1]!.headers.get("x-payment-response")! });
+  });
+
+  test("a key with credit is served without any payment", async () => {
+    const { key } = await gw.newWallet(2);
+    const payer = await chain.newPayer();
+    const before = await usdc(payer.address);
+    const { f, seen } = recorder(gw.fetch);
+    await sdk(key, v2Fetch(f, chain, payer)).chat.completions.create({ model: "standin/echo", messages });
+    expect(seen.map((s) => [s.status, s.payment])).toEqual([[200, null]]);
+    expect(await usdc(payer.address)).toBe(before);
+  });
+});
