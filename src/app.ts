@@ -15,6 +15,7 @@ import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { responsesRoutes } from "./modules/responses/responses.routes.ts";
 import { topupHistoryRoutes } from "./modules/topup/history.routes.ts";
 import { topupPayRoutes } from "./modules/topup/pay.routes.ts";
+import { wellKnownRoutes } from "./modules/paycall/wellknown.routes.ts";
 import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
@@ -104,6 +105,7 @@ export function createApp(s: Services) {
       .use(dailyUsageRoutes(s))
       .use(topupPayRoutes(s))
       .use(topupHistoryRoutes(s))
+      .use(wellKnownRoutes(s))
       .use(chatRoutes(s))
       .use(messagesRoutes(s))
       .use(metricsRoutes(s))

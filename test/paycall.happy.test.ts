@@ -35,8 +35,11 @@ const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
  * passes): the README's v1 set-up hands it the SDK's headers as a plain object.
  */
 const v1Sdk = (paid: typeof fetch) =>
-  ((url: string | URL | Request, init?: RequestInit) =>
-    paid(url, { ...init, headers: Object.fromEntries(new Headers(init?.headers)) })) as typeof fetch;
+  ((url: string | URL | Request, init?: RequestInit) => {
+    const headers: Record<string, string> = {};
+    new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+    return paid(url, { ...init, headers });
+  }) as typeof fetch;
 
 /** The openai SDK as an agent builds it: x402's fetch wrapper around the gateway. */
 const sdk = (key: string, fetchFn: typeof fetch) => new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: fetchFn });
@@ -178,5 +181,81 @@ describe("stock x402 clients around the openai SDK top up from the chat call", (
     await sdk(key, v2Fetch(f, chain, payer)).chat.completions.create({ model: "standin/echo", messages });
     expect(seen.map((s) => [s.status, s.payment])).toEqual([[200, null]]);
     expect(await usdc(payer.address)).toBe(before);
+  });
+});
+
+describe("the other front doors carry the offer in their own error shape", () => {
+  test("/v1/responses: OpenAI's error object, x402Version and accepts beside it, PAYMENT-REQUIRED", async () => {
+    const { key } = await gw.newWallet(0);
+    const res = await gw.call("POST", "/v1/responses", { model: "standin/echo", input: "Say hello." }, { authorization: `Bearer ${key}` });
+    expect(res.status).toBe(402);
+    expect(res.body.error).toMatchObject({ code: "INSUFFICIENT_BALANCE", type: "insufficient_balance", available_usdc: 0 });
+    expect(res.body.x402Version).toBe(1);
+    expect(res.body.accepts[0]).toMatchObject({ amount: "1000000", resource: `${BASE}/v1/responses`, asset: chain.usdc.address });
+    expect(decode(res.headers.get("payment-required")!).resource.url).toBe(`${BASE}/v1/responses`);
+  });
+
+  test("/v1/messages: Anthropic's error, x402 terms beside it; @x402/fetch pays and the SDK-shaped request is answered", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    const body = { model: "standin/echo", max_tokens: 100, messages: [{ role: "user", content: "Say hello." }] };
+    const res = await gw.call("POST", "/v1/messages", body, { "x-api-key": key });
+    expect(res.status).toBe(402);
+    expect(res.body).toMatchObject({ type: "error", error: { type: "billing_error" }, x402Version: 1 });
+    expect(res.body.accepts[0]).toMatchObject({ amount: "1000000", resource: `${BASE}/v1/messages` });
+    expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(2);
+
+    const payer = await chain.newPayer();
+    const paid = await v2Fetch(
+      gw.fetch,
+      chain,
+      payer,
+    )(`${BASE}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key },
+      body: JSON.stringify(body),
+    });
+    expect(paid.status).toBe(200);
+    expect((await paid.json()).type).toBe("message");
+    expect(decode(paid.headers.get("payment-response")!)).toMatchObject({ success: true });
+    const state = await gw.ledgerState(wallet);
+    expect(state.locked).toBe(0);
+    expect(state.balance).toBeGreaterThan(900_000);
+    expect(state.balance).toBeLessThan(1_000_000);
+    await expectAuditClean();
+  });
+});
+
+describe("discovery and browsers", () => {
+  test("GET /.well-known/x402 lists the payable resources with advisory terms", async () => {
+    for (const path of ["/.well-known/x402", "/.well-known/x402.json"]) {
+      const res = await gw.call("GET", path);
+      expect(res.status).toBe(200);
+      const urls = ["/v1/topup", "/v1/chat/completions", "/v1/responses", "/v1/messages"].map((p) => BASE + p);
+      expect(res.body).toMatchObject({ version: 1, resources: urls, x402Version: 2 });
+      expect(res.body.items.map((i: { resource: { url: string } }) => i.resource.url)).toEqual(urls);
+      expect(res.body.items[1]).toMatchObject({ type: "http", input: { method: "POST", routeTemplate: "/v1/chat/completions" } });
+      expect(res.body.items[1].accepts.map((a: { network: string; amount: string }) => [a.network, a.amount])).toEqual([
+        ["eip155:84532", "1000000"],
+        ["eip155:84532", "1000000"],
+      ]);
+    }
+  });
+
+  test("a preflight lets a page send the payment headers x402's wrappers set", async () => {
+    const res = await gw.handle(
+      new Request(`${BASE}/v1/chat/completions`, {
+        method: "OPTIONS",
+        headers: {
+          origin: "https://app.example",
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "authorization,content-type,payment-signature,x-payment,access-control-expose-headers",
+        },
+      }),
+    );
+    expect(res.status).toBe(204);
+    const allowed = res.headers.get("access-control-allow-headers")!.toLowerCase();
+    for (const h of ["payment-signature", "x-payment", "access-control-expose-headers"]) expect(allowed).toContain(h);
+    const exposed = res.headers.get("access-control-expose-headers")!.toLowerCase();
+    for (const h of ["payment-required", "payment-response", "x-payment-response"]) expect(exposed).toContain(h);
   });
 });

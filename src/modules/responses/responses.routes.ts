@@ -86,8 +86,8 @@ export const responsesRoutes = (s: Services) =>
             "response is kept for RESPONSES_STORE_TTL_S (default 1 h), readable only by the same wallet, so `previous_response_id` and " +
             "`item_reference` continue it; an unknown or expired id is 400 previous_response_not_found / 404 item_not_found (resend the " +
             "conversation). `stream: true` answers the Responses events, ending with response.completed (with the usage) or " +
-            "response.failed. Errors use OpenAI's shape `{error: {message, type, code, param}}` with the spec's codes and statuses.",
-          security: [SECURITY.apiKey],
+            "response.failed. Errors use OpenAI's shape `{error: {message, type, code, param}}` with the spec's codes and statuses. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason; a payment-identifier id naming another payment is 409 CONFLICT.",
+          security: SECURITY.paidCall,
           requestBody: {
             required: true,
             content: {
