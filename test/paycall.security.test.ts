@@ -18,10 +18,12 @@ let chain: DevChain;
 let gw: TestGateway;
 let failing: FacilitatorServer;
 let viaFailing: TestGateway;
+/** Sees each Postgres query `gw` sends, when a test sets it. */
+let onQuery: ((query: string) => void) | undefined;
 
 beforeAll(async () => {
   chain = await startChain();
-  gw = await startGateway(chain.gatewayEnv());
+  gw = await startGateway(chain.gatewayEnv(), { onQuery: (q) => onQuery?.(q) });
   failing = await startFacilitator(chain, { settleFails: true });
   viaFailing = await startGateway({ ...chain.gatewayEnv(), FACILITATOR: "http", FACILITATOR_URL: failing.url });
 }, 60_000);
@@ -173,6 +175,39 @@ describe("a payment credits once, whoever carries it again", () => {
     // The check opened before settling is voided by the chain once the authorization can no longer be used.
     expect(await viaFailing.services.topup.recovery.checkPending()).toBe(0);
     await expectAuditClean(viaFailing);
+  });
+});
+
+describe("a concurrent spend after the credit", () => {
+  test("leaves the wallet short again: a fresh 402 offer with the first receipt, and the payment is never charged twice", async () => {
+    const { wallet, key, keyId } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    const header = await capture(gw, key, (f) => v2Fetch(f, chain, payer));
+    const principal = gw.services.ledger.principal(keyId, wallet);
+    let spending: Promise<unknown> | undefined;
+    // The moment the paid call closes its payment check (credited, not yet reserved), another request of the
+    // wallet holds all but 1 µUSDC: its reserve reaches Redis before the paid call's own.
+    onQuery = (q) => {
+      if (!spending && q.includes("credited by its request")) spending = gw.services.ledger.reserve(principal, "concurrent", 999_999);
+    };
+    const res = await chat(gw, key, header);
+    onQuery = undefined;
+    expect(await spending).toMatchObject({ ok: true });
+    expect(res.status).toBe(402);
+    expect(res.body).toMatchObject({ error: "INSUFFICIENT_BALANCE", available_usdc: 1, x402Version: 1 });
+    expect(decode(res.headers.get("payment-response")!)).toMatchObject({ success: true });
+    expect(decode(res.headers.get("payment-required")!).accepts[0].amount).toBe("1000000");
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 999_999 });
+
+    // The client resends the same payment: refused, nothing moves; its credit stays the one top-up.
+    const spent = await usdc(payer.address);
+    const again = await chat(gw, key, header);
+    expect(again.status).toBe(402);
+    expect(await usdc(payer.address)).toBe(spent);
+    expect(await topupRows(gw, wallet)).toEqual([{ amount_usdc: 1_000_000, payer: payer.address.toLowerCase() }]);
+    expect(await gw.services.ledger.release(principal, "concurrent")).toBe(true);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
+    await expectAuditClean(gw);
   });
 });
 
