@@ -173,6 +173,20 @@ describe("stock x402 clients around the openai SDK top up from the chat call", (
     await expectPaid({ wallet, payer, before, receipt: seen[1]!.headers.get("x-payment-response")! });
   });
 
+  test("@x402/fetch (v2) with the gateway's permit scheme pays USDT (the offer's second asset) the same way", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    const before = await chain.balanceOf(chain.usdt.address, payer.address);
+    const completion = await sdk(key, v2Fetch(gw.fetch, chain, payer, "USDT")).chat.completions.create({ model: "standin/echo", messages });
+    expect(completion.choices[0]!.message.content).toBe(REPLY_WORDS.join(""));
+    expect(before - (await chain.balanceOf(chain.usdt.address, payer.address))).toBe(1_000_000n);
+    expect(await topups(wallet)).toEqual([
+      { amount_usdc: 1_000_000, tx_hash: expect.any(String), payer: payer.address.toLowerCase(), reason: "USDT x402 v2" },
+    ]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000 - charge, locked: 0 });
+    await expectAuditClean();
+  });
+
   test("a key with credit is served without any payment", async () => {
     const { key } = await gw.newWallet(2);
     const payer = await chain.newPayer();
