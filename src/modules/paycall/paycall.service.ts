@@ -4,6 +4,7 @@
  * through the top-up service (verify, settle, credit the key's wallet), then is served as if the credit had always
  * been there. The money rules are /v1/topup's: this module only decides the amount and where the answer goes.
  */
+import { TOPUP_HINT } from "../../billing/refusals.ts";
 import { ApiError, BareError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import { claimedMicro, decodePaymentHeader } from "../../payments/payment.ts";
@@ -67,7 +68,7 @@ export class PaidCalls {
         new ApiError({
           code: "INSUFFICIENT_BALANCE",
           message: `Payment not accepted (${reason}); nothing was charged`,
-          extra: { available_usdc: available, required_usdc: required, topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 } },
+          extra: { available_usdc: available, required_usdc: required, topup: TOPUP_HINT },
           headers,
         });
       if (!this.topup.enabled) throw refuse("this gateway takes no payments");
@@ -75,13 +76,15 @@ export class PaidCalls {
         const decoded = decodePaymentHeader(header);
         const asked = offerAmount(available, required, this.cfg.callMinMicro);
         const micro = claimedMicro(decoded, this.cfg.chain);
-        if (micro === undefined) throw refuse("the payment names no amount of an accepted asset");
-        if (micro < asked) throw refuse(`it pays ${micro} µUSDC, below the ${asked} asked`);
-        const offer = this.topup.offer(micro, resource, undefined, describe(micro));
+        // A resend under a payment-identifier id is looked up first: its payment is not judged again.
         const once = await this.topup.once(
           `call:${wallet}`,
           decoded,
-          () => this.topup.pay(micro, offer, decoded, wallet),
+          () => {
+            if (micro === undefined) throw refuse("the payment names no amount of an accepted asset");
+            if (micro < asked) throw refuse(`it pays ${micro} µUSDC, below the ${asked} asked`);
+            return this.topup.pay(micro, this.topup.offer(micro, resource, undefined, describe(micro)), decoded, wallet);
+          },
           (r) => ("reason" in r ? undefined : { headers: r.headers }),
         );
         if ("replay" in once) {
