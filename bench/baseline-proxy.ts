@@ -2,7 +2,9 @@
  * The baseline: the thinnest reasonable Bun pass-through proxy. POST /v1/chat/completions is forwarded to the
  * stand-in with fetch (same body and Authorization in, same status and body out), nothing else. A streamed answer
  * (text/event-stream) is passed through as it arrives, the way any streaming proxy must.
- * Usage: bun bench/baseline-proxy.ts <upstream base, e.g. http://127.0.0.1:1234/v1>   → prints "READY <port>".
+ * Usage: bun bench/baseline-proxy.ts <upstream base, e.g. http://127.0.0.1:1234/v1> [port]   → prints "READY <port>".
+ * With a port, it shares it (reusePort) with other proxies started on the same one: N processes on one port, the
+ * baseline of a gateway run with WORKERS=N.
  */
 export {}; // a module, not a global script
 
@@ -13,8 +15,10 @@ if (!upstream || !/^http:\/\/127\.0\.0\.1:\d+\//.test(upstream)) {
 }
 const target = `${upstream.replace(/\/$/, "")}/chat/completions`;
 
+const port = Number(process.argv[3] ?? 0);
 const server = Bun.serve({
-  port: 0,
+  port,
+  reusePort: port !== 0,
   hostname: "127.0.0.1",
   idleTimeout: 0,
   async fetch(req) {

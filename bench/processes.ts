@@ -169,6 +169,19 @@ export async function startUpstreams(delays: number[]): Promise<Record<number, U
   return out;
 }
 
+/** `count` baseline proxies in front of one stand-in, sharing one port (reusePort): the baseline of WORKERS=count. */
+export async function startBaselineGroup(standinPort: number, count: number): Promise<{ port: number; children: Child[] }> {
+  const port = freePort();
+  const children: Child[] = [];
+  for (let i = 0; i < count; i++) {
+    const cmd = [process.execPath, "bench/baseline-proxy.ts", `http://127.0.0.1:${standinPort}/v1`, String(port)];
+    const child = spawnChild(`baseline-x${count}-${i}`, cmd, { pipeStdout: true });
+    await readyPort(child);
+    children.push(child);
+  }
+  return { port, children };
+}
+
 /** The test helpers' private redis-server (no persistence), served on a free TCP port for the gateway. */
 export async function startRedis(): Promise<{ url: string; pid: number }> {
   const port = freePort();
@@ -226,6 +239,7 @@ export async function startGateway(
   redis: string | { REDIS_CLUSTER_NODES: string },
   db: { url: string } | undefined,
   name = "gateway",
+  extraEnv: Record<string, string> = {},
 ): Promise<Gateway> {
   const modelsFile = join(workDir, "models.json");
   writeFileSync(modelsFile, JSON.stringify(catalog(upstreams), null, 2));
@@ -248,6 +262,7 @@ export async function startGateway(
     ...(db ? { DATABASE_URL: db.url } : {}),
     // The memory hint a deployment runs with (Dockerfile, scripts/start.sh).
     BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? "536870912",
+    ...extraEnv,
     // BENCH_GATEWAY_ENV="A=1,B=2": extra gateway settings, to compare configurations with the same runner.
     ...Object.fromEntries(
       (process.env.BENCH_GATEWAY_ENV ?? "")

@@ -4,6 +4,9 @@
  * completion through the gateway (config/models.local.json points its "echo" provider here).
  *
  *   bun scripts/echo-model.ts            # http://127.0.0.1:8081/v1   (ECHO_PORT, ECHO_HOST to change)
+ *
+ * config/models.local.json reads the same ECHO_PORT (`http://127.0.0.1:${ECHO_PORT:-8081}/v1`), and so does
+ * scripts/dev.sh, which runs this server itself.
  */
 
 /** Words are tokens here: good enough to see usage and charges move, and deterministic. */
@@ -80,6 +83,6 @@ export function startEchoModel(opts: { port?: number; hostname?: string } = {}) 
 }
 
 if (import.meta.main) {
-  const m = startEchoModel({ port: Number(process.env.ECHO_PORT ?? 8081), hostname: process.env.ECHO_HOST ?? "127.0.0.1" });
+  const m = startEchoModel({ port: Number(process.env.ECHO_PORT || 8081), hostname: process.env.ECHO_HOST ?? "127.0.0.1" });
   console.error(`echo model listening on ${m.url} (keyless; answers with the last user message)`);
 }

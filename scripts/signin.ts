@@ -2,14 +2,15 @@
  * Signs in with Ethereum and creates an API key, building the SIWE message only from GET /v1/auth/siwe.
  * Prints shell lines, so `eval "$(bun scripts/signin.ts)"` sets WALLET and KEY.
  *
- *   bun scripts/signin.ts [gateway URL]        # default http://localhost:8080; a new wallet each time
+ *   bun scripts/signin.ts [gateway URL]        # default $GATEWAY_URL, else http://localhost:$PORT (8080); a new wallet each time
  *   PRIVATE_KEY=0x… bun scripts/signin.ts      # sign with this wallet instead
  */
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createSiweMessage } from "viem/siwe";
 
-const gateway = (process.argv[2] ?? process.env.GATEWAY_URL ?? "http://localhost:8080").replace(/\/+$/, "");
+// The gateway's own PORT, so one `export PORT=…` moves the quick start's every command.
+const gateway = (process.argv[2] || process.env.GATEWAY_URL || `http://localhost:${process.env.PORT || 8080}`).replace(/\/+$/, "");
 const privateKey = (process.env.PRIVATE_KEY as Hex | undefined) ?? generatePrivateKey();
 const account = privateKeyToAccount(privateKey);
 

@@ -1,17 +1,26 @@
 /**
- * A real top-up against the gateway that `bash scripts/dev.sh` runs, paid by its funded dev payer with the x402
- * client libraries: `bun scripts/topup.ts <usd> [--v2] [--usdt]`. Prints the answer, the settlement
- * transaction and the new balance.
+ * A real top-up against the gateway that `bash scripts/dev.sh` runs, paid by its dev payer with the x402 client
+ * libraries set up as README "Pay from your own code" shows: `bun scripts/topup.ts <usd> [--v2] [--usdt]`.
+ * Prints the client settings it used, the answer, the settlement transaction and the new balance.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { defineChain, type Hex } from "viem";
+import { toClientEvmSigner } from "@x402/evm";
+import { registerExactEvmScheme } from "@x402/evm/exact/client";
+import { wrapFetchWithPayment as wrapV2, x402Client } from "@x402/fetch";
+import { createPublicClient, createWalletClient, defineChain, type Hex, http, parseUnits } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { DevChain } from "../test/helpers/chain.ts";
-import { v1Fetch, v2Fetch } from "../test/helpers/x402.ts";
+import { wrapFetchWithPayment as wrapV1 } from "x402-fetch";
+import { PermitAwareExactEvmScheme } from "../src/payments/permitClient.ts";
 
 const args = process.argv.slice(2);
-const amount = Number(args.find((a) => !a.startsWith("--")) ?? "5");
+const amount = args.find((a) => !a.startsWith("--")) ?? "5";
+const v2 = args.includes("--v2");
+const symbol = args.includes("--usdt") ? "USDT" : "USDC";
+if (symbol === "USDT" && !v2) {
+  console.error("USDT is paid by permit, which only the v2 client (with the gateway's scheme) makes: add --v2");
+  process.exit(2);
+}
 const dataDir = resolve(process.env.DATA_DIR ?? join(import.meta.dir, "../data/dev"));
 const infoFile = join(dataDir, "devchain.json");
 if (!existsSync(infoFile)) {
@@ -19,25 +28,52 @@ if (!existsSync(infoFile)) {
   process.exit(1);
 }
 const info = JSON.parse(readFileSync(infoFile, "utf8"));
+const token: { address: Hex; decimals: number } = symbol === "USDT" ? info.usdt : info.usdc;
 const payer = privateKeyToAccount(info.payerKey as Hex);
-const chain = {
-  ...info,
-  chain: defineChain({
-    id: info.chainId,
-    name: "Local dev chain",
-    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-    rpcUrls: { default: { http: [info.rpcUrl] } },
-  }),
-} as DevChain;
+const chain = defineChain({
+  id: info.chainId,
+  name: "Local dev chain",
+  nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+  rpcUrls: { default: { http: [info.rpcUrl] } },
+});
+// The most one payment may take, in the token's smallest unit: exactly the amount asked for.
+const cap = parseUnits(amount, token.decimals);
+const network = `eip155:${info.chainId}` as const;
 
-const pay = args.includes("--v2") ? v2Fetch(fetch, chain, payer, args.includes("--usdt") ? "USDT" : "USDC") : v1Fetch(fetch, chain, payer);
+let pay: typeof fetch;
+let settings: string;
+if (!v2) {
+  // The wallet client's chain id (84532) picks the x402 v1 network ("base-sepolia"); signing needs no RPC call.
+  const wallet = createWalletClient({ account: payer, chain, transport: http(info.rpcUrl) });
+  pay = wrapV1(fetch, wallet as never, cap) as typeof fetch;
+  settings = `x402-fetch (v1): wrapFetchWithPayment(fetch, wallet on chain ${info.chainId}, maxValue ${cap}n)  (default 100000n = 0.1 USDC, below the 1 USD minimum)`;
+} else {
+  const client = new x402Client();
+  if (symbol === "USDC") registerExactEvmScheme(client, { signer: payer });
+  else {
+    // Permit: the payer's token nonce is read from the chain, so this signer needs a public client.
+    const pub = createPublicClient({ chain, transport: http(info.rpcUrl) });
+    client.register(network, new PermitAwareExactEvmScheme(toClientEvmSigner(payer, pub)));
+  }
+  // The dev chain's tokens are not x402's built-in assets: they are refused until allowed, here with their own cap.
+  const allowed = [{ network, asset: token.address, maxAmountPerPayment: String(cap) }];
+  client.setSpendControls({ allowedAssets: allowed });
+  client.registerPolicy((_v, reqs) => reqs.filter((r) => r.asset.toLowerCase() === token.address.toLowerCase()));
+  pay = wrapV2(fetch, client) as typeof fetch;
+  settings =
+    `@x402/fetch (v2): ${symbol === "USDC" ? "registerExactEvmScheme(client, { signer })" : `client.register("${network}", new PermitAwareExactEvmScheme(signer))`}; ` +
+    `setSpendControls({ allowedAssets: ${JSON.stringify(allowed)} })  (default: x402's own assets only, $1 a payment)`;
+}
+console.log("client", settings);
+console.log("payer", payer.address, "pays", amount, symbol, "at", token.address);
+
 const res = await pay(`${info.gateway}/v1/topup`, {
   method: "POST",
   headers: { "content-type": "application/json" },
-  body: JSON.stringify({ amount }),
+  body: JSON.stringify({ amount: Number(amount) }),
 });
 const receipt = res.headers.get("x-payment-response") ?? res.headers.get("payment-response");
 console.log(res.status, await res.text());
 if (receipt) console.log("settlement", JSON.parse(Buffer.from(receipt, "base64").toString("utf8")));
 const balance = await fetch(`${info.gateway}/v1/balance/${payer.address}`).then((r) => r.json());
-console.log("balance", balance);
+console.log("balance (µUSDC)", balance);

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
@@ -46,6 +47,8 @@ export interface Config {
   ledgerShards: number;
   /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
   responsesStoreTtlS: number;
+  /** Processes serving the port (WORKERS: a number or "auto", the cores available); 1 serves from this process alone. */
+  workers: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
   payments: PaymentsConfig;
@@ -182,6 +185,13 @@ function redisCluster(env: Env): ClusterTarget | undefined {
   return { cluster: nodes, password: env.REDIS_PASSWORD || undefined };
 }
 
+/** WORKERS: a whole number, or "auto" for the cores this process may use (a container's CPU limit included). */
+function workers(env: Env): number {
+  if (env.WORKERS === "auto") return availableParallelism();
+  if (env.WORKERS && !/^\d+$/.test(env.WORKERS)) throw new ConfigError("WORKERS", `must be a whole number or "auto", got "${env.WORKERS}"`);
+  return int(env, "WORKERS", 1, 1, 64);
+}
+
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -268,6 +278,7 @@ export function loadConfig(env: Env = process.env): Config {
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
     // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
     responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
+    workers: workers(env),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),
   };

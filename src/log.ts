@@ -72,10 +72,26 @@ function flushStdout(): void {
   clearTimeout(flushTimer);
   flushTimer = undefined;
   if (pending.length === 0) return;
-  const text = pending.join("");
+  const lines = pending;
   pending = [];
   pendingBytes = 0;
-  process.stdout.write(text);
+  if (!sharedStdout) return void process.stdout.write(lines.join(""));
+  // Several processes write to one stdout: a write of at most PIPE_BUF bytes is never interleaved with another's,
+  // so lines leave in whole-line writes of at most that size (a longer line alone).
+  let chunk = "";
+  for (const line of lines) {
+    if (chunk.length > 0 && chunk.length + line.length > PIPE_BUF) (process.stdout.write(chunk), (chunk = ""));
+    chunk += line;
+  }
+  process.stdout.write(chunk);
+}
+
+const PIPE_BUF = 4096;
+let sharedStdout = false;
+
+/** WORKERS > 1: the gateway's processes share one stdout, so the access log must stay whole lines. */
+export function shareStdout(): void {
+  sharedStdout = true;
 }
 
 const bufferedSink: LogSink = (line, level) => {

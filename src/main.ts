@@ -2,11 +2,14 @@ import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin
 import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
-import { bufferStdout, log, logToStderr, redactText, setLogLevel } from "./log.ts";
+import { bufferStdout, log, logToStderr, redactText, setLogLevel, shareStdout } from "./log.ts";
 import { serverLimits } from "./requestBody.ts";
 import { buildServices, type Services } from "./wiring.ts";
 import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
+import { setWorkerLabel } from "./observe/metrics.ts";
+import { joinPeers, leavePeers } from "./observe/peers.ts";
+import { announceListening, onPrimaryGone, WorkerPool, workerRole } from "./workers.ts";
 
 // Longer than a settle's retries (~1 min), shorter than a patient orchestrator's grace period.
 const SHUTDOWN_DEADLINE_MS = 90_000;
@@ -22,7 +25,7 @@ const SERVE_USAGE = `usage: bun src/main.ts serve
 
   Starts the gateway on HOST:PORT (0.0.0.0:8080). Without REDIS_URL / DATABASE_URL it runs a private
   redis-server and an embedded Postgres (PGlite) keeping their data in DATA_DIR (./data).
-  Main variables: PORT, HOST, DATA_DIR, REDIS_URL, DATABASE_URL, MODELS_FILE, DEPLOYMENT, SIWE_DOMAIN,
+  Main variables: PORT, HOST, WORKERS, DATA_DIR, REDIS_URL, DATABASE_URL, MODELS_FILE, DEPLOYMENT, SIWE_DOMAIN,
   SIWE_CHAIN_IDS, CORS_ORIGINS, LOG_LEVEL; payments: X402_NETWORK, PAY_TO, FACILITATOR_URL, FACILITATOR,
   RPC_URL, RELAYER_PRIVATE_KEY, ASSETS_FILE, CHAIN_ID. README.md describes each.
   SIGTERM or Ctrl-C stops it gracefully.`;
@@ -42,7 +45,9 @@ function logProviders(config: Config): void {
 
 async function serve(config: Config): Promise<void> {
   bufferStdout(); // one access-log line per request: written in batches, not one write each
-  const options = { port: config.port, hostname: config.host, ...serverLimits(config) };
+  const role = workerRole(config);
+  // Workers share the port with the primary (the kernel spreads connections over them).
+  const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits(config) };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
   // Until the services are up, requests get 503.
   let server: ReturnType<typeof Bun.serve>;
@@ -54,28 +59,52 @@ async function serve(config: Config): Promise<void> {
   } catch (e) {
     throw listenError(e, config);
   }
-  logProviders(config);
+  if (role.kind !== "worker") {
+    logProviders(config);
+    // Said once, where it matters: a serving gateway answers POST /v1/topup 503. Admin commands build the same
+    // services and have nothing to do with top-ups, so they stay quiet about it (and so do a primary's workers).
+    if (!config.payments.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
+  }
   let stack: Stack | undefined;
   let services: Services;
+  let pool: WorkerPool | undefined;
   try {
+    // A worker joins the embedded redis-server and Postgres its primary started in DATA_DIR.
     stack = await openStack(config);
     await checkDependencies(stack.connections);
     services = await buildServices(config, stack.connections);
+    if (role.kind !== "single") {
+      shareStdout();
+      setWorkerLabel(role.kind === "worker" ? role.index : 0);
+      joinPeers(role.dir, role.kind === "worker" ? role.index : 0);
+    }
+    if (role.kind === "primary") {
+      pool = new WorkerPool(role, server.port!);
+      await pool.start();
+    }
   } catch (e) {
     void server.stop(true);
+    await pool?.stop();
     await stack?.stop(); // never leave the embedded redis-server behind
     throw e;
   }
-  services.startBackground();
+  // The flusher, the sweeper and the repair jobs run in one process only.
+  if (role.kind !== "worker") services.startBackground();
   const app = createApp(services);
   server.reload({ ...options, fetch: app.fetch });
-  log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size });
+  if (role.kind === "worker") {
+    log.info("worker listening", { worker: role.index, pid: process.pid });
+    announceListening();
+  } else {
+    const workers = role.kind === "primary" ? role.count : 1;
+    log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size, workers });
+  }
 
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info("shutting down", { signal });
+    log.info("shutting down", { signal, ...(role.kind === "worker" ? { worker: role.index } : {}) });
     // With Redis or Postgres gone, the final settles and drain could wait forever; what is left stays in the Redis
     // outbox (and pending_settles) for the next start.
     setTimeout(() => {
@@ -84,13 +113,16 @@ async function serve(config: Config): Promise<void> {
         .then(() => Promise.race([stack!.stop(), Bun.sleep(5_000)])) // no orphaned redis-server
         .finally(() => process.exit(1));
     }, SHUTDOWN_DEADLINE_MS).unref();
-    await server.stop(); // waits for in-flight requests, so their holds settle before the drain
+    // The workers finish their requests while this process finishes its own; the drain comes after both.
+    await Promise.all([pool?.stop(), server.stop()]); // server.stop waits for in-flight requests, so their holds settle
+    leavePeers();
     await services.close();
     await stack!.stop();
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+  if (role.kind === "worker") onPrimaryGone(() => void shutdown("primary gone"));
 }
 
 /** What an operator reads when a command fails: one line, never a stack trace or a secret. */

@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,6 +46,9 @@ describe("configuration is validated once, naming the variable", () => {
     expect(c.maxBodyBytes).toBe(32 * 1024 * 1024);
     expect(c.bodyTimeoutMs).toBe(60_000);
     expect(c.responsesStoreTtlS).toBe(3600);
+    expect(c.workers).toBe(1);
+    expect(loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", WORKERS: "auto" }).workers).toBe(availableParallelism());
+    expect(loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", WORKERS: "3" }).workers).toBe(3);
     expect(c.catalog.models.get("p/m")).toMatchObject({ promptPico: 1_000_000, costPromptPico: 500_000 });
     expect(c.redisCluster).toBeUndefined();
   });
@@ -79,6 +83,8 @@ describe("configuration is validated once, naming the variable", () => {
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
     [{ RESPONSES_STORE_TTL_S: "1h" }, /^RESPONSES_STORE_TTL_S: must be a whole number/],
     [{ RESPONSES_STORE_TTL_S: "0" }, /^RESPONSES_STORE_TTL_S: must be between 1 and /],
+    [{ WORKERS: "all" }, /^WORKERS: must be a whole number or "auto", got "all"$/],
+    [{ WORKERS: "0" }, /^WORKERS: must be between 1 and 64/],
     [{ MAX_BODY_BYTES: "32MiB" }, /^MAX_BODY_BYTES: must be a whole number/],
     [{ MAX_BODY_BYTES: "100" }, /^MAX_BODY_BYTES: must be between 1024 and /],
     [{ BODY_TIMEOUT_MS: "0" }, /^BODY_TIMEOUT_MS: must be between 100 and /],

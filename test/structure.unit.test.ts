@@ -20,7 +20,10 @@ const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
  * The first matching rule decides, so the routes inside modules/ are told apart from their services.
  */
 const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
-  ["composition root", (f) => ["main.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts"].includes(f) || f.startsWith("admin/")],
+  [
+    "composition root",
+    (f) => ["main.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts", "workers.ts"].includes(f) || f.startsWith("admin/"),
+  ],
   [
     "routes",
     (f) =>

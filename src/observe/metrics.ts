@@ -101,32 +101,59 @@ export const metrics = {
   // Read at scrape time (scrape.ts).
   ledgerHolds: new Gauge({
     name: "gateway_ledger_holds",
+    aggregator: "first", // read from Redis or Postgres at scrape: one value for all workers
     help: "Live holds in Redis, every gateway process included (ZCARD per shard, read at scrape)",
     registers,
   }),
   outboxEntries: new Gauge({
     name: "gateway_outbox_entries",
+    aggregator: "first", // read from Redis or Postgres at scrape: one value for all workers
     help: "Ledger events in the Redis outbox not yet in Postgres (XLEN per shard, read at scrape)",
     registers,
   }),
   outboxLag: new Gauge({
     name: "gateway_outbox_lag_seconds",
+    aggregator: "first", // read from Redis or Postgres at scrape: one value for all workers
     help: "Age of the oldest outbox entry not yet in Postgres; 0 when the outbox is empty (read at scrape)",
     registers,
   }),
   pendingSettles: new Gauge({
     name: "gateway_pending_settles",
+    aggregator: "first", // read from Redis or Postgres at scrape: one value for all workers
     help: "Charges kept in Postgres waiting for the repair job, unresolved ones included (read at scrape)",
     registers,
   }),
   paymentChecks: new Gauge({
     name: "gateway_payment_checks_open",
+    aggregator: "first", // read from Redis or Postgres at scrape: one value for all workers
     help: "Unconfirmed settlements still being checked on chain (read at scrape)",
     registers,
   }),
-  redisUp: new Gauge({ name: "gateway_redis_up", help: "1 when Redis answered the scrape's PING in time", registers }),
-  postgresUp: new Gauge({ name: "gateway_postgres_up", help: "1 when Postgres answered the scrape's SELECT 1 in time", registers }),
+  redisUp: new Gauge({ name: "gateway_redis_up", help: "1 when Redis answered the scrape's PING in time", aggregator: "first", registers }),
+  postgresUp: new Gauge({
+    name: "gateway_postgres_up",
+    help: "1 when Postgres answered the scrape's SELECT 1 in time",
+    aggregator: "first",
+    registers,
+  }),
+  // One series per process: with WORKERS > 1, what each added worker costs in memory.
+  residentBytes: new Gauge({
+    name: "gateway_process_resident_memory_bytes",
+    help: "Resident memory of each gateway process, by worker (0: the process that owns the background jobs)",
+    labelNames: ["worker"] as const,
+    registers,
+    collect() {
+      this.set({ worker: workerLabel }, process.memoryUsage.rss());
+    },
+  }),
 };
+
+let workerLabel = "0";
+
+/** Names this process among the gateway's workers (the residentBytes series). */
+export function setWorkerLabel(worker: number): void {
+  workerLabel = String(worker);
+}
 
 // This process's open holds: the amount of each, so its settle or release can take it off the gauge.
 const open = new Map<string, number>();

@@ -1,3 +1,5 @@
+import { EnvRefError, expandEnvRefs } from "./envRefs.ts";
+
 /** The most prompt tokens one image part can cost, by its `detail` ("auto" and absent bill as "high"). */
 export interface ImageTokens {
   low: number;
@@ -92,6 +94,16 @@ function str(value: unknown, where: string): string {
   return value;
 }
 
+/** A provider's `baseUrl` with its environment references (`${ECHO_PORT:-8081}`) resolved, without a trailing slash. */
+function resolveBaseUrl(raw: string, env: Record<string, string | undefined>, where: string): string {
+  try {
+    return expandEnvRefs(raw, env).replace(/\/+$/, "");
+  } catch (e) {
+    if (e instanceof EnvRefError) throw new CatalogError(`${where} ${e.message}`);
+    throw e;
+  }
+}
+
 /**
  * Parses the catalog file's JSON. A provider without `apiKeyEnv` is keyless; one whose variable is unset is off,
  * and its models answer UNKNOWN_MODEL saying so instead of being served.
@@ -107,7 +119,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
   for (const [name, p] of Object.entries(rawProviders as Record<string, Record<string, unknown>>)) {
     const type = p?.type;
     if (type !== "openai" && type !== "anthropic") throw new CatalogError(`providers.${name}.type must be "openai" or "anthropic"`);
-    const baseUrl = str(p.baseUrl, `providers.${name}.baseUrl`).replace(/\/+$/, "");
+    const baseUrl = resolveBaseUrl(str(p.baseUrl, `providers.${name}.baseUrl`), env, `providers.${name}.baseUrl`);
     try {
       new URL(baseUrl);
     } catch {

@@ -18,8 +18,10 @@ import {
   getAddress,
   type Hex,
   http,
+  keccak256,
   parseEther,
   publicActions,
+  stringToHex,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 
@@ -146,8 +148,22 @@ async function startAnvil(chainId: number, port: number): Promise<{ proc: Subpro
   throw new Error(`anvil did not start: ${seen.slice(-500)}`);
 }
 
-/** Starts anvil and deploys the tokens. `usdtDecimals` lets tests prove amounts follow the asset table. */
-export async function startChain(opts: { port?: number; chainId?: number; usdtDecimals?: number; dir?: string } = {}): Promise<DevChain> {
+/**
+ * A private key derived from a seed and a role: the dev chain's accounts are the same on every start, so its tokens
+ * (the deployer's first two contracts) keep their addresses and a browser wallet keeps its imported payer.
+ */
+export function seededKey(seed: string, role: string): Hex {
+  return keccak256(stringToHex(`${seed}:${role}`));
+}
+
+/**
+ * Starts anvil and deploys the tokens. `usdtDecimals` lets tests prove amounts follow the asset table. With a
+ * `seed`, the deployer, relayer and PAY_TO are derived from it (seededKey), so every start deploys the same
+ * addresses; without, they are fresh.
+ */
+export async function startChain(
+  opts: { port?: number; chainId?: number; usdtDecimals?: number; dir?: string; seed?: string } = {},
+): Promise<DevChain> {
   const chainId = opts.chainId ?? DEV_CHAIN_ID;
   const { proc, url } = await startAnvil(chainId, opts.port ?? 0);
   const chain = defineChain({
@@ -165,10 +181,11 @@ export async function startChain(opts: { port?: number; chainId?: number; usdtDe
   const runtime = (await pub.call({ data: multicall3Bytecode() })).data!;
   await rpc("anvil_setCode", [MULTICALL3, runtime]);
 
-  const deployer = privateKeyToAccount(generatePrivateKey());
-  const relayerKey = generatePrivateKey();
+  const key = (role: string) => (opts.seed ? seededKey(opts.seed, role) : generatePrivateKey());
+  const deployer = privateKeyToAccount(key("deployer"));
+  const relayerKey = key("relayer");
   const relayer = privateKeyToAccount(relayerKey).address;
-  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  const payTo = privateKeyToAccount(key("payTo")).address;
   for (const a of [deployer.address, relayer]) await rpc("anvil_setBalance", [a, `0x${parseEther("1000").toString(16)}`]);
   const wallet = createWalletClient({ account: deployer, chain, transport: http(url) }).extend(publicActions);
 

@@ -1,16 +1,17 @@
 import { Elysia } from "elysia";
 import { registry } from "../../observe/metrics.ts";
+import { metricsText } from "../../observe/peers.ts";
 import { scrapeLive } from "./scrape.ts";
 import type { Services } from "../services.ts";
 import { doc, text } from "../../openapi/document.ts";
 
-/** GET /metrics: Prometheus text format; in-process counters plus a bounded read of Redis and Postgres. */
+/** GET /metrics: Prometheus text format; every worker's counters summed, plus a bounded read of Redis and Postgres. */
 export const metricsRoutes = (s: Services) =>
   new Elysia({ tags: ["operations"] }).get(
     "/metrics",
     async () => {
       await scrapeLive(s);
-      return new Response(await registry.metrics(), { headers: { "content-type": registry.contentType } });
+      return new Response(await metricsText(), { headers: { "content-type": registry.contentType } });
     },
     {
       detail: doc({

@@ -84,7 +84,6 @@ export class TopupService {
     this.ids = new PaymentIds(sql);
     if (cfg.facilitator === "http" && cfg.facilitatorUrl) this.eip3009 = new HttpFacilitator(cfg.facilitatorUrl, cfg.facilitatorTimeoutMs);
     else if (cfg.facilitator === "local") this.eip3009 = local;
-    if (!cfg.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
   }
 
   get enabled(): boolean {

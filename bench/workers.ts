@@ -1,0 +1,78 @@
+/**
+ * Every core: `bun bench/workers.ts`. The same set-up as run.ts (stand-ins, a private Redis, a fresh database,
+ * the single-process gateway and its one-process baseline proxy), plus a gateway with WORKERS=2 on the same Redis
+ * and database and two baseline proxies sharing one port (reusePort). Then JSON at concurrency 32 against the 0 ms
+ * stand-in, the four targets alternating per round, and one table: each gateway's req/s beside the baseline of as
+ * many processes, their ratio, and the memory each worker adds.
+ *
+ * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs.
+ */
+import { autocannon, type Target, type Watch } from "./measure.ts";
+import { setUp, targetsFor } from "./phases.ts";
+import { cleanUpOnSignals, cleanup, openWorkDir, startBaselineGroup, startGateway } from "./processes.ts";
+import { f0, f2 } from "./report.ts";
+import { log } from "./settings.ts";
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S || 6);
+const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
+const CONNECTIONS = 32;
+
+/** Resident MiB of each process of a gateway, from its own /metrics (one series per worker). */
+async function workerRss(base: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^gateway_process_resident_memory_bytes\{worker="(\d+)"\} (\d+)/gm)) out[m[1]!] = Number(m[2]) / 2 ** 20;
+  return out;
+}
+
+async function main(): Promise<void> {
+  openWorkDir(); // catalog, data and logs of the processes it starts go there, not into the checkout
+  const s = await setUp();
+  const u0 = s.upstreams[0]!;
+  const gw2 = await startGateway(s.upstreams, s.redis.url, s.db, "gateway-workers2", { WORKERS: "2" });
+  const pair = await startBaselineGroup(u0.standinPort, 2);
+  const node = Bun.which("node");
+  const loadgen = node ? [node] : [process.execPath];
+  const one = targetsFor(s, 0);
+  const targets: Record<string, Target> = {
+    "gateway ×1": one.gateway,
+    "baseline ×1": one.baseline,
+    "gateway ×2": { ...one.gateway, url: `${gw2.base}/v1/chat/completions` },
+    "baseline ×2": { ...one.baseline, url: `http://127.0.0.1:${pair.port}/v1/chat/completions` },
+  };
+  // CPU is watched on the first process of each target only; the figure compared is req/s.
+  const watch: Watch = { target: s.gw.child.proc.pid, standin: u0.standin.proc.pid, redis: s.redis.pid };
+  for (const t of Object.values(targets)) await autocannon(loadgen, t, CONNECTIONS, 2, watch); // warm-up
+  const rps: Record<string, number> = {};
+  const names = Object.keys(targets);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const name of round % 2 ? [...names].reverse() : names) {
+      const r = await autocannon(loadgen, targets[name]!, CONNECTIONS, DURATION_S, watch);
+      rps[name] = (rps[name] ?? 0) + r.rps / ROUNDS;
+      log(
+        `${name} c${CONNECTIONS} round ${round + 1}: ${f0(r.rps)} req/s · non-2xx ${r.non2xx + r.errors} · machine ${f2(r.cores.machine)} cores`,
+      );
+    }
+  }
+  const rss1 = await workerRss(s.gw.base);
+  const rss2 = await workerRss(gw2.base);
+  const table = [
+    `| processes | gateway req/s | plain proxy req/s | ratio (target ≥ 0.50) | gateway RSS per process after the load |`,
+    `|---:|---:|---:|---:|---|`,
+    `| 1 | ${f0(rps["gateway ×1"]!)} | ${f0(rps["baseline ×1"]!)} | ${f2(rps["gateway ×1"]! / rps["baseline ×1"]!)} | ${Object.values(rss1).map(f0).join(" MiB, ")} MiB |`,
+    `| 2 | ${f0(rps["gateway ×2"]!)} | ${f0(rps["baseline ×2"]!)} | ${f2(rps["gateway ×2"]! / rps["baseline ×2"]!)} | ${Object.entries(rss2)
+      .map(([w, m]) => `worker ${w}: ${f0(m)} MiB`)
+      .join(", ")} |`,
+  ];
+  process.stdout.write(
+    `\nJSON at concurrency ${CONNECTIONS}, 0 ms stand-in, ${ROUNDS} × ${DURATION_S} s per target\n\n${table.join("\n")}\n`,
+  );
+}
+
+cleanUpOnSignals();
+try {
+  await main();
+} finally {
+  await cleanup();
+}
+process.exit(0);
