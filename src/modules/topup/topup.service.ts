@@ -159,13 +159,16 @@ export class TopupService {
       throw e;
     }
     const result = keep(value);
-    if (result) await this.ids.finish(scope, id, result);
-    else await this.ids.release(scope, id);
+    // The payment's own outcome stands whatever happens here: an id left pending is taken over after it goes stale.
+    await (result ? this.ids.finish(scope, id, result) : this.ids.release(scope, id)).catch((e) =>
+      log.warn("payment identifier not updated; a resend waits until it goes stale", { error: e }),
+    );
     return { fresh: value };
   }
 
   /**
-   * Verifies, settles and credits one decoded payment against `offer`, the terms for `microUsdc` (400 when it answers none of its terms).
+   * Verifies, settles and credits one decoded payment against `offer`, the terms for `microUsdc` (400 when it
+   * answers none of its terms).
    * Credits `wallet`, else the payer. A check is opened before settling, so a gateway killed between the transfer
    * and the credit still credits it (recovery reads the chain); the credit closes it.
    */
