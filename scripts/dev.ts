@@ -1,8 +1,9 @@
 /**
  * The local playground: a dev chain (anvil from npm, chain id 84532), the test token deployed as USDC (EIP-3009)
- * and USDT (EIP-2612), a funded payer, the echo model (scripts/echo-model.ts), and the gateway on the local catalog
- * (config/models.local.json) with the in-process facilitator. Run through `bash scripts/dev.sh`; then
- * `bun scripts/topup.ts 5` pays a real top-up and the dashboard can chat. Ctrl-C stops everything.
+ * and USDT (EIP-2612), Permit2 and x402's Permit2 proxy, a funded payer, the echo model (scripts/echo-model.ts),
+ * and the gateway on the local catalog (config/models.local.json) with the in-process facilitator. Run through
+ * `bash scripts/dev.sh`; then `bun scripts/topup.ts 5` pays a real top-up and the dashboard can chat. Ctrl-C stops
+ * everything.
  *
  * Ports: PORT (gateway, 8080), ECHO_PORT (echo model, 8081), DEV_CHAIN_PORT (anvil, 8545). The chain's accounts
  * come from a fixed seed, so the token addresses, PAY_TO and the payer key are the same on every start.
@@ -64,7 +65,7 @@ const gateway = Bun.spawn(["bun", join(root, "src/main.ts"), "serve"], {
 });
 
 console.error(`
-dev chain     ${chain.rpcUrl} (chain id ${chain.chainId}; Multicall3 at its canonical address)
+dev chain     ${chain.rpcUrl} (chain id ${chain.chainId}; Multicall3, Permit2, x402's Permit2 proxy at their canonical addresses)
 USDC          ${chain.usdc.address} (EIP-3009, ${chain.usdc.decimals} decimals)
 USDT          ${chain.usdt.address} (EIP-2612 permit, ${chain.usdt.decimals} decimals)
 PAY_TO        ${chain.payTo}
@@ -78,6 +79,7 @@ dashboard     ${gatewayUrl}/  with a browser wallet on chain id ${chain.chainId}
 top up:       bun scripts/topup.ts 5                 # x402-fetch (v1), USDC
               bun scripts/topup.ts 5 --v2            # @x402/fetch (v2), USDC
               bun scripts/topup.ts 5 --v2 --usdt     # @x402/fetch (v2), USDT by permit
+              bun scripts/topup.ts 5 --permit2       # stock @x402/evm (v2), USDT through Permit2
 your own code (README "Pay from your own code"), in another terminal:
               export PORT=${port} PRIVATE_KEY=${payerKey} USDC=${chain.usdc.address}
 `);

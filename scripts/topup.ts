@@ -1,7 +1,8 @@
 /**
  * A real top-up against the gateway that `bash scripts/dev.sh` runs, paid by its dev payer with the x402 client
- * libraries set up as README "Pay from your own code" shows: `bun scripts/topup.ts <usd> [--v2] [--usdt]`.
- * Prints the client settings it used, the answer, the settlement transaction and the new balance.
+ * libraries set up as README "Pay from your own code" shows: `bun scripts/topup.ts <usd> [--v2] [--usdt [--permit2]]`.
+ * `--v2 --usdt` pays by the gateway's permit path; `--permit2` pays USDT as a stock `@x402/evm` client does,
+ * through Permit2. Prints the client settings it used, the answer, the settlement transaction and the new balance.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -15,8 +16,9 @@ import { PermitAwareExactEvmScheme } from "../src/payments/permitClient.ts";
 
 const args = process.argv.slice(2);
 const amount = args.find((a) => !a.startsWith("--")) ?? "5";
-const v2 = args.includes("--v2");
-const symbol = args.includes("--usdt") ? "USDT" : "USDC";
+const v2 = args.includes("--v2") || args.includes("--permit2");
+const permit2 = args.includes("--permit2");
+const symbol = args.includes("--usdt") || permit2 ? "USDT" : "USDC";
 if (symbol === "USDT" && !v2) {
   console.error("USDT is paid by permit, which only the v2 client (with the gateway's scheme) makes: add --v2");
   process.exit(2);
@@ -50,6 +52,8 @@ if (!v2) {
 } else {
   const client = new x402Client();
   if (symbol === "USDC") registerExactEvmScheme(client, { signer: payer });
+  // Permit2: x402's own scheme, unmodified; it reads the payer's Permit2 allowance, hence the RPC URL.
+  else if (permit2) registerExactEvmScheme(client, { signer: payer, schemeOptions: { rpcUrl: info.rpcUrl } });
   else {
     // Permit: the payer's token nonce is read from the chain, so this signer needs a public client.
     const pub = createPublicClient({ chain, transport: http(info.rpcUrl) });
@@ -58,10 +62,16 @@ if (!v2) {
   // The dev chain's tokens are not x402's built-in assets: they are refused until allowed, here with their own cap.
   const allowed = [{ network, asset: token.address, maxAmountPerPayment: String(cap) }];
   client.setSpendControls({ allowedAssets: allowed });
-  client.registerPolicy((_v, reqs) => reqs.filter((r) => r.asset.toLowerCase() === token.address.toLowerCase()));
+  // The offer lists USDT twice (Permit2 first, then the gateway's permit): keep the one this run pays with.
+  const method = (r: { extra?: Record<string, unknown> }) => r.extra?.assetTransferMethod;
+  client.registerPolicy((_v, reqs) =>
+    reqs.filter(
+      (r) => r.asset.toLowerCase() === token.address.toLowerCase() && (symbol === "USDC" || (method(r) === "permit2") === permit2),
+    ),
+  );
   pay = wrapV2(fetch, client) as typeof fetch;
   settings =
-    `@x402/fetch (v2): ${symbol === "USDC" ? "registerExactEvmScheme(client, { signer })" : `client.register("${network}", new PermitAwareExactEvmScheme(signer))`}; ` +
+    `@x402/fetch (v2): ${symbol === "USDC" ? "registerExactEvmScheme(client, { signer })" : permit2 ? `registerExactEvmScheme(client, { signer, schemeOptions: { rpcUrl: "${info.rpcUrl}" } })` : `client.register("${network}", new PermitAwareExactEvmScheme(signer))`}; ` +
     `setSpendControls({ allowedAssets: ${JSON.stringify(allowed)} })  (default: x402's own assets only, $1 a payment)`;
 }
 console.log("client", settings);

@@ -1,7 +1,7 @@
 import { Elysia, ValidationError } from "elysia";
 import { cors } from "./cors.ts";
 import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
-import { ApiError, errorResponse, HttpError } from "./errors.ts";
+import { ApiError, errorResponse, type ErrorShape, HttpError } from "./errors.ts";
 import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
@@ -34,30 +34,40 @@ function validationMessage(error: ValidationError): string {
   return "Invalid request parameters";
 }
 
-/** The spec's error answer for anything thrown while serving (a request started at `startedAt`); detail goes to the log only. */
-function renderError(code: string | number, error: unknown, s: Services, startedAt: number): Response {
-  if (error instanceof HttpError) return error.toResponse();
+// The OpenAI-compatible routes (the spec's chat completions and model list, and GET /v1/models/{id}): with
+// ERROR_SHAPE=openai their errors take OpenAI's envelope, so OpenAI SDKs show the gateway's message and code.
+const OPENAI_ROUTES = /^\/v1\/(chat\/completions|models)(\/|$)/;
+
+/** The envelope of `request`'s error answers: OpenAI's on the OpenAI-compatible routes with ERROR_SHAPE=openai. */
+function shapeFor(request: Request, s: Services): ErrorShape {
+  if (s.config.errorShape === "spec") return "spec";
+  return OPENAI_ROUTES.test(new URL(request.url).pathname) ? s.config.errorShape : "spec";
+}
+
+/** The error answer (in `shape`) for anything thrown while serving (a request started at `startedAt`); detail goes to the log only. */
+function renderError(code: string | number, error: unknown, s: Services, startedAt: number, shape: ErrorShape): Response {
+  if (error instanceof HttpError) return error.toResponse(shape);
   if (code === "VALIDATION") {
     // A response that fails its own schema is our bug, not the client's: 500, with the detail in the log only.
     if ((error as ValidationError).type === "response") {
       log.error("response failed its schema", { error: validationMessage(error as ValidationError) });
-      return errorResponse(new ApiError("INTERNAL_ERROR"));
+      return errorResponse(new ApiError("INTERNAL_ERROR"), shape);
     }
-    return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: validationMessage(error as ValidationError) }));
+    return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: validationMessage(error as ValidationError) }), shape);
   }
   // The body reader's 408 / 413 reach here wrapped in Elysia's ParseError.
-  if (code === "PARSE" && (error as Error).cause instanceof HttpError) return ((error as Error).cause as HttpError).toResponse();
-  if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }));
-  if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }));
+  if (code === "PARSE" && (error as Error).cause instanceof HttpError) return ((error as Error).cause as HttpError).toResponse(shape);
+  if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }), shape);
+  if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }), shape);
   // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
   const down = outageOf(error);
   if (down) {
     // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.
     if (down === "postgres") s.pgHealth.markDown(error, startedAt);
-    return errorResponse(ApiError.unavailable(1));
+    return errorResponse(ApiError.unavailable(1), shape);
   }
   log.error("unhandled error", { code, error });
-  return errorResponse(new ApiError("INTERNAL_ERROR"));
+  return errorResponse(new ApiError("INTERNAL_ERROR"), shape);
 }
 
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
@@ -72,7 +82,7 @@ export function createApp(s: Services) {
         set.headers["x-request-id"] = trace.id;
         if (declaredTooLarge(request, s.config)) {
           // Answered before routing: no after-response hook runs, so the request is counted and logged here.
-          const res = errorResponse(bodyTooLarge(s.config));
+          const res = errorResponse(bodyTooLarge(s.config), shapeFor(request, s));
           finishTrace(trace, undefined, res.status);
           return res;
         }
@@ -92,7 +102,7 @@ export function createApp(s: Services) {
       .use(responsesRoutes(s))
       .onError(({ code, error, request }) => {
         // A model endpoint's 402 INSUFFICIENT_BALANCE gets its x402 terms here, where the request's URL is known.
-        const res = renderError(code, s.paidCalls.offerOn(error, request), s, traceOf(request).start);
+        const res = renderError(code, s.paidCalls.offerOn(error, request), s, traceOf(request).start, shapeFor(request, s));
         traceOf(request).status = res.status;
         return res;
       })

@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
 import { parseUsd } from "./billing/money.ts";
-import { ConfigError } from "./errors.ts";
+import { ConfigError, type ErrorShape } from "./errors.ts";
 import type { LogLevel } from "./log.ts";
 import type { PaymentsConfig } from "./payments/config.ts";
 import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "./payments/networks.ts";
@@ -47,6 +47,10 @@ export interface Config {
   ledgerShards: number;
   /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
   responsesStoreTtlS: number;
+  /** PROVIDER_PROBE_INTERVAL_S: how often keyless providers are probed for GET /v1/models' `available`. */
+  providerProbeIntervalMs: number;
+  /** ERROR_SHAPE: the envelope of errors on the OpenAI-compatible routes (chat completions, models); the spec's by default. */
+  errorShape: ErrorShape;
   /** Processes serving the port (WORKERS: a number or "auto", the cores available); 1 serves from this process alone. */
   workers: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
@@ -278,6 +282,9 @@ export function loadConfig(env: Env = process.env): Config {
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
     // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
     responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
+    // Half a minute: a local server started or stopped shows in the list about as soon as a person looks again.
+    providerProbeIntervalMs: int(env, "PROVIDER_PROBE_INTERVAL_S", 30, 1, 86_400) * 1000,
+    errorShape: oneOf(env, "ERROR_SHAPE", ["spec", "openai"] as const, "spec"),
     workers: workers(env),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
     payments: loadPayments(env, deployment, chainId),

@@ -59,7 +59,8 @@ export interface X402Terms {
  */
 export abstract class HttpError extends Error {
   abstract readonly status: number;
-  abstract toResponse(): Response;
+  /** `shape` is the envelope the route answers in (ERROR_SHAPE); an error with a wire format of its own ignores it. */
+  abstract toResponse(shape?: ErrorShape): Response;
 }
 
 /**
@@ -94,16 +95,50 @@ export class ApiError extends HttpError {
     return new ApiError({ code: "SERVICE_UNAVAILABLE", message, headers: { "retry-after": String(retryAfterS) } });
   }
 
-  toResponse(): Response {
-    return errorResponse(this);
+  toResponse(shape: ErrorShape = "spec"): Response {
+    return errorResponse(this, shape);
   }
 }
 
 const JSON_HEADERS = { "content-type": "application/json" };
 
-/** Renders any error as the spec's error body; unknown errors become a bare INTERNAL_ERROR. */
-export function errorResponse(err: ApiError): Response {
-  const body = JSON.stringify({ error: err.code, message: err.message, ...err.extra, ...err.x402 });
+/**
+ * The envelope of an error answer: the spec's `{error: CODE, message}`, or OpenAI's `{error: {message, type, code,
+ * param}}`, which OpenAI SDKs read the message and code from (ERROR_SHAPE=openai on the OpenAI-compatible routes,
+ * and always on the Responses door).
+ */
+export type ErrorShape = "spec" | "openai";
+
+/** OpenAI's error `type` for a status: the one mapping of every OpenAI-shaped error answer. */
+export function openaiErrorType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 402) return "insufficient_balance";
+  if (status === 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+// The gateway's own fields beside a code. In OpenAI's shape they move inside `error`, beside the code, where SDKs
+// expose them (openai-node: `err.error`). A field not listed here stays at the top level, where it was: a payment
+// protocol's (x402's `x402Version`, `accepts`) is read there by its clients.
+const GATEWAY_ERROR_FIELDS = new Set(["available_usdc", "required_usdc", "topup", "key_budget_left_usdc"]);
+
+/**
+ * A spec error body in OpenAI's shape: `error` becomes `{message, type, code, param, ...the gateway's fields}`, with
+ * `code` the spec's code; every other top-level field stays at the top level. The one conversion, applied at render.
+ */
+export function toOpenaiShape(body: Record<string, unknown>, status: number, param: string | null = null): Record<string, unknown> {
+  const { error: code, message, ...rest } = body;
+  const inside: Record<string, unknown> = {};
+  const top: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(rest)) (GATEWAY_ERROR_FIELDS.has(k) ? inside : top)[k] = v;
+  return { ...top, error: { message, type: openaiErrorType(status), code: code ?? null, param, ...inside } };
+}
+
+/** Renders an error in `shape` (default: the spec's body); unknown errors become a bare INTERNAL_ERROR. */
+export function errorResponse(err: ApiError, shape: ErrorShape = "spec"): Response {
+  const spec = { error: err.code, message: err.message, ...err.extra, ...err.x402 };
+  const body = JSON.stringify(shape === "openai" ? toOpenaiShape(spec, err.status) : spec);
   return new Response(body, {
     status: err.status,
     headers: err.headers ? { ...JSON_HEADERS, ...err.headers } : JSON_HEADERS,

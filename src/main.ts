@@ -90,6 +90,8 @@ async function serve(config: Config): Promise<void> {
   }
   // The flusher, the sweeper and the repair jobs run in one process only.
   if (role.kind !== "worker") services.startBackground();
+  // Every process that answers GET /v1/models keeps its own view of which keyless providers answer.
+  else services.reachability.start();
   const app = createApp(services);
   server.reload({ ...options, fetch: app.fetch });
   if (role.kind === "worker") {

@@ -16,6 +16,7 @@ import { Holds } from "./billing/holds.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { Forwarder } from "./modules/chat/forward.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
+import { ProviderReachability } from "./modules/models/reachability.ts";
 import { ConversationStore } from "./modules/responses/conversations.ts";
 import { ResponsesService } from "./modules/responses/responses.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
@@ -92,6 +93,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     holds,
     new Forwarder(holds, ledger, config.upstreamTimeoutMs, config.streamMaxMs),
   );
+  const reachability = new ProviderReachability(config.catalog, config.providerProbeIntervalMs);
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
@@ -135,11 +137,14 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     topup,
     paidCalls: new PaidCalls(config.payments, topup, ledger),
     chat,
+    reachability,
     responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(redis, redisNames, config.responsesStoreTtlS)),
     pendingSettles,
     flusher,
     startBackground() {
       flusher.start();
+      // Per process (start() is idempotent): a worker, which runs none of the rest, starts it by itself (main.ts).
+      reachability.start();
       sweeper = setInterval(() => {
         // Redis failing over or down is an outage the next round outlives (the holds wait, they do not move): a
         // warning; anything else is a defect.
@@ -164,6 +169,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
 
   async function closeOnce(): Promise<void> {
     pgHealth.stop();
+    reachability.stop();
     clearInterval(sweeper);
     clearInterval(repairer);
     await chat.idle();

@@ -22,7 +22,7 @@ async function pgEvents(wallet: string) {
 }
 
 const REJECTED = { error: "UPSTREAM_CLIENT_ERROR", message: "The model provider rejected the request" };
-const FAILED = { error: "UPSTREAM_ERROR", message: "The model provider failed to answer" };
+const FAILED = { error: "UPSTREAM_ERROR", message: 'The model provider "claude" failed to answer' };
 
 describe("Anthropic errors → the spec's error rows, hold released", () => {
   test("529 overloaded_error → 502 UPSTREAM_ERROR, JSON and stream", async () => {

@@ -140,6 +140,8 @@ describe("chat completions, happy paths", () => {
       contextLength: 128000,
       promptPricePer1MTokens: 2.5,
       completionPricePer1M: 10,
+      // The extension beside the spec's fields: a keyed provider is never probed, so always available.
+      available: true,
     });
   });
 

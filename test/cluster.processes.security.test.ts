@@ -103,9 +103,21 @@ describe("three gateway processes on one cluster", () => {
   test("each charge reaches Postgres exactly once, whichever process flushed it", async () => {
     const { wallet, key } = await gw.newWallet(10);
     expect((await spread(9, key)).map((r) => r.status)).toEqual(Array(9).fill(200));
-    // The children flush in the background; this process drains whatever they have not taken yet.
-    for (let i = 0; i < 100 && (await charges(wallet)).n < 9; i++) await gw.services.flusher.drain();
+    // The children flush in the background; this process drains whatever they have not taken yet. An entry a child
+    // has read stays its own until it is written and acknowledged, however long a busy machine makes that: wait for
+    // every outbox to be empty (bounded), so no entry of this test is still pending when the next one counts its own.
+    const outboxLeft = async () => {
+      const names = gw.services.ledger.names;
+      const lengths = await Promise.all(names.allShards().map((sh) => gw.services.redis.xlen(names.outbox(sh))));
+      return lengths.reduce((a, n) => a + n, 0);
+    };
+    for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+      await gw.services.flusher.drain();
+      if ((await charges(wallet)).n === 9 && (await outboxLeft()) === 0) break;
+      await Bun.sleep(20);
+    }
     expect(await charges(wallet)).toEqual({ n: 9, total: 9 * charge });
+    expect(await outboxLeft()).toBe(0);
   });
 
   test("processes killed with kill -9 in the middle of a flush lose nothing: another process takes their entries over, once", async () => {

@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../src/config.ts";
+import { renderModels } from "../src/providers/catalog.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "gw-config-"));
 function catalogFile(content: unknown): string {
@@ -78,6 +79,8 @@ describe("configuration is validated once, naming the variable", () => {
     [{ DATABASE_URL: "mysql://x" }, /^DATABASE_URL: /],
     [{ DEPLOYMENT: "prod" }, /^DEPLOYMENT: /],
     [{ LOG_LEVEL: "loud" }, /^LOG_LEVEL: /],
+    [{ PROVIDER_PROBE_INTERVAL_S: "0" }, /^PROVIDER_PROBE_INTERVAL_S: must be between 1 and /],
+    [{ ERROR_SHAPE: "OpenAI" }, /^ERROR_SHAPE: must be one of spec, openai, got "OpenAI"$/],
     [{ RATE_LIMIT_REQUESTS: "-1" }, /^RATE_LIMIT_REQUESTS: /],
     [{ UPSTREAM_TIMEOUT_MS: "0" }, /^UPSTREAM_TIMEOUT_MS: /],
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
@@ -126,6 +129,6 @@ describe("configuration is validated once, naming the variable", () => {
   test("a provider whose key variable is unset is skipped, with its models", () => {
     const c = loadConfig({ MODELS_FILE: catalogFile(good), LOG_LEVEL: "error" });
     expect(c.catalog.models.size).toBe(0);
-    expect(JSON.parse(c.catalog.modelListJson)).toEqual({ object: "list", data: [] });
+    expect(JSON.parse(renderModels(c.catalog, () => true).list)).toEqual({ object: "list", data: [] });
   });
 });

@@ -138,7 +138,7 @@ describe("provider failures: the hold released", () => {
       const e = await rejection(client.messages.create({ model, max_tokens: 10, messages }));
       expect(e).toBeInstanceOf(InternalServerError);
       expect(e.status).toBe(502);
-      expect(e.error.error).toEqual({ type: "api_error", message: "The model provider failed to answer" });
+      expect(e.error.error).toEqual({ type: "api_error", message: `The model provider "${model.split("/")[0]}" failed to answer` });
       expect(await rejection(client.messages.stream({ model, max_tokens: 10, messages }).finalMessage())).toBeInstanceOf(
         InternalServerError,
       );

@@ -11,7 +11,7 @@ import { auditLedger } from "../src/audit/audit.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
 import { BASE, expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";
-import { decode, v1Fetch, v2Fetch } from "./helpers/x402.ts";
+import { decode, v1Fetch, v2Fetch, v2StockUsdtFetch } from "./helpers/x402.ts";
 
 let chain: DevChain;
 let gw: TestGateway;
@@ -114,11 +114,22 @@ describe("the chat 402 carries x402 terms", () => {
     ]);
     const v2 = decode(res.headers.get("payment-required")!);
     expect(v2).toMatchObject({ x402Version: 2, resource: { url: `${BASE}/v1/chat/completions`, mimeType: "application/json" } });
-    expect(v2.accepts.map((a: Record<string, unknown>) => [a.network, a.asset, a.amount, a.payTo])).toEqual([
-      ["eip155:84532", chain.usdc.address, "1000000", chain.payTo],
-      ["eip155:84532", chain.usdt.address, "1000000", chain.payTo],
+    // v2: USDC, then USDT by x402's Permit2 flow (stock clients) ahead of the gateway's permit path.
+    expect(
+      v2.accepts.map((a: { network: string; asset: string; amount: string; payTo: string; extra: Record<string, unknown> }) => [
+        a.network,
+        a.asset,
+        a.amount,
+        a.payTo,
+        a.extra.assetTransferMethod,
+      ]),
+    ).toEqual([
+      ["eip155:84532", chain.usdc.address, "1000000", chain.payTo, undefined],
+      ["eip155:84532", chain.usdt.address, "1000000", chain.payTo, "permit2"],
+      ["eip155:84532", chain.usdt.address, "1000000", chain.payTo, "eip2612"],
     ]);
     expect(v2.extensions["payment-identifier"]).toMatchObject({ info: { required: false } });
+    expect(v2.extensions.eip2612GasSponsoring).toBeDefined();
   });
 
   test("402 KEY_BUDGET_EXCEEDED carries no offer", async () => {
@@ -187,6 +198,24 @@ describe("stock x402 clients around the openai SDK top up from the chat call", (
     await expectAuditClean();
   });
 
+  test("stock @x402/evm pays USDT through Permit2 from the chat call, credited once to the key's wallet", async () => {
+    const { wallet, key } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    const before = await chain.balanceOf(chain.usdt.address, payer.address);
+    const completion = await sdk(key, v2StockUsdtFetch(gw.fetch, chain, payer)).chat.completions.create({
+      model: "standin/echo",
+      messages,
+    });
+    expect(completion.choices[0]!.message.content).toBe(REPLY_WORDS.join(""));
+    expect(before - (await chain.balanceOf(chain.usdt.address, payer.address))).toBe(1_000_000n);
+    const rows = await topups(wallet);
+    expect(rows).toEqual([
+      { amount_usdc: 1_000_000, tx_hash: expect.any(String), payer: payer.address.toLowerCase(), reason: expect.any(String) },
+    ]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000 - charge, locked: 0 });
+    await expectAuditClean();
+  });
+
   test("a key with credit is served without any payment", async () => {
     const { key } = await gw.newWallet(2);
     const payer = await chain.newPayer();
@@ -216,7 +245,7 @@ describe("the other front doors carry the offer in their own error shape", () =>
     expect(res.status).toBe(402);
     expect(res.body).toMatchObject({ type: "error", error: { type: "billing_error" }, x402Version: 1 });
     expect(res.body.accepts[0]).toMatchObject({ amount: "1000000", resource: `${BASE}/v1/messages` });
-    expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(2);
+    expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(3);
 
     const payer = await chain.newPayer();
     const paid = await v2Fetch(
@@ -249,6 +278,7 @@ describe("discovery and browsers", () => {
       expect(res.body.items.map((i: { resource: { url: string } }) => i.resource.url)).toEqual(urls);
       expect(res.body.items[1]).toMatchObject({ type: "http", input: { method: "POST", routeTemplate: "/v1/chat/completions" } });
       expect(res.body.items[1].accepts.map((a: { network: string; amount: string }) => [a.network, a.amount])).toEqual([
+        ["eip155:84532", "1000000"],
         ["eip155:84532", "1000000"],
         ["eip155:84532", "1000000"],
       ]);

@@ -133,7 +133,7 @@ describe("a payment credits once, whoever carries it again", () => {
     expect(res.status).toBe(402);
     expect(res.body.error).toBe("INSUFFICIENT_BALANCE");
     expect(decode(res.headers.get("payment-response")!)).toMatchObject({ success: false, errorReason: expect.any(String) });
-    expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(2);
+    expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(3);
     expect(await usdc(payer.address)).toBe(before);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
     await expectAuditClean(gw);

@@ -180,9 +180,10 @@ describe("payments the facilitator refuses: 402 with the requirements again, not
     const payer = await chain.newPayer();
     const payment = decode((await capturePayment(gw.fetch, (f) => v2Fetch(f, chain, payer), 5)).value);
     const offer = decode((await topup(5)).headers.get("payment-required")!);
-    payment.accepted = offer.accepts[1];
+    payment.accepted = offer.accepts.find((a: { extra: Record<string, unknown> }) => a.extra.assetTransferMethod === "eip2612");
     const res = await topup(5, { "payment-signature": encode(payment) });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: "mismatched payment: USDT is paid by permit" });
+    // The same USDT terms are offered twice (Permit2 first): neither takes an EIP-3009 authorization.
+    expect(res.body).toEqual({ error: "mismatched payment: USDT is paid by permit2 or permit" });
   });
 });

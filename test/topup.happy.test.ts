@@ -60,8 +60,10 @@ describe("POST /v1/topup step 1: payment requirements", () => {
     const v2 = decode(res.headers.get("payment-required"));
     expect(v2.x402Version).toBe(2);
     expect(v2.resource.url).toBe(`${BASE}/v1/topup`);
+    // v2 also offers USDT through x402's Permit2 flow, ahead of the permit entry (test/topup.permit2.happy.test.ts).
     expect(v2.accepts.map((a: { network: string; amount: string }) => [a.network, a.amount])).toEqual([
       ["eip155:84532", "12500000"],
+      ["eip155:84532", "12500000000000000000"],
       ["eip155:84532", "12500000000000000000"],
     ]);
   });

@@ -11,6 +11,7 @@ import type { PendingSettles } from "../store/pendingSettles.ts";
 import type { PgHealth } from "../store/pgHealth.ts";
 import type { ChatService } from "./chat/chat.service.ts";
 import type { KeyService } from "./keys/keys.service.ts";
+import type { ProviderReachability } from "./models/reachability.ts";
 import type { ResponsesService } from "./responses/responses.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
 import type { PaidCalls } from "./paycall/paycall.service.ts";
@@ -40,12 +41,14 @@ export interface Services {
   paidCalls: PaidCalls;
   usage: UsageService;
   chat: ChatService;
+  /** Which keyless providers answer (probed in the background), and GET /v1/models as it shows that. */
+  reachability: ProviderReachability;
   /** POST /v1/responses: the Responses API through `chat`, with its conversation store. */
   responses: ResponsesService;
   /** Charges whose settle could not reach Redis, posted by the repair job. */
   pendingSettles: PendingSettles;
   flusher: Flusher;
-  /** Starts the flusher and the hold sweeper. */
+  /** Starts the flusher, the hold sweeper and the providers' reachability probe. */
   startBackground(): void;
   /** Runs every repair job once, now (tests call it instead of waiting for the 30 s timer). */
   repairNow(): Promise<void>;

@@ -24,7 +24,9 @@ export const HEADERS = {
   "X-RateLimit-Reset": { description: "Seconds until a request is allowed again", schema: { type: "integer" } },
   "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" } },
   "PAYMENT-REQUIRED": {
-    description: "x402 v2: the same payment terms as the body, base64 JSON (CAIP-2 network)",
+    description:
+      "x402 v2: the body's payment terms, base64 JSON (CAIP-2 network), and USDT through x402's Permit2 flow too " +
+      '(extra.assetTransferMethod "permit2", ahead of the permit entry; extensions.eip2612GasSponsoring declared)',
     schema: { type: "string" },
   },
   "X-PAYMENT-RESPONSE": {

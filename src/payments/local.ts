@@ -5,6 +5,7 @@ import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
 import { ExactEvmSchemeV1 } from "@x402/evm/exact/v1/facilitator";
 import {
   type Address,
+  concat,
   createWalletClient,
   defineChain,
   encodeFunctionData,
@@ -36,6 +37,10 @@ const NETWORK_ERROR = /HTTP request failed|fetch failed|took too long|timed out|
  *   sends it and checks the Transfer event.
  * - Permit assets (USDT path): the payer signs an EIP-2612 permit for the relayer; settle sends `permit` and
  *   then `transferFrom(payer → PAY_TO)`; the settlement transaction is the transferFrom.
+ * - Permit assets through x402's Permit2 flow (what `@x402/evm` clients sign): x402's library again, which
+ *   checks the Permit2 witness signature, recipient, amount, deadline and simulates the proxy's `settle` (or
+ *   `settleWithPermit`, when an EIP-2612 permit for Permit2 rides along), then sends it. Its transactions are
+ *   signed here first, so a settlement whose answer is lost still names its transaction for recovery.
  * Settlements run one at a time (one relayer account, so its transaction nonces never race).
  */
 export class LocalFacilitator implements Facilitator {
@@ -44,6 +49,8 @@ export class LocalFacilitator implements Facilitator {
   private readonly x402: x402Facilitator;
   private queue: Promise<unknown> = Promise.resolve();
   private chainChecked = 0;
+  /** The last transaction the x402 library had signed (settlements run one at a time). */
+  private sent?: Hex;
 
   constructor(
     private readonly net: PaymentNetwork,
@@ -70,7 +77,7 @@ export class LocalFacilitator implements Facilitator {
         address: account.address,
         readContract: (a) => client.readContract({ ...a, args: a.args ?? [] } as never),
         verifyTypedData: (a) => client.verifyTypedData(a as never),
-        writeContract: (a) => client.writeContract({ ...a, args: a.args ?? [] } as never),
+        writeContract: (a) => this.send(a),
         sendTransaction: (a) => client.sendTransaction(a as never),
         waitForTransactionReceipt: (a) => client.waitForTransactionReceipt(a),
         getCode: (a) => client.getCode(a),
@@ -92,16 +99,52 @@ export class LocalFacilitator implements Facilitator {
     const run = this.queue.then(async (): Promise<SettleResult> => {
       await this.reachable();
       const inner = payload.payload as Record<string, unknown> | undefined;
-      const r =
-        inner && "permit" in inner
-          ? await this.guard(() => this.settlePermit(inner as unknown as PermitPayload, requirements))
-          : await this.guard(() => this.x402.settle(payload as unknown as PaymentPayload, requirements as unknown as PaymentRequirements));
-      // The library reports a broken RPC connection as a failed settlement; that is the 503 case for us.
-      if (!r.success && r.errorReason && NETWORK_ERROR.test(r.errorReason)) throw new FacilitatorUnavailable(`settle: ${r.errorReason}`);
-      return r as SettleResult;
+      if (inner && "permit" in inner)
+        return this.settled(await this.guard(() => this.settlePermit(inner as unknown as PermitPayload, requirements)));
+      this.sent = undefined;
+      // Permit2 has no on-chain record keyed by the payment (unlike EIP-3009's AuthorizationUsed): its transaction
+      // is the only handle recovery has, so a failure after signing one carries it.
+      const handle = () => (inner && "permit2Authorization" in inner ? this.sent : undefined);
+      try {
+        const r = await this.guard(() =>
+          this.x402.settle(payload as unknown as PaymentPayload, requirements as unknown as PaymentRequirements),
+        );
+        return this.settled(
+          r.success || r.transaction ? (r as SettleResult) : { ...(r as SettleResult), transaction: handle() ?? "" },
+          handle(),
+        );
+      } catch (e) {
+        if (e instanceof FacilitatorUnavailable && !e.transaction && handle()) throw new FacilitatorUnavailable(e.message, handle());
+        throw e;
+      }
     });
     this.queue = run.catch(() => {});
     return run;
+  }
+
+  /** The library reports a broken RPC connection as a failed settlement; that is the 503 case for us. */
+  private settled(r: SettleResult, sent?: Hex): SettleResult {
+    if (!r.success && r.errorReason && NETWORK_ERROR.test(r.errorReason))
+      throw new FacilitatorUnavailable(`settle: ${r.errorReason}`, r.transaction || sent);
+    return r;
+  }
+
+  /** writeContract for the x402 library: the transaction is signed and its hash kept before it is broadcast. */
+  private async send(a: {
+    address: Address;
+    abi: readonly unknown[];
+    functionName: string;
+    args?: readonly unknown[];
+    gas?: bigint;
+    dataSuffix?: Hex;
+  }): Promise<Hex> {
+    const call = encodeFunctionData({ abi: a.abi, functionName: a.functionName, args: a.args ?? [] } as Parameters<
+      typeof encodeFunctionData
+    >[0]);
+    const request = await this.client.prepareTransactionRequest({ to: a.address, data: concat([call, a.dataSuffix ?? "0x"]), gas: a.gas });
+    const signed = await this.client.signTransaction(request);
+    this.sent = keccak256(signed);
+    return this.client.sendRawTransaction({ serializedTransaction: signed });
   }
 
   /** The RPC answers and serves the configured chain (checked at most every 10 s); else 503. */

@@ -1,3 +1,4 @@
+import { x402ExactPermit2ProxyAddress } from "@x402/evm";
 import { getAddress, isAddress, verifyTypedData, type Address, type Hex } from "viem";
 import { BareError } from "../errors.ts";
 import { type Asset, fromAtomic, type PaymentNetwork } from "./networks.ts";
@@ -16,8 +17,25 @@ export interface PermitPayload {
   permit: { owner: Address; spender: Address; value: string; nonce: string; deadline: string };
 }
 
-/** The signed transfer a payment carries, by how it moves the token (its asset's TransferMethod). */
-export type SignedTransfer = { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload };
+/**
+ * x402's Permit2 flow (`@x402/evm`): a Permit2 PermitWitnessTransferFrom for x402's exact proxy as spender, the
+ * witness binding the recipient. An EIP-2612 permit for Permit2 may ride along in `extensions` (gas sponsoring).
+ */
+export interface Permit2Payload {
+  signature: Hex;
+  permit2Authorization: {
+    from: Address;
+    permitted: { token: Address; amount: string };
+    spender: Address;
+    nonce: string;
+    deadline: string;
+    witness: { to: Address; validAfter: string };
+  };
+}
+
+/** The signed transfer a payment carries, by how it moves the token (the requirement's PaymentMethod). */
+export type SignedTransfer =
+  { kind: "eip3009"; inner: Eip3009Payload } | { kind: "permit"; inner: PermitPayload } | { kind: "permit2"; inner: Permit2Payload };
 
 /** A decoded X-Payment / PAYMENT-SIGNATURE that matches one requirement of this top-up. */
 export type MatchedPayment = SignedTransfer & {
@@ -69,6 +87,7 @@ function readInner(p: Record<string, unknown> | undefined): SignedTransfer {
   if (!p || typeof p.signature !== "string") throw mismatched("no signed authorization in the payload");
   const auth = obj(p.authorization);
   const permit = obj(p.permit);
+  const permit2 = obj(p.permit2Authorization);
   if (auth) {
     const a = auth as Record<string, string>;
     if (![a.value, a.validAfter, a.validBefore].every((x) => typeof x === "string" && UINT.test(x)) || !HEX32.test(String(a.nonce))) {
@@ -81,23 +100,44 @@ function readInner(p: Record<string, unknown> | undefined): SignedTransfer {
     if (![a.value, a.nonce, a.deadline].every((x) => typeof x === "string" && UINT.test(x))) throw mismatched("malformed permit");
     return { kind: "permit", inner: p as unknown as PermitPayload };
   }
+  if (permit2) {
+    const a = permit2 as Record<string, string>;
+    const permitted = obj(permit2.permitted) as Record<string, string> | undefined;
+    const witness = obj(permit2.witness) as Record<string, string> | undefined;
+    const uints = [a.nonce, a.deadline, permitted?.amount, witness?.validAfter];
+    const addresses = [a.spender, permitted?.token, witness?.to];
+    if (!uints.every((x) => typeof x === "string" && UINT.test(x)) || !addresses.every((x) => typeof x === "string" && isAddress(x))) {
+      throw mismatched("malformed permit2 authorization");
+    }
+    return { kind: "permit2", inner: p as unknown as Permit2Payload };
+  }
   throw mismatched("unknown payload type");
 }
 
 /** The payer of a payload, or 400 when it is not a valid address (spec: undecodable wallet address). */
 function payerOf(m: SignedTransfer): string {
-  const raw = m.kind === "eip3009" ? m.inner.authorization.from : m.inner.permit.owner;
+  const raw =
+    m.kind === "eip3009" ? m.inner.authorization.from : m.kind === "permit" ? m.inner.permit.owner : m.inner.permit2Authorization.from;
   if (typeof raw !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(raw) || !isAddress(raw)) throw new BareError(400, "invalid payer address");
   return raw.toLowerCase();
 }
 
-/** Checks the signed transfer moves exactly this requirement's amount to PAY_TO (or to the relayer, for a permit). */
+/**
+ * Checks the signed transfer moves exactly this requirement's amount to PAY_TO (or to the relayer, for a permit;
+ * through x402's proxy, for Permit2).
+ */
 function checkTerms(m: SignedTransfer, r: Requirement): void {
-  if (m.kind !== r.asset.transfer) throw mismatched(`${r.asset.symbol} is paid by ${r.asset.transfer}`);
+  if (m.kind !== r.method) throw mismatched(`${r.asset.symbol} is paid by ${r.method}`);
   if (m.kind === "eip3009") {
     const a = m.inner.authorization;
     if (!same(a.to, r.v2.payTo)) throw mismatched("payTo");
     if (BigInt(a.value) !== r.atomic) throw mismatched("amount");
+  } else if (m.kind === "permit2") {
+    const a = m.inner.permit2Authorization;
+    if (!same(a.witness.to, r.v2.payTo)) throw mismatched("payTo");
+    if (!same(a.permitted.token, r.v2.asset)) throw mismatched("asset");
+    if (!same(a.spender, x402ExactPermit2ProxyAddress)) throw mismatched("spender");
+    if (BigInt(a.permitted.amount) !== r.atomic) throw mismatched("amount");
   } else {
     const p = m.inner.permit;
     if (!same(p.spender, String(r.v2.extra.spender))) throw mismatched("spender");
@@ -117,7 +157,7 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
   if (version === 2) {
     const accepted = obj(decoded.accepted);
     if (!accepted) throw mismatched("no accepted requirements");
-    const r = offered.find(
+    const terms = offered.filter(
       (o) =>
         accepted.scheme === o.v2.scheme &&
         accepted.network === o.v2.network &&
@@ -125,8 +165,11 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
         same(accepted.payTo, o.v2.payTo) &&
         accepted.amount === o.v2.amount,
     );
-    if (!r) throw mismatched("accepted terms are not the ones offered for this amount");
+    if (terms.length === 0) throw mismatched("accepted terms are not the ones offered for this amount");
     const inner = readInner(obj(decoded.payload));
+    // A permit asset is offered twice (permit, Permit2) on the same terms: the payload says which was taken.
+    const r = terms.find((o) => o.method === inner.kind);
+    if (!r) throw mismatched(`${terms[0]!.asset.symbol} is paid by ${terms.map((o) => o.method).join(" or ")}`);
     checkTerms(inner, r);
     const payer = payerOf(inner);
     // The facilitator judges against our terms, not the client's copy of them.
@@ -144,7 +187,8 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
   const network = net.v1Name ?? net.caip2;
   if (decoded.network !== network) throw mismatched("network");
   const inner = readInner(obj(decoded.payload));
-  let candidates = offered.filter((o) => o.asset.transfer === inner.kind);
+  // x402 v1 has no Permit2 entries (the v1 body does not offer them).
+  let candidates = offered.filter((o) => o.method === inner.kind && o.method !== "permit2");
   if (candidates.length === 0) throw mismatched(`no offered asset is paid by ${inner.kind}`);
   if (candidates.length > 1 && inner.kind === "eip3009") candidates = await bySignature(inner.inner, candidates, net.chainId);
   const r = candidates[0];

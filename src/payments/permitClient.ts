@@ -17,6 +17,11 @@ const noncesAbi = [
  * publicClient)`.
  *
  *   const client = new x402Client().register("eip155:*", new PermitAwareExactEvmScheme(signer));
+ *
+ * The v2 terms list USDT through Permit2 ahead of its permit entry (for stock x402 clients); this scheme pays that
+ * one too (x402's own Permit2 flow), so a client that wants the permit path filters it out with a policy:
+ *
+ *   client.registerPolicy((_v, reqs) => reqs.filter((r) => r.extra?.assetTransferMethod !== "permit2"));
  */
 export class PermitAwareExactEvmScheme implements SchemeNetworkClient {
   readonly scheme = "exact";

@@ -48,7 +48,7 @@ export interface CheckTarget {
  * `AuthorizationUsed` log names the transaction; a used one is credited through the same idempotent credit as a
  * normal top-up (event id by transaction), so a payment credits once whichever path sees it first. An
  * authorization that is unused past its validBefore can never move money and is voided. Permit: the relayer's
- * transferFrom receipt decides. Needs RPC_URL; without it the checks wait in Postgres for an operator.
+ * transferFrom receipt decides; Permit2 likewise, its proxy transaction's receipt (recorded as method `permit`). Needs RPC_URL; without it the checks wait in Postgres for an operator.
  */
 export class PaymentRecovery {
   private readonly client;
@@ -91,7 +91,8 @@ export class PaymentRecovery {
     const auth = p.kind === "eip3009" ? p.inner.authorization : undefined;
     const tx = transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null;
     if (!auth && !tx) {
-      // A permit whose transferFrom was never sent moved nothing (the allowance alone pays no one).
+      // A permit whose transferFrom was never sent moved nothing (the allowance alone pays no one); nor did a
+      // Permit2 payment whose settlement transaction was never signed.
       return;
     }
     try {
@@ -99,7 +100,7 @@ export class PaymentRecovery {
         INSERT INTO payment_checks (network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block,
                                     reason, wallet)
         VALUES (${this.cfg.chain.caip2}, ${p.requirement.asset.address.toLowerCase()}, ${p.payer}, ${String(p.requirement.v2.payTo).toLowerCase()},
-                ${microUsdc}, ${p.requirement.atomic.toString()}, ${p.kind}, ${auth?.nonce.toLowerCase() ?? null},
+                ${microUsdc}, ${p.requirement.atomic.toString()}, ${p.kind === "eip3009" ? "eip3009" : "permit"}, ${auth?.nonce.toLowerCase() ?? null},
                 ${auth ? Number(auth.validBefore) : null}, ${tx}, ${fromBlock === undefined ? null : Number(fromBlock)}, ${reason},
                 ${target.wallet && target.wallet !== p.payer ? target.wallet : null})
         ON CONFLICT DO NOTHING`;

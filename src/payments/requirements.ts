@@ -1,11 +1,48 @@
 import { getAddress, type Address } from "viem";
-import { type Asset, type PaymentNetwork, toAtomic } from "./networks.ts";
+import { type Asset, type PaymentNetwork, toAtomic, type TransferMethod } from "./networks.ts";
 
 /** Seconds a signed authorization may stay open (clients set validBefore / deadline = now + this). */
 export const MAX_TIMEOUT_SECONDS = 300;
 
 /** `extra.assetTransferMethod` of a permit asset: not one x402's own clients know, so they never sign it blind. */
 export const PERMIT_TRANSFER_METHOD = "eip2612";
+/** `extra.assetTransferMethod` of x402's own Permit2 flow: how `@x402/evm` pays tokens without EIP-3009. */
+export const PERMIT2_TRANSFER_METHOD = "permit2";
+
+/**
+ * How a payment for one requirement moves the token: the asset's own method (`eip3009`, `permit`: see
+ * TransferMethod), or x402's Permit2 flow (`permit2`), offered for permit assets beside the gateway's permit path.
+ */
+export type PaymentMethod = TransferMethod | "permit2";
+
+/**
+ * x402's `eip2612GasSponsoring` extension (x402 specs/extensions/eip2612_gas_sponsoring.md), declared in the v2
+ * terms when Permit2 is offered: a payer whose Permit2 allowance is short then also signs an EIP-2612 permit for
+ * Permit2, and the in-process facilitator submits both in one transaction (the proxy's settleWithPermit), so
+ * paying needs neither gas nor a prior approval.
+ */
+export const EIP2612_GAS_SPONSORING = {
+  eip2612GasSponsoring: {
+    info: { description: "The facilitator accepts EIP-2612 gasless Permit to `Permit2` canonical contract.", version: "1" },
+    schema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: Object.fromEntries(
+        [
+          ["from", "^0x[a-fA-F0-9]{40}$"],
+          ["asset", "^0x[a-fA-F0-9]{40}$"],
+          ["spender", "^0x[a-fA-F0-9]{40}$"],
+          ["amount", "^[0-9]+$"],
+          ["nonce", "^[0-9]+$"],
+          ["deadline", "^[0-9]+$"],
+          ["signature", "^0x[a-fA-F0-9]+$"],
+          ["version", "^[0-9]+(\\.[0-9]+)*$"],
+        ].map(([k, pattern]) => [k, { type: "string", pattern }]),
+      ),
+      required: ["from", "asset", "spender", "amount", "nonce", "deadline", "signature", "version"],
+    },
+  },
+} as const;
 
 /** x402 v1 requirement, as the 402 body carries it (plus `amount`, which v2 readers of the body use). */
 export interface RequirementV1 {
@@ -36,6 +73,7 @@ export interface RequirementV2 {
 /** What step 1 asks for one asset: the same terms in both protocol versions. */
 export interface Requirement {
   asset: Asset;
+  method: PaymentMethod;
   atomic: bigint;
   v1: RequirementV1;
   v2: RequirementV2;
@@ -75,6 +113,9 @@ function offeredOrder(assets: Asset[]): Asset[] {
 /**
  * The payment terms for a top-up of `microUsdc`: one entry per accepted asset of the network, the amount in
  * the asset's own smallest unit. `relayer` is the spender permit assets name (the in-process facilitator).
+ * A permit asset is also offered through x402's Permit2 flow, in the v2 terms only (x402 v1 clients have no
+ * Permit2) and ahead of its permit entry: `@x402/evm` takes the first entry its spend controls and policies
+ * leave, and would sign a permit entry as EIP-3009.
  */
 export function buildOffer(
   net: PaymentNetwork,
@@ -86,20 +127,19 @@ export function buildOffer(
 ): Offer {
   payTo = getAddress(payTo);
   const requirements: Requirement[] = [];
-  for (const asset of offeredOrder(net.assets)) {
-    const atomic = toAtomic(microUsdc, asset.decimals);
-    if (atomic === null) continue;
-    if (asset.transfer === "permit" && !relayer) continue;
+  const entry = (asset: Asset, atomic: bigint, method: PaymentMethod): Requirement => {
     const extra: Record<string, unknown> = {
       name: asset.eip712Name,
       version: asset.eip712Version,
       symbol: asset.symbol,
       decimals: asset.decimals,
     };
-    if (asset.transfer === "permit") Object.assign(extra, { assetTransferMethod: PERMIT_TRANSFER_METHOD, spender: relayer });
+    if (method === "permit") Object.assign(extra, { assetTransferMethod: PERMIT_TRANSFER_METHOD, spender: relayer });
+    if (method === "permit2") extra.assetTransferMethod = PERMIT2_TRANSFER_METHOD;
     const amount = atomic.toString();
-    requirements.push({
+    return {
       asset,
+      method,
       atomic,
       v1: {
         scheme: "exact",
@@ -115,17 +155,26 @@ export function buildOffer(
         extra,
       },
       v2: { scheme: "exact", network: net.caip2, amount, asset: asset.address, payTo, maxTimeoutSeconds: MAX_TIMEOUT_SECONDS, extra },
-    });
+    };
+  };
+  for (const asset of offeredOrder(net.assets)) {
+    const atomic = toAtomic(microUsdc, asset.decimals);
+    if (atomic === null) continue;
+    if (asset.transfer === "permit" && !relayer) continue;
+    if (asset.transfer === "permit") requirements.push(entry(asset, atomic, "permit2"));
+    requirements.push(entry(asset, atomic, asset.transfer));
   }
+  const v2: Offer["v2"] = {
+    x402Version: 2,
+    resource: { url: resource, description, mimeType: "application/json" },
+    accepts: requirements.map((r) => r.v2),
+    extensions: { [PAYMENT_IDENTIFIER]: structuredClone(PAYMENT_IDENTIFIER_DECLARATION) },
+  };
+  if (requirements.some((r) => r.method === "permit2")) Object.assign(v2.extensions, structuredClone(EIP2612_GAS_SPONSORING));
   return {
     requirements,
-    body: { x402Version: 1, accepts: requirements.map((r) => r.v1) },
-    v2: {
-      x402Version: 2,
-      resource: { url: resource, description, mimeType: "application/json" },
-      accepts: requirements.map((r) => r.v2),
-      extensions: { [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION },
-    },
+    body: { x402Version: 1, accepts: requirements.filter((r) => r.method !== "permit2").map((r) => r.v1) },
+    v2,
   };
 }
 

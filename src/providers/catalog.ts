@@ -48,13 +48,9 @@ export interface Model {
   costCompletionPico: number;
 }
 
-/** The loaded catalog: lookup by id, and the public list rendered once. */
+/** The loaded catalog: lookup by id, and what serves. */
 export interface Catalog {
   models: Map<string, Model>;
-  /** Pre-rendered body of GET /v1/models: it never changes while the process runs. */
-  modelListJson: string;
-  /** Pre-rendered body of GET /v1/models/{id}, per model. */
-  modelJson: Map<string, string>;
   /** Catalog models whose provider is off, by id → the provider's state (for a precise UNKNOWN_MODEL). */
   disabled: Map<string, ProviderState>;
   /** Every provider of the catalog and whether it serves, for the start-up log. */
@@ -164,7 +160,21 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     else disabled.set(id, states.get(providerName)!);
   });
 
-  const data = [...models.values()].map((m) => ({
+  return { models, disabled, providers: [...states.values()] };
+}
+
+/** Bodies of GET /v1/models and of GET /v1/models/{id} per model, rendered when they change rather than per request. */
+export interface ModelPages {
+  list: string;
+  byId: Map<string, string>;
+}
+
+/**
+ * Renders the served models: the spec's Model fields, and `available` (an extension): false while the model's
+ * provider did not answer its last reachability probe (`reachable`).
+ */
+export function renderModels(catalog: Catalog, reachable: (provider: string) => boolean): ModelPages {
+  const data = [...catalog.models.values()].map((m) => ({
     id: m.id,
     object: "model",
     name: m.name,
@@ -172,14 +182,9 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     contextLength: m.contextLength,
     promptPricePer1MTokens: m.promptPricePer1MTokens,
     completionPricePer1M: m.completionPricePer1M,
+    available: reachable(m.provider.name),
   }));
-  return {
-    models,
-    modelListJson: JSON.stringify({ object: "list", data }),
-    modelJson: new Map(data.map((d) => [d.id, JSON.stringify(d)])),
-    disabled,
-    providers: [...states.values()],
-  };
+  return { list: JSON.stringify({ object: "list", data }), byId: new Map(data.map((d) => [d.id, JSON.stringify(d)])) };
 }
 
 /** Why a model id is not served: not in the catalog, or its provider is not configured. */

@@ -1,8 +1,8 @@
 /**
  * A local EVM chain for tests and the dev command: anvil from the npm package `@foundry-rs/anvil` (its binary
  * ships inside the platform package, so nothing is downloaded), the test token (contracts/TestToken.sol,
- * compiled by scripts/build-contracts.ts) deployed as a USDC and a USDT stand-in, Multicall3 at its canonical
- * address, a relayer with gas money and a fresh PAY_TO.
+ * compiled by scripts/build-contracts.ts) deployed as a USDC and a USDT stand-in, Multicall3, Permit2 and x402's
+ * exact Permit2 proxy at their canonical addresses (./permit2.ts), a relayer with gas money and a fresh PAY_TO.
  */
 import { type Subprocess, spawn } from "bun";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -24,6 +24,7 @@ import {
   stringToHex,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { installPermit2 } from "./permit2.ts";
 
 /** Base Sepolia's chain id: x402 v1 clients sign only for chains on their fixed list, so the dev chain uses it. */
 export const DEV_CHAIN_ID = 84532;
@@ -188,6 +189,7 @@ export async function startChain(
   const payTo = privateKeyToAccount(key("payTo")).address;
   for (const a of [deployer.address, relayer]) await rpc("anvil_setBalance", [a, `0x${parseEther("1000").toString(16)}`]);
   const wallet = createWalletClient({ account: deployer, chain, transport: http(url) }).extend(publicActions);
+  await installPermit2(pub, wallet, chainId);
 
   const { abi, bytecode } = artifact();
   const deploy = async (t: Omit<TokenInfo, "address">): Promise<TokenInfo> => {

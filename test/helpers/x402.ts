@@ -17,7 +17,8 @@ export function v1Fetch(fetchFn: typeof fetch, chain: DevChain, payer: PrivateKe
 
 /**
  * x402 v2: `@x402/fetch` (reads PAYMENT-REQUIRED, sends PAYMENT-SIGNATURE). `asset` picks USDC (x402's own
- * ExactEvmScheme, EIP-3009) or USDT (the gateway's PermitAwareExactEvmScheme, EIP-2612 permit).
+ * ExactEvmScheme, EIP-3009) or USDT (the gateway's PermitAwareExactEvmScheme, EIP-2612 permit: its policy also
+ * passes over the Permit2 entry, which is ahead of the permit one).
  */
 export function v2Fetch(fetchFn: typeof fetch, chain: DevChain, payer: PrivateKeyAccount, asset: "USDC" | "USDT" = "USDC"): typeof fetch {
   const pub = createPublicClient({ chain: chain.chain, transport: http(chain.rpcUrl) });
@@ -31,7 +32,26 @@ export function v2Fetch(fetchFn: typeof fetch, chain: DevChain, payer: PrivateKe
   client.setSpendControls({
     allowedAssets: [chain.usdc, chain.usdt].map((t) => ({ network: `eip155:${chain.chainId}` as const, asset: t.address })),
   });
-  client.registerPolicy((_v, reqs) => reqs.filter((r) => (r.extra as Record<string, unknown> | undefined)?.symbol === asset));
+  client.registerPolicy((_v, reqs) =>
+    reqs.filter((r) => {
+      const extra = (r.extra ?? {}) as Record<string, unknown>;
+      return extra.symbol === asset && extra.assetTransferMethod !== "permit2";
+    }),
+  );
+  return wrapV2(fetchFn, client) as typeof fetch;
+}
+
+/**
+ * x402 v2 exactly as `@x402/evm` documents it, nothing of the gateway's: `registerExactEvmScheme` with the
+ * payer's account and the chain's RPC (`schemeOptions.rpcUrl`: reads the token's permit nonce and the Permit2
+ * allowance), and spend controls that admit the dev chain's USDT only (its USDC is no token x402 knows, so it is
+ * left out by not listing it). It pays USDT through Permit2, signing an EIP-2612 permit for Permit2 as well when
+ * its allowance is short.
+ */
+export function v2StockUsdtFetch(fetchFn: typeof fetch, chain: DevChain, payer: PrivateKeyAccount): typeof fetch {
+  const client = new x402Client();
+  registerExactEvmScheme(client, { signer: payer, schemeOptions: { rpcUrl: chain.rpcUrl } });
+  client.setSpendControls({ allowedAssets: [{ network: `eip155:${chain.chainId}`, asset: chain.usdt.address }] });
   return wrapV2(fetchFn, client) as typeof fetch;
 }
 

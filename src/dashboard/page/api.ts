@@ -45,7 +45,7 @@ export async function api<T>(path: string, init: RequestInit = {}): Promise<{ bo
 }
 
 /** What the page was doing, so an answer is explained in its context. */
-export type Doing = "read" | "create-key" | "revoke-key" | "topup" | "sign-in";
+export type Doing = "read" | "create-key" | "revoke-key" | "topup" | "sign-in" | "lookup";
 
 /** Reasons a facilitator gives for refusing a payment (x402's names), in words. */
 const PAYMENT_REASONS: [RegExp, string][] = [
@@ -82,6 +82,8 @@ export function explain(e: unknown, doing: Doing, ctx: { network?: string; asset
       }
       return `The gateway did not accept the request: ${message ?? plain ?? "invalid parameters"}.`;
     case 401:
+      if (doing === "lookup")
+        return "This API key is not an active key of this wallet (mistyped, revoked, or another wallet's). Check both, or leave the key out to see the available credit only.";
       if (doing === "sign-in") {
         // The gateway names the rule the message broke (never the message itself): worth showing here.
         return `The gateway did not accept the sign-in${message ? ` (${message})` : ""}. Check your computer's clock and that the wallet signed for this site, then try again.`;

@@ -17,6 +17,7 @@ import {
 } from "./credit.ts";
 import { $, fill, h, shortHex, show } from "./dom.ts";
 import { createKey, renderKeys } from "./keys.ts";
+import { initPublic } from "./public.ts";
 import { forgetSession, sessionQuery, storedSession } from "./session.ts";
 import { busy, cfg, endSession, newestOnly, renderSession, report, sessionMinutes, sign, state } from "./state.ts";
 import { runTopup } from "./topupForm.ts";
@@ -31,7 +32,7 @@ function renderWallets(list: DiscoveredWallet[]): void {
       h(
         "span",
         { class: "muted" },
-        "No browser wallet found. Install one (MetaMask, Rabby, Coinbase Wallet…) or enable it for this site, then reload.",
+        "No browser wallet found. Install one (MetaMask, Rabby, Coinbase Wallet…) or enable it for this site, then reload. Without one, look up a wallet's credit and use an API key below.",
       ),
     );
     return;
@@ -75,6 +76,7 @@ async function connect(d: DiscoveredWallet): Promise<void> {
     disconnect,
   );
   show($("connect-card"), false);
+  show($("lookup-card"), false);
   show($("dash"), true);
   renderSession();
   await Promise.all([refreshAvailable(), walletTokens(), state.session ? refreshPrivate() : null]);
@@ -167,6 +169,7 @@ function init(): void {
     show($("new-key"), false);
   });
   discoverWallets(renderWallets);
+  initPublic();
 }
 
 init();

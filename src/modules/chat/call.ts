@@ -1,5 +1,5 @@
 import type { HeldCall } from "../../billing/holds.ts";
-import type { ApiError } from "../../errors.ts";
+import { ApiError } from "../../errors.ts";
 import { log, redactText } from "../../log.ts";
 import { metrics } from "../../observe/metrics.ts";
 import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
@@ -22,7 +22,16 @@ export interface Call extends HeldCall {
 export async function upstreamFailure(call: Call, res: Response): Promise<ApiError> {
   const detail = await res.text().catch(() => "");
   upstreamFailed(call, String(res.status), { upstream_status: res.status, body: redactText(detail.slice(0, 500)) });
-  return call.adapter.upstreamError(res.status, detail);
+  const error = call.adapter.upstreamError(res.status, detail);
+  return error.code === "UPSTREAM_ERROR" ? providerFailed(call) : error;
+}
+
+/**
+ * The 502 of a provider that failed to answer. Its message names the provider by our own catalog's name (so a
+ * client knows which server is down: `ollama`), never anything the provider said: the spec's messages are fixed.
+ */
+export function providerFailed(call: Call): ApiError {
+  return new ApiError({ code: "UPSTREAM_ERROR", message: `The model provider "${call.model.provider.name}" failed to answer` });
 }
 
 /** Counts and logs (warn) a provider failure: an HTTP status, or timeout, network, bad_body, stream_broken. */

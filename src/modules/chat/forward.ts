@@ -3,7 +3,7 @@ import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import { usageBody } from "../../providers/openai/wire.ts";
-import { type Call, upstreamFailed, upstreamFailure } from "./call.ts";
+import { type Call, providerFailed, upstreamFailed, upstreamFailure } from "./call.ts";
 import { IdleDeadline } from "./idleDeadline.ts";
 import { MeteredStream } from "./meteredStream.ts";
 
@@ -35,7 +35,7 @@ export class Forwarder {
       throw new ApiError("UPSTREAM_DEADLINE");
     }
     upstreamFailed(call, "network", { error: e });
-    throw new ApiError("UPSTREAM_ERROR");
+    throw providerFailed(call);
   }
 
   /** A JSON answer: the provider's usage is the charge, or the counted usage when it reports none. */
@@ -57,7 +57,7 @@ export class Forwarder {
     } catch (e) {
       await this.holds.release(call);
       upstreamFailed(call, "bad_body", { error: e });
-      throw new ApiError("UPSTREAM_ERROR");
+      throw providerFailed(call);
     }
     const headers = { "content-type": "application/json", ...call.headers };
     if (parsed.usage) {

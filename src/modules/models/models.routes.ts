@@ -13,14 +13,18 @@ const MODEL_EXAMPLE = {
   contextLength: 128_000,
   promptPricePer1MTokens: 0.18,
   completionPricePer1M: 0.72,
+  available: true,
 };
 
-/** GET /v1/models and GET /v1/models/{id}: the catalog with billed prices, rendered once at start. */
+/** GET /v1/models and GET /v1/models/{id}: the catalog with billed prices, rendered when a provider's reachability changes. */
 export const modelsRoutes = (s: Services) =>
   new Elysia({ tags: ["models"] })
-    .get("/v1/models", () => new Response(s.config.catalog.modelListJson, { headers: JSON_TYPE }), {
+    .get("/v1/models", () => new Response(s.reachability.list, { headers: JSON_TYPE }), {
       detail: doc({
         summary: "Models and their prices (USD per 1M tokens)",
+        description:
+          "`available` (an extension) is false while the model's provider, a keyless local server, did not answer its last " +
+          "reachability probe; providers with a key are not probed and always listed as available.",
         responses: { 200: json("ModelList", "The catalog, with the billed prices", { object: "list", data: [MODEL_EXAMPLE] }) },
       }),
     })
@@ -29,7 +33,7 @@ export const modelsRoutes = (s: Services) =>
       "/v1/models/*",
       ({ params }) => {
         const id = decodeURIComponent(params["*"]);
-        const json = s.config.catalog.modelJson.get(id);
+        const json = s.reachability.model(id);
         if (json) return new Response(json, { headers: JSON_TYPE });
         const off = s.config.catalog.disabled.get(id);
         throw new ApiError({

@@ -3,22 +3,13 @@
  * every OpenAI client shows the message and raises its class for the status. The statuses and codes are the spec's
  * (the one table in src/errors.ts); only the envelope differs, and the two the Responses API names itself.
  */
-import { ApiError, HttpError, type X402Terms } from "../../errors.ts";
+import { ApiError, HttpError, toOpenaiShape } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { outageOf } from "../../outage.ts";
 
-/** OpenAI's error `type` for a status. */
-function errorType(status: number): string {
-  if (status === 401) return "authentication_error";
-  if (status === 402) return "insufficient_balance";
-  if (status === 429) return "rate_limit_error";
-  if (status >= 500) return "server_error";
-  return "invalid_request_error";
-}
-
 /**
- * An error answer in OpenAI's shape; `extra` (a 402's balance, the top-up hint) sits inside `error`, x402 terms (a
- * 402's `x402Version` and `accepts`, for x402 v1 clients) beside it.
+ * An error answer in OpenAI's shape, by the one conversion (src/errors.ts toOpenaiShape): the gateway's fields in
+ * `extra` (a 402's balance, the top-up hint) sit inside `error`, any other field at the top level.
  */
 export function openaiError(
   status: number,
@@ -27,10 +18,8 @@ export function openaiError(
   param: string | null = null,
   headers: Record<string, string> = {},
   extra: Record<string, unknown> = {},
-  x402?: X402Terms,
 ): Response {
-  const body = { error: { message, type: errorType(status), code, param, ...extra }, ...x402 };
-  return Response.json(body, { status, headers });
+  return Response.json(toOpenaiShape({ error: code, message, ...extra }, status, param), { status, headers });
 }
 
 /** A stored conversation the request names is not there (unknown, expired, another wallet's, or kept with store:false). */
@@ -78,7 +67,7 @@ export function renderResponsesError(kind: string | number, error: unknown, mark
   if (kind === "PARSE" && (error as Error).cause instanceof HttpError)
     return renderResponsesError("UNKNOWN", (error as Error).cause, markPostgresDown);
   if (kind === "PARSE") return openaiError(400, "Body is not valid JSON", "VALIDATION_ERROR");
-  if (error instanceof ApiError) return openaiError(error.status, error.message, error.code, null, error.headers, error.extra, error.x402);
+  if (error instanceof ApiError) return error.toResponse("openai");
   if (error instanceof HttpError) return openaiError(error.status, error.message, null);
   const down = outageOf(error);
   if (down) {

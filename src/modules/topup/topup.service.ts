@@ -63,7 +63,7 @@ export type Once<T> = { fresh: T } | { replay: Record<string, unknown> };
  * and then credits the payer's wallet in Redis. `pay` is the same exchange for the model endpoints' paid calls.
  */
 export class TopupService {
-  /** Facilitator for EIP-3009 assets (FACILITATOR_URL or in-process) and for permit assets (in-process). */
+  /** Facilitator for EIP-3009 assets (FACILITATOR_URL or in-process) and for permit assets, by permit or Permit2 (in-process). */
   private readonly eip3009?: Facilitator;
   private readonly permit?: LocalFacilitator;
   /** Payments whose settlement could not be confirmed, credited later if the chain shows they moved. */
@@ -177,7 +177,7 @@ export class TopupService {
     // No money moves while Postgres is down: the 503 (app error handler) comes before the facilitator is asked,
     // at once when PgHealth already knows. (A Postgres failure after settling still credits, through the outbox.)
     await this.sql`SELECT 1`;
-    const facilitator = payment.kind === "permit" ? this.permit : this.eip3009;
+    const facilitator = payment.kind === "eip3009" ? this.eip3009 : this.permit;
     if (!facilitator) throw new BareError(503, "no facilitator for this asset");
 
     const verdict = await this.unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));

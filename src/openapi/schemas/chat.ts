@@ -49,6 +49,10 @@ export const CHAT_SCHEMAS = {
       contextLength: Int("Context window, tokens"),
       promptPricePer1MTokens: T.Number({ description: "USD per 1M prompt tokens (the billed rate)" }),
       completionPricePer1M: T.Number({ description: "USD per 1M completion tokens (the billed rate)" }),
+      available: T.Boolean({
+        description:
+          "Extension: false while the model's provider (a keyless local server) did not answer its last reachability probe; keyed providers are not probed",
+      }),
     },
     closed,
   ),
