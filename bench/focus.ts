@@ -6,7 +6,8 @@
  *   BENCH_FOCUS=json BENCH_PROFILE=1 bun bench/focus.ts  # the same with the gateway under the CPU profiler
  *   BENCH_FOCUS=wrk,stream bun bench/focus.ts
  *   BENCH_FOCUS=stream,ttfb bun bench/focus.ts           # streams/s at c32, then the streamed first byte at c1
- *   BENCH_FOCUS=doors bun bench/focus.ts                 # CPU µs/request of /v1/responses vs /v1/chat/completions (JSON, stream)
+ *   BENCH_FOCUS=doors bun bench/focus.ts                 # CPU µs/request of /v1/responses and /v1/messages vs
+ *                                                        # /v1/chat/completions, per provider type (JSON, stream)
  *
  * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs. Prints one line per run on stderr.
  */
@@ -14,7 +15,7 @@ import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { autocannon, redisCommandStats, rssKb, scriptDelta, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
-import { cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
+import { CLAUDE_MODEL, cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
 import { log, MESSAGES, PROFILE, RESULTS, S } from "./settings.ts";
 import { streamLatency, wrkRotating } from "./tail.ts";
@@ -48,35 +49,67 @@ async function main(): Promise<void> {
     }
     log(`${what} ratio ${f2(sums.gateway / sums.baseline)}`);
   };
-  // The same answer through each front door, c32, the doors alternating per round: the gateway's CPU per request.
+  // The same conversation through each front door, c32, all of a provider's targets alternating per round: the
+  // gateway's CPU per request, each door against /v1/chat/completions to the same provider (issue 20: within 15 %).
   const doors = async (stream: boolean) => {
     const chat = targetsFor(s, 0, stream).gateway;
     const input = MESSAGES.map((m) => ({ role: m.role, content: m.content }));
-    const responses = (store: boolean): Target => ({
+    const on = (path: string, body: Record<string, unknown>): Target => ({
       ...chat,
-      url: chat.url.replace("/v1/chat/completions", "/v1/responses"),
-      body: JSON.stringify({ model: "standin0/echo", input, max_output_tokens: S.maxTokens, store, ...(stream ? { stream } : {}) }),
+      url: chat.url.replace("/v1/chat/completions", path),
+      body: JSON.stringify({ ...body, ...(stream ? { stream } : {}) }),
     });
-    const runs: [string, Target][] = [
-      ["chat", chat],
-      ["responses", responses(false)],
-      ["responses+store", responses(true)],
+    const chatOn = (model: string) =>
+      on("/v1/chat/completions", {
+        model,
+        messages: MESSAGES,
+        max_tokens: S.maxTokens,
+        ...(stream ? { stream_options: { include_usage: true } } : {}),
+      });
+    const responses = (model: string, store: boolean) => on("/v1/responses", { model, input, max_output_tokens: S.maxTokens, store });
+    const messages = (model: string) => on("/v1/messages", { model, messages: MESSAGES, max_tokens: S.maxTokens });
+    const providers: [string, number, [string, Target][]][] = [
+      [
+        "openai-type",
+        s.upstreams[0]!.standin.proc.pid!,
+        [
+          ["chat", chatOn("standin0/echo")],
+          ["responses", responses("standin0/echo", false)],
+          ["responses+store", responses("standin0/echo", true)],
+          ["messages (translated)", messages("standin0/echo")],
+        ],
+      ],
+      [
+        "anthropic-type",
+        s.anthropic.pid,
+        [
+          ["chat", chatOn(CLAUDE_MODEL)],
+          ["responses", responses(CLAUDE_MODEL, false)],
+          ["messages (native)", messages(CLAUDE_MODEL)],
+        ],
+      ],
     ];
-    const cpu: Record<string, number> = {};
-    for (const [, t] of runs) await autocannon(loadgen, t, 32, 2, watch(t)); // warm-up
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const [label, t] of round % 2 ? [...runs].reverse() : runs) {
-        const r = await autocannon(loadgen, t, 32, DURATION_S, watch(t));
-        cpu[label] = (cpu[label] ?? 0) + r.cpuUsPerRequest / ROUNDS;
+    const kind = stream ? "stream" : "json";
+    for (const [provider, standin, runs] of providers) {
+      const watchOn = (t: Target): Watch => ({ ...watch(t), standin });
+      const cpu: Record<string, number> = {};
+      for (const [, t] of runs) await autocannon(loadgen, t, 32, 2, watchOn(t)); // warm-up
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const [label, t] of round % 2 ? [...runs].reverse() : runs) {
+          const r = await autocannon(loadgen, t, 32, DURATION_S, watchOn(t));
+          cpu[label] = (cpu[label] ?? 0) + r.cpuUsPerRequest / ROUNDS;
+          log(
+            `doors ${kind} ${provider} c32 ${label}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · non-2xx ${r.non2xx + r.errors}`,
+          );
+        }
+      }
+      for (const [label] of runs.slice(1)) {
+        const ratio = cpu[label]! / cpu.chat!;
         log(
-          `doors ${stream ? "stream" : "json"} c32 ${label}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · non-2xx ${r.non2xx + r.errors}`,
+          `doors ${kind} ${provider}: ${label} ${f0(cpu[label]!)} µs vs chat ${f0(cpu.chat!)} µs CPU/request ` +
+            `(${f2(ratio)}×, ${ratio >= 1 ? "+" : ""}${f0(cpu[label]! - cpu.chat!)} µs; target ≤ 1.15× ${ratio <= 1.15 ? "met" : "MISSED"})`,
         );
       }
-    }
-    for (const label of ["responses", "responses+store"]) {
-      log(
-        `doors ${stream ? "stream" : "json"}: ${label} ${f0(cpu[label]!)} µs vs chat ${f0(cpu.chat!)} µs CPU/request (${f2(cpu[label]! / cpu.chat!)}×, +${f0(cpu[label]! - cpu.chat!)} µs)`,
-      );
     }
   };
   for (const f of FOCUS) {

@@ -6,7 +6,16 @@
 import { STANDIN_KEY } from "../test/helpers/catalog.ts";
 import { type LoopStall, LoopMonitor } from "./loopStall.ts";
 import { autocannon, type LoadResult, redisCommandStats, scriptDelta, sequentialLatency, type Target, type Watch } from "./measure.ts";
-import { apiKeyWithCredit, freshDatabase, type Gateway, startGateway, startRedis, startUpstreams, type Upstream } from "./processes.ts";
+import {
+  apiKeyWithCredit,
+  freshDatabase,
+  type Gateway,
+  startAnthropicUpstream,
+  startGateway,
+  startRedis,
+  startUpstreams,
+  type Upstream,
+} from "./processes.ts";
 import { type DelayResult, f0, f2, f3, mean, type StreamRate, type StreamResult, type WrkFigures } from "./report.ts";
 import { directBody, directStreamBody, gatewayBody, gatewayStreamBody, log, S } from "./settings.ts";
 import { streamLatency, type WrkResult, wrkPath, wrkRotating } from "./tail.ts";
@@ -21,6 +30,8 @@ export interface Setup {
   loop: LoopMonitor;
   /** The 0 ms baseline proxy's loop monitor: the loop delay a plain Bun server sees on this machine meanwhile. */
   baselineLoop: LoopMonitor;
+  /** The Anthropic-format stand-in behind CLAUDE_MODEL (the front doors' figures). */
+  anthropic: { pid: number; port: number };
 }
 
 /** Requests answered 2xx by the gateway as the clients counted them, to compare with the charges it recorded. */
@@ -33,9 +44,10 @@ export interface GatewayCount {
 /** Starts everything and makes the API key (with credit) the gateway's requests use. */
 export async function setUp(): Promise<Setup> {
   const upstreams = await startUpstreams(S.delays);
+  const anthropic = await startAnthropicUpstream();
   const redis = await startRedis();
   const db = await freshDatabase();
-  const gw = await startGateway(upstreams, redis.url, db);
+  const gw = await startGateway(upstreams, redis.url, db, "gateway", {}, anthropic.port);
   log(
     `gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded PGlite"}, LOG_LEVEL=${S.gatewayLogLevel})`,
   );
@@ -49,6 +61,7 @@ export async function setUp(): Promise<Setup> {
     key,
     loop: new LoopMonitor(gw.child.proc.pid, gw.loopFile),
     baselineLoop: new LoopMonitor(u0.baseline.proc.pid!, u0.loopFile),
+    anthropic: { pid: anthropic.child.proc.pid, port: anthropic.port },
   };
 }
 

@@ -169,6 +169,14 @@ export async function startUpstreams(delays: number[]): Promise<Record<number, U
   return out;
 }
 
+/** The Anthropic-format stand-in (test/helpers/anthropicStandin.ts), its own process: the front doors' native path. */
+export async function startAnthropicUpstream(): Promise<{ child: Child; port: number }> {
+  const child = spawnChild("standin-anthropic", [process.execPath, "bench/standin.ts", "anthropic"], { pipeStdout: true });
+  const port = await readyPort(child);
+  log(`Anthropic-format stand-in on ${port}`);
+  return { child, port };
+}
+
 /** `count` baseline proxies in front of one stand-in, sharing one port (reusePort): the baseline of WORKERS=count. */
 export async function startBaselineGroup(standinPort: number, count: number): Promise<{ port: number; children: Child[] }> {
   const port = freePort();
@@ -209,13 +217,24 @@ export async function freshDatabase(): Promise<{ url: string; name: string } | u
   return db;
 }
 
-/** One model per stand-in (`standin<delay>/echo`) at the tests' round prices. */
-function catalog(upstreams: Record<number, Upstream>) {
+/** The Anthropic-type catalog model (`claude0/claude-sonnet-4-5`), when the Anthropic stand-in runs. */
+export const CLAUDE_MODEL = "claude0/claude-sonnet-4-5";
+
+/**
+ * One model per stand-in (`standin<delay>/echo`) at the tests' round prices, and CLAUDE_MODEL on the Anthropic
+ * stand-in when its port is given.
+ */
+function catalog(upstreams: Record<number, Upstream>, anthropicPort?: number) {
   const entries = Object.entries(upstreams);
-  return {
-    providers: Object.fromEntries(entries.map(([d, u]) => [`standin${d}`, standinProvider(`http://127.0.0.1:${u.standinPort}/v1`)])),
-    models: entries.map(([d]) => catalogModel(`standin${d}`, "echo", { name: `echo (stand-in, ${d} ms)` })),
-  };
+  const providers: Record<string, unknown> = Object.fromEntries(
+    entries.map(([d, u]) => [`standin${d}`, standinProvider(`http://127.0.0.1:${u.standinPort}/v1`)]),
+  );
+  const models = entries.map(([d]) => catalogModel(`standin${d}`, "echo", { name: `echo (stand-in, ${d} ms)` }));
+  if (anthropicPort) {
+    providers.claude0 = standinProvider(`http://127.0.0.1:${anthropicPort}/v1`, "anthropic");
+    models.push(catalogModel("claude0", "claude-sonnet-4-5"));
+  }
+  return { providers, models };
 }
 
 /** The gateway under test, its address, and the environment it (and the admin command) runs with. */
@@ -240,9 +259,10 @@ export async function startGateway(
   db: { url: string } | undefined,
   name = "gateway",
   extraEnv: Record<string, string> = {},
+  anthropicPort?: number,
 ): Promise<Gateway> {
   const modelsFile = join(workDir, "models.json");
-  writeFileSync(modelsFile, JSON.stringify(catalog(upstreams), null, 2));
+  writeFileSync(modelsFile, JSON.stringify(catalog(upstreams, anthropicPort), null, 2));
   const port = freePort();
   const domain = `127.0.0.1:${port}`;
   const env: Record<string, string> = {

@@ -178,3 +178,55 @@ describe("Anthropic dialect: a provider that bills every token it may", () => {
     expect(r.received.chunks!.filter((c) => c.usage)).toEqual([]);
   });
 });
+
+describe("Messages API to an Anthropic provider (native): a provider that bills every token it may", () => {
+  test("the client's body goes as sent; the hold covers its bytes + the tool prompt + the clamped max_tokens, exactly", async () => {
+    const body = {
+      model: "claude/greedy",
+      max_tokens: 100_000,
+      system: "Answer at length.",
+      messages: [{ role: "user", content: "Write everything you know about token accounting." }],
+      tools: [{ name: "note", description: "Write a note", input_schema: { type: "object", properties: { text: { type: "string" } } } }],
+      thinking: { type: "enabled", budget_tokens: 2_048 },
+      stream: true,
+    };
+    const open = (key: string) =>
+      gw.handle(
+        new Request("https://gateway.test/v1/messages", {
+          method: "POST",
+          headers: { "x-api-key": key, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }),
+      );
+    // The hold, read while the stream waits on its first read; then the whole stream and its charge.
+    const rich = await gw.newWallet(10);
+    const res = await open(rich.key);
+    const { locked: hold } = await gw.ledgerState(rich.wallet);
+    await res.text();
+    const sent = gw.anthropic.requests.at(-1)!;
+    const { model: _id, max_tokens: _cap, ...rest } = body;
+    expect(sent).toEqual({ ...rest, model: "greedy", max_tokens: MAX_OUTPUT });
+    const bytes = Buffer.byteLength(JSON.stringify(sent));
+    expect(gw.anthropic.billed.at(-1)).toEqual({ input_tokens: bytes, output_tokens: MAX_OUTPUT });
+    expect(hold).toBe(expectedCharge(bytes + 8 + 600, MAX_OUTPUT));
+
+    // One µUSDC short: 402, nothing sent; exactly the hold: served, charged exactly the provider's bill, within it.
+    const overruns = holdOverruns().count;
+    const { wallet, key } = await gw.newWallet(0);
+    await gw.grant(wallet, hold - 1);
+    const sentBefore = gw.anthropic.requests.length;
+    const short = await open(key);
+    expect(short.status).toBe(402);
+    expect(await short.json()).toMatchObject({ type: "error", error: { type: "billing_error" } });
+    expect(gw.anthropic.requests.length).toBe(sentBefore);
+    await gw.grant(wallet, 1);
+    const served = await open(key);
+    expect(served.status).toBe(200);
+    expect(await served.text()).toContain("event: message_stop");
+    await gw.services.chat.idle();
+    const charge = expectedCharge(bytes, MAX_OUTPUT);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: hold - charge, locked: 0 });
+    expect(await pgCharges(wallet)).toEqual([{ amount_usdc: charge, prompt_tokens: bytes, completion_tokens: MAX_OUTPUT }]);
+    expect(holdOverruns().count).toBe(overruns);
+  });
+});

@@ -8,6 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { countTokens, encodeChat } from "gpt-tokenizer/model/gpt-4o";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
+import { inputTokensFor, REPLY } from "./helpers/anthropicStandin.ts";
 import { REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";
 
 const gw = sharedGateway({ STREAM_MAX_MS: "300" });
@@ -137,5 +138,43 @@ describe("a stream stopped at the gateway's time cap is charged what it produced
       { type: "charge", amount_usdc: charge, prompt_tokens: usageFor(1).prompt_tokens, completion_tokens: REPLY_WORDS.length },
     ]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
+  });
+
+  test("/v1/messages to an Anthropic provider (native): prompt from message_start + the words charged; an error event names the cap", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const cancelled = gw.anthropic.cancelled;
+    const res = await gw.handle(
+      new Request("https://gateway.test/v1/messages", {
+        method: "POST",
+        headers: { "x-api-key": key, "content-type": "application/json" },
+        body: JSON.stringify({ model: "claude/hang", messages, stream: true, max_tokens: 500 }),
+      }),
+    );
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let all = "";
+    let text = "";
+    while ((all.match(/event: content_block_delta\n/g) ?? []).length < 3) {
+      const r = await reader.read();
+      if (r.done) throw new Error("stream ended early");
+      all += dec.decode(r.value, { stream: true });
+    }
+    for (const m of all.matchAll(/"text_delta","text":"([^"]*)"/g)) text += m[1];
+    expect(text).toBe(REPLY.slice(0, 3).join(""));
+
+    await gw.anthropic.cancelledAtLeast(cancelled + 1);
+    await gw.services.chat.idle();
+    const prompt = inputTokensFor(gw.anthropic.requests.at(-1)!);
+    const charge = expectedCharge(prompt, countTokens(text));
+    expect(await ledgerRows(wallet)).toEqual([
+      { type: "charge", amount_usdc: charge, prompt_tokens: prompt, completion_tokens: countTokens(text) },
+    ]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
+    let tail = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read()) tail += dec.decode(r.value);
+    expect(tail).toBe(
+      'event: error\ndata: {"type":"error","error":{"type":"timeout_error","message":"The stream reached the gateway\'s time limit"}}\n\n',
+    );
   });
 });

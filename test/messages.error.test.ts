@@ -130,6 +130,37 @@ describe("request errors → Anthropic's error classes", () => {
   }, 60_000);
 });
 
+describe("provider refusals: the provider's status kept, its class raised, its detail not passed on", () => {
+  for (const [model, status] of [
+    ["claude/invalid", 400],
+    ["standin/fail-400", 400],
+    ["claude/rate-limited", 429],
+    ["standin/fail-429", 429],
+  ] as const) {
+    test(`${model}: ${status}, JSON and stream; the hold released`, async () => {
+      const { wallet, key } = await gw.newWallet(1);
+      const client = anthropic(key);
+      const errors = [
+        await rejection(client.messages.create({ model, max_tokens: 10, messages })),
+        await rejection(client.messages.stream({ model, max_tokens: 10, messages }).finalMessage()),
+      ];
+      for (const e of errors) {
+        expect(e).toBeInstanceOf(status === 400 ? BadRequestError : RateLimitError);
+        expect(e.status).toBe(status);
+        expect(e.error).toEqual({
+          type: "error",
+          error: {
+            type: status === 400 ? "invalid_request_error" : "rate_limit_error",
+            message: "The model provider rejected the request",
+          },
+        });
+      }
+      expect(await gw.ledgerState(wallet)).toEqual({ balance: START, locked: 0 });
+      expect(await pgEvents(wallet)).toEqual(["release", "release"]);
+    });
+  }
+});
+
 describe("provider failures: the hold released", () => {
   test("a provider that fails before answering: 502 api_error (InternalServerError), JSON and stream; released", async () => {
     const { wallet, key } = await gw.newWallet(1);
@@ -162,6 +193,51 @@ describe("provider failures: the hold released", () => {
       if (model.startsWith("claude/")) expect(text).toBe(REPLY.slice(0, 2).join(""));
       expect(await gw.ledgerState(wallet)).toEqual({ balance: START, locked: 0 });
       expect(await pgEvents(wallet)).toEqual(["release"]);
+    });
+  }
+});
+
+describe("a client leaving mid-stream", () => {
+  /** Opens a stream on `path`, reads until `n` text pieces arrived, then cancels it and waits for the settle. */
+  async function leaveAfter(path: string, key: string, body: unknown, n: number, pieces: RegExp) {
+    const standin = String((body as { model: string }).model).startsWith("claude/") ? gw.anthropic : gw.standin;
+    const cancelled = standin.cancelled;
+    const res = await gw.handle(
+      new Request(BASE + path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+    );
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let seen = "";
+    while ((seen.match(pieces) ?? []).length < n) {
+      const r = await reader.read();
+      if (r.done) throw new Error("stream ended early");
+      seen += dec.decode(r.value, { stream: true });
+    }
+    await reader.cancel();
+    await standin.cancelledAtLeast(cancelled + 1);
+    await gw.services.chat.idle();
+  }
+
+  for (const [model, type] of [
+    ["claude/hang", "Anthropic-type, native"],
+    ["standin/hang", "OpenAI-type, translated"],
+  ] as const) {
+    test(`${model} (${type}): billed exactly as the same disconnect on /v1/chat/completions`, async () => {
+      const messages = [{ role: "user", content: "hi" }];
+      const viaChat = await gw.newWallet(1);
+      await leaveAfter("/v1/chat/completions", viaChat.key, { model, messages, max_tokens: 500, stream: true }, 3, /"content":"[^"]+"/g);
+      const viaMessages = await gw.newWallet(1);
+      await leaveAfter("/v1/messages", viaMessages.key, { model, messages, max_tokens: 500, stream: true }, 3, /"text_delta"/g);
+      const chat = await gw.ledgerState(viaChat.wallet);
+      expect(chat.locked).toBe(0);
+      expect(chat.balance).toBeLessThan(START);
+      expect(await gw.ledgerState(viaMessages.wallet)).toEqual(chat);
+      expect(await pgEvents(viaMessages.wallet)).toEqual(["charge"]);
     });
   }
 });

@@ -7,7 +7,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { describe, expect, test } from "bun:test";
 import { chatRequestOf } from "../src/providers/anthropic/messagesRequest.ts";
 import { countPromptTokens } from "../src/providers/tokens.ts";
-import { AFTER_TOOL, inputTokensFor, REPLY, SIGNATURE, THINKING, TOOL_ID, TOOL_INTRO } from "./helpers/anthropicStandin.ts";
+import { AFTER_TOOL, CACHED, inputTokensFor, REPLY, SIGNATURE, THINKING, TOOL_ID, TOOL_INTRO } from "./helpers/anthropicStandin.ts";
 import { BASE, expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { LONG_TOOL, REPLY_WORDS } from "./helpers/openaiStandin.ts";
 import { conformance } from "./helpers/openapi.ts";
@@ -51,7 +51,7 @@ const weather: Anthropic.Tool = {
 const TOOL_INPUT = { city: "Paris", unit: "celsius" };
 
 describe("messages.create", () => {
-  test("Anthropic-type model: the Messages answer, its usage, the exact charge in Redis and Postgres", async () => {
+  test("Anthropic-type model: the client's request goes natively, the provider's answer comes back with the id asked for; usage, exact charge in Redis and Postgres", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const msg = await anthropic(key).messages.create({
       model: SONNET,
@@ -60,10 +60,11 @@ describe("messages.create", () => {
       messages: [{ role: "user", content: "Say hello." }],
     });
     const { request, prompt } = lastClaude();
+    // As the client sent it (a chat translation would have made the system a list of blocks), with the upstream name.
     expect(request).toEqual({
       model: "claude-sonnet-4-5",
       max_tokens: 100,
-      system: [{ type: "text", text: "You are terse." }],
+      system: "You are terse.",
       messages: [{ role: "user", content: "Say hello." }],
     });
     expect(msg).toMatchObject({
@@ -148,7 +149,7 @@ describe("messages.stream", () => {
     });
   }
 
-  test("the raw events: message_start first, every event named, message_delta with usage, message_stop last", async () => {
+  test("the raw events: the provider's own, ping included, the model id asked for in message_start, message_delta with its usage", async () => {
     const { key } = await gw.newWallet(10);
     const res = await gw.handle(
       new Request(`${BASE}/v1/messages`, {
@@ -163,17 +164,24 @@ describe("messages.stream", () => {
     expect(names).toEqual([
       "message_start",
       "content_block_start",
+      "ping",
       ...REPLY.map(() => "content_block_delta"),
       "content_block_stop",
       "message_delta",
       "message_stop",
     ]);
-    const delta = JSON.parse(events.at(-2)!.split("\ndata: ")[1]!);
-    expect(delta).toEqual({
+    const data = (e: string) => JSON.parse(e.split("\ndata: ")[1]!);
+    expect(data(events[0]!).message).toMatchObject({
+      id: "msg_01StandinMessage",
+      model: SONNET,
+      usage: { input_tokens: lastClaude().prompt, output_tokens: 1 },
+    });
+    expect(data(events.at(-2)!)).toEqual({
       type: "message_delta",
       delta: { stop_reason: "end_turn", stop_sequence: null },
-      usage: { input_tokens: lastClaude().prompt, output_tokens: REPLY.length, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      usage: { output_tokens: REPLY.length },
     });
+    expect(events.join("")).not.toContain('"model":"claude-sonnet-4-5"');
   });
 
   test("thinking: a signed thinking block before the text, streamed and not", async () => {
@@ -303,6 +311,124 @@ describe("a tool round trip", () => {
       balance: START - firstCharge - expectedCharge(echoPrompt(3), REPLY_WORDS.length),
       locked: 0,
     });
+  });
+});
+
+describe("to an Anthropic provider, natively (no translation through chat)", () => {
+  const cache = { cache_control: { type: "ephemeral", ttl: "1h" } } as const;
+
+  test("what a chat translation would lose survives: separate text blocks, is_error, the stop sequence named in the answer; cache_control stays behind", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const client = anthropic(key);
+    const params = {
+      model: SONNET,
+      max_tokens: 100,
+      system: [{ type: "text", text: "Be brief.", ...cache }],
+      tools: [{ ...weather, ...cache }],
+      stop_sequences: ["sunny"],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "Weather in Paris?", ...cache }] },
+        {
+          role: "assistant",
+          content: [
+            { type: "text", text: "Let me check." },
+            { type: "text", text: "One moment." },
+            { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT, ...cache },
+          ],
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "station offline", is_error: true, ...cache }] },
+      ],
+    } satisfies Anthropic.MessageCreateParamsNonStreaming;
+    const one = await client.messages.create(params);
+    const { request, prompt } = lastClaude();
+    expect(request).toEqual({
+      model: "claude-sonnet-4-5",
+      max_tokens: 100,
+      system: [{ type: "text", text: "Be brief." }],
+      tools: [{ name: "get_weather", description: weather.description, input_schema: weather.input_schema }],
+      stop_sequences: ["sunny"],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "Weather in Paris?" }] },
+        {
+          role: "assistant",
+          content: [
+            { type: "text", text: "Let me check." },
+            { type: "text", text: "One moment." },
+            { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT },
+          ],
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "station offline", is_error: true }] },
+      ],
+    });
+    const two = await client.messages.stream(params).finalMessage();
+    expect(lastClaude().request).toEqual({ ...request, stream: true });
+    // The stand-in stops before "sunny": chat would have said end_turn and no sequence.
+    const words = AFTER_TOOL.slice(0, 2);
+    for (const msg of [one, two]) {
+      expect(msg).toMatchObject({ model: SONNET, stop_reason: "stop_sequence", stop_sequence: "sunny" });
+      expect(blocks(msg)).toEqual([{ type: "text", text: words.join("") }]);
+      expect(usage(msg)).toEqual({
+        input_tokens: prompt,
+        output_tokens: words.length,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+      });
+    }
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - 2 * expectedCharge(prompt, words.length), locked: 0 });
+  });
+
+  test("a system turn among the messages (which the door takes, as chat does) joins the system prompt", async () => {
+    const { key } = await gw.newWallet(10);
+    const res = await gw.call(
+      "POST",
+      "/v1/messages",
+      {
+        model: SONNET,
+        max_tokens: 50,
+        system: "Be brief.",
+        messages: [
+          { role: "system", content: "Answer in English." },
+          { role: "user", content: "Hi" },
+        ],
+      },
+      { "x-api-key": key },
+    );
+    expect(res.status).toBe(200);
+    expect(lastClaude().request).toMatchObject({
+      system: [
+        { type: "text", text: "Be brief." },
+        { type: "text", text: "Answer in English." },
+      ],
+      messages: [{ role: "user", content: "Hi" }],
+    });
+  });
+
+  test("cache reads and writes the provider reports: shown as it reported them, billed with the input at the prompt price", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const client = anthropic(key);
+    const params = { model: "claude/cached", max_tokens: 100, messages: [{ role: "user" as const, content: "Say hello." }] };
+    const one = await client.messages.create(params);
+    const two = await client.messages.stream(params).finalMessage();
+    const { prompt } = lastClaude();
+    for (const msg of [one, two]) {
+      expect(msg.model).toBe("claude/cached");
+      expect(usage(msg)).toEqual({
+        input_tokens: prompt,
+        output_tokens: REPLY.length,
+        cache_creation_input_tokens: CACHED.write,
+        cache_read_input_tokens: CACHED.read,
+      });
+    }
+    const charge = expectedCharge(prompt + CACHED.write + CACHED.read, REPLY.length);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - 2 * charge, locked: 0 });
+    expect(await pgCharges(wallet)).toEqual(
+      [one, two].map(() => ({
+        amount_usdc: charge,
+        prompt_tokens: prompt + CACHED.write + CACHED.read,
+        completion_tokens: REPLY.length,
+        model: "claude/cached",
+      })),
+    );
   });
 });
 

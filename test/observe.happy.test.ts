@@ -202,6 +202,46 @@ describe("access log", () => {
     expect(logged[1].duration_ms).toBeGreaterThanOrEqual(logged[1].latency_ms);
   });
 
+  test("the front doors are observed as chat: /v1/messages (native and translated) and /v1/responses, JSON and streams", async () => {
+    const { key, keyId, wallet } = await gw.newWallet(1);
+    const auth = { authorization: `Bearer ${key}` };
+    await accessLogIdle();
+    const before = await scrape();
+    await accessLogIdle();
+    lines.length = 0;
+    const calls: [string, Record<string, unknown>][] = [
+      ["/v1/messages", { model: "claude/claude-sonnet-4-5", max_tokens: 50, messages }],
+      ["/v1/messages", { model: "claude/claude-sonnet-4-5", max_tokens: 50, messages, stream: true }],
+      ["/v1/messages", { model: "standin/echo", max_tokens: 50, messages }],
+      ["/v1/responses", { model: "claude/claude-sonnet-4-5", input: "hi", stream: true }],
+    ];
+    const charges: number[] = [];
+    for (const [path, body] of calls) {
+      const balance = (await gw.ledgerState(wallet)).balance;
+      const res = await gw.handle(
+        new Request(BASE + path, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(body) }),
+      );
+      expect(res.status).toBe(200);
+      await res.text();
+      await gw.services.chat.idle();
+      charges.push(balance - (await gw.ledgerState(wallet)).balance);
+    }
+    const logged = await accessLines();
+    const after = await scrape();
+    expect(charges.every((c) => c > 0)).toBe(true);
+    expect(logged.map((l) => [l.route, l.model, l.stream ?? false, l.charge_usdc])).toEqual(
+      calls.map(([path, body], i) => [path, body.model, body.stream ?? false, charges[i]]),
+    );
+    for (const l of logged) expect(l).toMatchObject({ status: 200, key_id: keyId, wallet, upstream_ms: expect.any(Number) });
+    const requests = (route: string) => delta(before, after, "gateway_http_requests_total", { method: "POST", route, status: "200" });
+    expect([requests("/v1/messages"), requests("/v1/responses")]).toEqual([3, 1]);
+    expect(delta(before, after, "gateway_upstream_latency_seconds_count", { provider: "claude" })).toBe(3);
+    expect(delta(before, after, "gateway_upstream_latency_seconds_count", { provider: "standin" })).toBe(1);
+    expect(delta(before, after, "gateway_chat_added_latency_seconds_count")).toBe(4);
+    expect(delta(before, after, "gateway_reserves_total", { outcome: "ok" })).toBe(4);
+    expect(delta(before, after, "gateway_settles_total", { outcome: "charged" })).toBe(4);
+  });
+
   test("errors and unknown routes are logged with their status; the route is the pattern, never the raw path", async () => {
     const { key, wallet } = await gw.newWallet(0);
     await accessLogIdle();

@@ -238,34 +238,38 @@ describe("the other front doors carry the offer in their own error shape", () =>
     expect(decode(res.headers.get("payment-required")!).resource.url).toBe(`${BASE}/v1/responses`);
   });
 
-  test("/v1/messages: Anthropic's error, x402 terms beside it; @x402/fetch pays and the SDK-shaped request is answered", async () => {
-    const { wallet, key } = await gw.newWallet(0);
-    const body = { model: "standin/echo", max_tokens: 100, messages: [{ role: "user", content: "Say hello." }] };
-    const res = await gw.call("POST", "/v1/messages", body, { "x-api-key": key });
-    expect(res.status).toBe(402);
-    expect(res.body).toMatchObject({ type: "error", error: { type: "billing_error" }, x402Version: 1 });
-    expect(res.body.accepts[0]).toMatchObject({ amount: "1000000", resource: `${BASE}/v1/messages` });
-    expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(3);
+  // An OpenAI-type provider (translated) and an Anthropic one (the request sent natively): one offer, one payment path.
+  test.each(["standin/echo", "claude/claude-sonnet-4-5"])(
+    "/v1/messages to %s: Anthropic's error, x402 terms beside it; a paid retry is answered",
+    async (model) => {
+      const { wallet, key } = await gw.newWallet(0);
+      const body = { model, max_tokens: 100, messages: [{ role: "user", content: "Say hello." }] };
+      const res = await gw.call("POST", "/v1/messages", body, { "x-api-key": key });
+      expect(res.status).toBe(402);
+      expect(res.body).toMatchObject({ type: "error", error: { type: "billing_error" }, x402Version: 1 });
+      expect(res.body.accepts[0]).toMatchObject({ amount: "1000000", resource: `${BASE}/v1/messages` });
+      expect(decode(res.headers.get("payment-required")!).accepts).toHaveLength(3);
 
-    const payer = await chain.newPayer();
-    const paid = await v2Fetch(
-      gw.fetch,
-      chain,
-      payer,
-    )(`${BASE}/v1/messages`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": key },
-      body: JSON.stringify(body),
-    });
-    expect(paid.status).toBe(200);
-    expect((await paid.json()).type).toBe("message");
-    expect(decode(paid.headers.get("payment-response")!)).toMatchObject({ success: true });
-    const state = await gw.ledgerState(wallet);
-    expect(state.locked).toBe(0);
-    expect(state.balance).toBeGreaterThan(900_000);
-    expect(state.balance).toBeLessThan(1_000_000);
-    await expectAuditClean();
-  });
+      const payer = await chain.newPayer();
+      const paid = await v2Fetch(
+        gw.fetch,
+        chain,
+        payer,
+      )(`${BASE}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key },
+        body: JSON.stringify(body),
+      });
+      expect(paid.status).toBe(200);
+      expect((await paid.json()).type).toBe("message");
+      expect(decode(paid.headers.get("payment-response")!)).toMatchObject({ success: true });
+      const state = await gw.ledgerState(wallet);
+      expect(state.locked).toBe(0);
+      expect(state.balance).toBeGreaterThan(900_000);
+      expect(state.balance).toBeLessThan(1_000_000);
+      await expectAuditClean();
+    },
+  );
 });
 
 describe("discovery and browsers", () => {

@@ -24,6 +24,10 @@ async function post(key: string, body: unknown) {
   return gw.call("POST", "/v1/responses", body, { authorization: `Bearer ${key}` });
 }
 
+const aiProvider = (key: string) => createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch });
+const langchain = (key: string, model: string) =>
+  new ChatOpenAI({ model, apiKey: key, useResponsesApi: true, maxRetries: 0, configuration: { baseURL: `${BASE}/v1`, fetch: gw.fetch } });
+
 /** The error a call rejects with (the test fails if it resolves). */
 async function rejection(p: Promise<unknown>): Promise<any> {
   try {
@@ -78,6 +82,9 @@ describe("each client's error class, OpenAI's error shape", () => {
     );
     expect(ai.statusCode).toBe(401);
     expect(ai.message).toBe("Missing or invalid credentials");
+    const lc = await rejection(langchain("sk-not-a-key", ECHO).invoke("hi"));
+    expect(lc).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(lc.status).toBe(401);
   });
 
   test("402 insufficient balance: APIError status 402 carrying the balance; no hold", async () => {
@@ -92,6 +99,10 @@ describe("each client's error class, OpenAI's error shape", () => {
       generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }),
     );
     expect(ai.statusCode).toBe(402);
+    const lc = await rejection(langchain(key, "claude/claude-sonnet-4-5").invoke("hi"));
+    expect(lc).toBeInstanceOf(OpenAI.APIError);
+    expect(lc.status).toBe(402);
+    expect(lc.code).toBe("INSUFFICIENT_BALANCE");
     await expectUntouched(wallet, 100);
   });
 
@@ -109,8 +120,37 @@ describe("each client's error class, OpenAI's error shape", () => {
     expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
     expect(limited.code).toBe("RATE_LIMITED");
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const ai = await rejection(generateText({ model: aiProvider(key)("claude/claude-sonnet-4-5"), prompt: "hi", maxRetries: 0 }));
+    expect(APICallError.isInstance(ai)).toBe(true);
+    expect(ai.statusCode).toBe(429);
+    expect(ai.responseHeaders["retry-after"]).toBe(limited.headers.get("retry-after"));
+    const lc = await rejection(langchain(key, "claude/claude-sonnet-4-5").invoke("hi"));
+    expect(lc).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(lc.code).toBe("RATE_LIMITED");
     await expectUntouched(wallet);
   });
+
+  for (const [model, status] of [
+    ["standin/fail-400", 400],
+    ["claude/invalid", 400],
+    ["standin/fail-429", 429],
+    ["claude/rate-limited", 429],
+  ] as const) {
+    test(`${model}: the provider's ${status} reaches each client as its class, fixed message; the hold released`, async () => {
+      const { wallet, key } = await gw.newWallet(1);
+      const e = await rejection(gw.openai(key).responses.create({ model, input: "hi" }));
+      expect(e).toBeInstanceOf(status === 400 ? OpenAI.BadRequestError : OpenAI.RateLimitError);
+      expect(e.status).toBe(status);
+      expect(e.code).toBe("UPSTREAM_CLIENT_ERROR");
+      expect(e.error.message).toBe("The model provider rejected the request");
+      const ai = await rejection(generateText({ model: aiProvider(key)(model), prompt: "hi", maxRetries: 0 }));
+      expect(APICallError.isInstance(ai)).toBe(true);
+      expect(ai.statusCode).toBe(status);
+      const lc = await rejection(langchain(key, model).invoke("hi"));
+      expect(lc).toBeInstanceOf(status === 400 ? OpenAI.BadRequestError : OpenAI.RateLimitError);
+      await expectUntouched(wallet);
+    });
+  }
 
   test("bad input: 400 VALIDATION_ERROR naming the field, in OpenAI's shape, before any hold", async () => {
     const { wallet, key } = await gw.newWallet(1);
@@ -199,20 +239,22 @@ describe("stored conversations that are not there", () => {
 });
 
 describe("provider failures release the hold", () => {
-  test("before the answer: 502 InternalServerError / provider 400 kept; balance untouched", async () => {
-    const { wallet, key } = await gw.newWallet(1);
-    const e = await rejection(gw.openai(key).responses.create({ model: "standin/fail-500", input: "hi" }));
-    expect(e).toBeInstanceOf(OpenAI.InternalServerError);
-    expect(e.status).toBe(502);
-    expect(e.code).toBe("UPSTREAM_ERROR");
-    const s = await rejection(gw.openai(key).responses.create({ model: "standin/fail-500", input: "hi", stream: true }));
-    expect(s.status).toBe(502);
-    await expectUntouched(wallet);
-  });
+  for (const model of ["standin/fail-500", "claude/overloaded"]) {
+    test(`${model}, before the answer: 502 InternalServerError, JSON and stream; balance untouched`, async () => {
+      const { wallet, key } = await gw.newWallet(1);
+      const e = await rejection(gw.openai(key).responses.create({ model, input: "hi" }));
+      expect(e).toBeInstanceOf(OpenAI.InternalServerError);
+      expect(e.status).toBe(502);
+      expect(e.code).toBe("UPSTREAM_ERROR");
+      const s = await rejection(gw.openai(key).responses.create({ model, input: "hi", stream: true }));
+      expect(s.status).toBe(502);
+      await expectUntouched(wallet);
+    });
+  }
 
   test("mid-stream: response.failed with a fixed message, no upstream detail; released", async () => {
     const { wallet, key } = await gw.newWallet(1);
-    for (const model of ["standin/stream-error", "standin/stream-break"]) {
+    for (const model of ["standin/stream-error", "standin/stream-break", "claude/stream-overloaded"]) {
       const final = await gw.openai(key).responses.stream({ model, input: "hi" }).finalResponse();
       expect(final.status).toBe("failed");
       expect(final.error).toEqual({ code: "server_error", message: "The model provider failed during the stream" });
@@ -225,8 +267,15 @@ describe("provider failures release the hold", () => {
 
 describe("a client leaving mid-stream", () => {
   /** Opens a stream on `path` and reads until `n` text pieces arrived, then cancels it. */
-  async function leaveAfter(path: string, key: string, body: unknown, n: number, isText: (payload: any) => boolean) {
-    const cancelled = gw.standin.cancelled;
+  async function leaveAfter(
+    path: string,
+    key: string,
+    body: { model: string; [field: string]: unknown },
+    n: number,
+    isText: (payload: any) => boolean,
+  ) {
+    const standin = body.model.startsWith("claude/") ? gw.anthropic : gw.standin;
+    const cancelled = standin.cancelled;
     const res = await gw.handle(
       new Request(BASE + path, {
         method: "POST",
@@ -253,30 +302,32 @@ describe("a client leaving mid-stream", () => {
       }
     }
     await reader.cancel();
-    await gw.standin.cancelledAtLeast(cancelled + 1);
+    await standin.cancelledAtLeast(cancelled + 1);
     await gw.services.chat.idle();
   }
 
-  test("is billed exactly as the same disconnect on /v1/chat/completions", async () => {
-    const viaChat = await gw.newWallet(1);
-    await leaveAfter(
-      "/v1/chat/completions",
-      viaChat.key,
-      { model: "standin/hang", messages: [{ role: "user", content: "hi" }], max_tokens: 500, stream: true },
-      3,
-      (p) => !!p.choices?.[0]?.delta?.content,
-    );
-    const viaResponses = await gw.newWallet(1);
-    await leaveAfter(
-      "/v1/responses",
-      viaResponses.key,
-      { model: "standin/hang", input: "hi", max_output_tokens: 500, stream: true },
-      3,
-      (p) => p.type === "response.output_text.delta",
-    );
-    const chat = await gw.ledgerState(viaChat.wallet);
-    expect(chat.locked).toBe(0);
-    expect(chat.balance).toBeLessThan(1_000_000);
-    expect(await gw.ledgerState(viaResponses.wallet)).toEqual(chat);
-  });
+  for (const model of ["standin/hang", "claude/hang"]) {
+    test(`${model}: billed exactly as the same disconnect on /v1/chat/completions`, async () => {
+      const viaChat = await gw.newWallet(1);
+      await leaveAfter(
+        "/v1/chat/completions",
+        viaChat.key,
+        { model, messages: [{ role: "user", content: "hi" }], max_tokens: 500, stream: true },
+        3,
+        (p) => !!p.choices?.[0]?.delta?.content,
+      );
+      const viaResponses = await gw.newWallet(1);
+      await leaveAfter(
+        "/v1/responses",
+        viaResponses.key,
+        { model, input: "hi", max_output_tokens: 500, stream: true },
+        3,
+        (p) => p.type === "response.output_text.delta",
+      );
+      const chat = await gw.ledgerState(viaChat.wallet);
+      expect(chat.locked).toBe(0);
+      expect(chat.balance).toBeLessThan(1_000_000);
+      expect(await gw.ledgerState(viaResponses.wallet)).toEqual(chat);
+    });
+  }
 });

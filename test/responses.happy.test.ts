@@ -10,7 +10,7 @@ import { ChatOpenAI } from "@langchain/openai";
 import { generateText, streamText } from "ai";
 import { AFTER_TOOL, inputTokensFor, REPLY, TOOL_INTRO, TOOL_JSON } from "./helpers/anthropicStandin.ts";
 import { BASE, expectedCharge, sharedGateway } from "./helpers/gateway.ts";
-import { REPLY_WORDS } from "./helpers/openaiStandin.ts";
+import { LONG_TOOL, LONG_WORDS, REPLY_WORDS } from "./helpers/openaiStandin.ts";
 
 const gw = sharedGateway();
 
@@ -287,5 +287,49 @@ describe("function tool round trip (Anthropic-type model: its stand-in calls the
     expect(g.text).toBe(AFTER_TOOL.join(""));
     const s = streamText({ model: aiProvider(key)(SONNET), prompt: "Weather in Paris?", tools, stopWhen: stepCountIs(2), maxRetries: 0 });
     expect(await s.text).toBe(AFTER_TOOL.join(""));
+  });
+});
+
+describe("function tool round trip (OpenAI-type model: its stand-in calls the tool and reports no usage)", () => {
+  const recordTool = { type: "function" as const, name: LONG_TOOL.name, parameters: { type: "object", properties: {} }, strict: false };
+  const callArgs = JSON.parse(LONG_TOOL.arguments.join(""));
+
+  test("openai SDK, streamed then JSON: function_call item, then previous_response_id + function_call_output; counted usage charged", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const client = gw.openai(key);
+    const r1 = await client.responses.stream({ model: "standin/no-usage-long", input: "Record it.", tools: [recordTool] }).finalResponse();
+    expect(r1.status).toBe("completed");
+    expect(r1.output_text).toBe(LONG_WORDS.join(""));
+    const call = r1.output.find((i) => i.type === "function_call") as { name: string; arguments: string; call_id: string };
+    expect(call).toMatchObject({ type: "function_call", name: LONG_TOOL.name, call_id: LONG_TOOL.id, status: "completed" });
+    expect(JSON.parse(call.arguments)).toEqual(callArgs);
+    expect((gw.standin.requests.at(-1)!.tools as { function: { name: string } }[]).map((t) => t.function.name)).toEqual([LONG_TOOL.name]);
+    // The provider reported no usage: the answer carries the counted usage it was billed at.
+    const u1 = r1.usage!;
+    expect(u1.output_tokens).toBeGreaterThan(100);
+    const firstCharge = expectedCharge(u1.input_tokens, u1.output_tokens);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - firstCharge, locked: 0 });
+
+    const r2 = await client.responses.create({
+      model: ECHO,
+      previous_response_id: r1.id,
+      tools: [recordTool],
+      input: [{ type: "function_call_output", call_id: call.call_id, output: "saved" }],
+    });
+    expect(gw.standin.requests.at(-1)!.messages).toEqual([
+      { role: "user", content: "Record it." },
+      {
+        role: "assistant",
+        content: LONG_WORDS.join(""),
+        tool_calls: [{ id: LONG_TOOL.id, type: "function", function: { name: LONG_TOOL.name, arguments: call.arguments } }],
+      },
+      { role: "tool", tool_call_id: LONG_TOOL.id, content: "saved" },
+    ]);
+    expect(r2.output_text).toBe(REPLY_WORDS.join(""));
+    expect(r2.usage).toMatchObject({ input_tokens: 31, output_tokens: REPLY_WORDS.length });
+    expect(await gw.ledgerState(wallet)).toEqual({
+      balance: 10_000_000 - firstCharge - expectedCharge(31, REPLY_WORDS.length),
+      locked: 0,
+    });
   });
 });

@@ -1,7 +1,7 @@
 import type { Model } from "../providers/catalog.ts";
 import { billedMicro } from "./price.ts";
 import { adapterFor } from "../providers/index.ts";
-import type { ChatRequest } from "../providers/types.ts";
+import type { ChatRequest, ProviderAdapter } from "../providers/types.ts";
 
 /** The spec's default max_tokens: the completion cap of a request that names none. */
 export const DEFAULT_MAX_TOKENS = 1024;
@@ -127,9 +127,15 @@ export function reserveFor(
  * The upstream request as it will be sent, and the hold that covers it: what the provider can bill at most (the
  * prompt's upper bound from the upstream body, images at their maximum, what the provider adds unseen, at most the
  * context window; plus the completion cap per choice, decided here once and sent upstream as it is held).
+ * `adapter` is the provider type's own unless a front door sends the client's request in the provider's format
+ * (the same bound rules then apply to that body, computed from the same chat-shaped request).
  */
-export function boundedRequest(model: Model, body: ChatRequest, stream: boolean) {
-  const adapter = adapterFor(model.provider.type);
+export function boundedRequest(
+  model: Model,
+  body: ChatRequest,
+  stream: boolean,
+  adapter: ProviderAdapter = adapterFor(model.provider.type),
+) {
   const maxTokens = completionCap(model, body);
   const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens });
   const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens, maxTokens);

@@ -62,6 +62,8 @@ export interface StreamStep {
   done?: boolean;
   /** The provider reported an error inside the stream. */
   failed?: boolean;
+  /** The SSE event name `chunk` is sent under (a client reading the provider's own events); none for chat chunks. */
+  event?: string;
 }
 
 /**
@@ -90,4 +92,21 @@ export interface ProviderAdapter {
   openStream(includeUsage: boolean, modelId: string): StreamTranslator;
   /** The spec's error for a non-2xx upstream answer; its body is read only to classify, never passed on. */
   upstreamError(status: number, body: string): ApiError;
+  /**
+   * Set when the client reads the provider's own format rather than chat completions (a front door's native
+   * path): what the gateway itself writes to it. Chat's frames and usage object otherwise.
+   */
+  clientFormat?: ClientFormat;
+}
+
+/** What the gateway writes to a client besides the provider's answer: a stream's last frames, a counted usage. */
+export interface ClientFormat {
+  /** After the provider's own end of the stream (chat: `data: [DONE]`; empty where the last event ends it). */
+  done: Uint8Array;
+  /** A provider failure mid-stream: a fixed message, never the provider's detail (chat: a StreamErrorEvent, [DONE]). */
+  failed: Uint8Array;
+  /** The stream was stopped at the gateway's time cap, charged for what it produced (chat: [DONE]). */
+  cut: Uint8Array;
+  /** The answer's `usage` field when the provider reported none and the gateway counted what it bills. */
+  usage(u: Usage): unknown;
 }

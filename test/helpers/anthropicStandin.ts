@@ -8,6 +8,7 @@
  *   overloaded (529) · rate-limited (429) · invalid (400) · api-error (500) · stream-overloaded (error event
  *   after the first words) · hang (three words, then silence until the client goes) · slow (2 s before answering)
  *   · greedy (bills the most it may: every byte of the body as input tokens, the whole max_tokens as output)
+ *   · cached (reports CACHED cache reads and writes beside input_tokens, which excludes them, as the real API does)
  * A normal answer depends on the request: thinking first when thinking is on; with tools and no tool result yet,
  * a sentence and a call of the first (or the forced) tool; after a tool result, the weather; else REPLY.
  * Names containing 4-7 take only adaptive thinking and no sampling parameters, names containing 3-5 no thinking,
@@ -22,6 +23,8 @@ export const TOOL_INTRO = ["Let", " me", " check", "."];
 export const TOOL_JSON = ["", '{"city": ', '"Paris", ', '"unit": "celsius"}'];
 export const TOOL_ID = "toolu_01StandinCall";
 export const AFTER_TOOL = ["It", " is", " sunny", " in", " Paris", "."];
+/** What the "cached" model reports as read from and written to its prompt cache, beside input_tokens. */
+export const CACHED = { read: 40, write: 12 };
 
 export interface AnthropicStandin {
   url: string;
@@ -171,6 +174,7 @@ export function planFor(b: Obj): { blocks: Block[]; stop: string; stopSequence: 
 }
 
 function messageJson(b: Obj, plan: ReturnType<typeof planFor>, inputTokens = inputTokensFor(b)) {
+  const cached = b.model === "cached";
   const content = plan.blocks.map((blk) => {
     if (blk.type === "thinking") return { type: "thinking", thinking: blk.words.join(""), signature: SIGNATURE };
     if (blk.type === "tool_use") return { type: "tool_use", id: TOOL_ID, name: blk.name, input: JSON.parse(TOOL_JSON.join("")) };
@@ -184,14 +188,20 @@ function messageJson(b: Obj, plan: ReturnType<typeof planFor>, inputTokens = inp
     content,
     stop_reason: plan.stop,
     stop_sequence: plan.stopSequence,
-    usage: { input_tokens: inputTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: plan.outputTokens },
+    usage: {
+      input_tokens: inputTokens,
+      cache_creation_input_tokens: cached ? CACHED.write : 0,
+      cache_read_input_tokens: cached ? CACHED.read : 0,
+      output_tokens: plan.outputTokens,
+    },
   };
 }
 
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 
-/** Starts the stand-in on a free port. */
-export function startAnthropicStandin(): AnthropicStandin {
+/** Starts the stand-in on a free port; `record: false` keeps no request (the benchmark's long runs). */
+export function startAnthropicStandin(opts: { record?: boolean } = {}): AnthropicStandin {
+  const record = opts.record !== false;
   let waiters: { n: number; resolve: () => void }[] = [];
   const state: AnthropicStandin = {
     url: "",
@@ -209,16 +219,17 @@ export function startAnthropicStandin(): AnthropicStandin {
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/messages") return error(404, "not_found_error", "Not found");
-      state.headers.push({
-        "x-api-key": req.headers.get("x-api-key"),
-        "anthropic-version": req.headers.get("anthropic-version"),
-        authorization: req.headers.get("authorization"),
-      });
+      if (record)
+        state.headers.push({
+          "x-api-key": req.headers.get("x-api-key"),
+          "anthropic-version": req.headers.get("anthropic-version"),
+          authorization: req.headers.get("authorization"),
+        });
       if (req.headers.get("x-api-key") !== STANDIN_KEY) return error(401, "authentication_error", "invalid x-api-key");
       if (req.headers.get("anthropic-version") !== "2023-06-01") return error(400, "invalid_request_error", "anthropic-version: invalid");
       const raw = await req.text();
       const b = JSON.parse(raw) as Obj;
-      state.requests.push(b);
+      if (record) state.requests.push(b);
       const problem = validate(b);
       if (problem) return error(400, "invalid_request_error", problem);
 

@@ -33,6 +33,7 @@ export const CLAUDE_MODELS = [
   "hang",
   "slow",
   "greedy",
+  "cached",
 ];
 
 /**

@@ -2,8 +2,8 @@ import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { boundedRequest } from "../../billing/holdBound.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
-import type { Catalog } from "../../providers/catalog.ts";
-import type { ChatRequest } from "../../providers/types.ts";
+import type { Catalog, Model } from "../../providers/catalog.ts";
+import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
 import type { KeyPrincipal } from "../../ledger/ledger.ts";
 import { admit } from "./admit.ts";
 import type { Forwarder } from "./forward.ts";
@@ -18,6 +18,12 @@ export interface AnswerShape {
   json(chat: string): string;
   /** The SSE answer, from the chat-completions SSE (which carries a usage chunk: a door asks for include_usage). */
   stream(chat: ReadableStream<Uint8Array>): ReadableStream<Uint8Array>;
+  /**
+   * For a model whose provider speaks the door's own API: the dialect that sends the client's request to it in
+   * that format and passes its answer back (reading the usage to bill), so nothing is translated twice. The
+   * chat-shaped request still decides admission and the hold; the answer then needs no reshaping.
+   */
+  native?(model: Model): ProviderAdapter | undefined;
 }
 
 /**
@@ -49,7 +55,8 @@ export class ChatService {
     const { principal, model } = await admit(this.auth, this.catalog, authorization, body, trace);
 
     const stream = body.stream === true;
-    const { adapter, url, init, bound } = boundedRequest(model, body, stream);
+    const native = shape?.native?.(model);
+    const { adapter, url, init, bound } = boundedRequest(model, body, stream, native);
 
     if (pay !== undefined) await pay(principal, bound.micro);
     const holdId = crypto.randomUUID();
@@ -59,9 +66,9 @@ export class ChatService {
 
     const call = { principal, holdId, model, adapter, body, bound, headers: { "x-ratelimit-remaining": String(rateRemaining) }, trace };
     const answer = stream
-      ? await this.forwarder.streamed(call, url, init, body.stream_options?.include_usage === true)
+      ? await this.forwarder.streamed(call, url, init, !native && body.stream_options?.include_usage === true)
       : await this.forwarder.single(call, url, init);
-    if (!shape) return answer;
+    if (!shape || native) return answer;
     return new Response(stream ? shape.stream(answer.body!) : shape.json(await answer.text()), {
       status: answer.status,
       headers: answer.headers,

@@ -68,7 +68,7 @@ export class Forwarder {
     const counted = await estimateUsage(call, parsed.generated);
     this.holds.settleBehind(call, counted);
     const answer = JSON.parse(parsed.json) as Record<string, unknown>;
-    answer.usage = usageBody(counted);
+    answer.usage = (call.adapter.clientFormat?.usage ?? usageBody)(counted);
     return new Response(JSON.stringify(answer), { headers });
   }
 

@@ -1,7 +1,7 @@
 import type { Ledger } from "../../ledger/ledger.ts";
 import type { Usage } from "../../providers/types.ts";
 import { SseDecoder } from "../../providers/sse.ts";
-import type { StreamStep, StreamTranslator } from "../../providers/types.ts";
+import type { ClientFormat, StreamStep, StreamTranslator } from "../../providers/types.ts";
 import { estimateUsage } from "../../billing/counted.ts";
 import { usageBody } from "../../providers/openai/wire.ts";
 import { type Call, upstreamFailed } from "./call.ts";
@@ -11,8 +11,11 @@ import type { Holds } from "../../billing/holds.ts";
 const encoder = new TextEncoder();
 const DONE = encoder.encode("data: [DONE]\n\n");
 const STREAM_ERROR = encoder.encode(
-  `data: ${JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } })}\n\n`,
+  `data: ${JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } })}\n\n` +
+    "data: [DONE]\n\n",
 );
+/** A chat client's frames: the spec's StreamErrorEvent on a failure, `data: [DONE]` last whatever happened. */
+const CHAT_FORMAT: ClientFormat = { done: DONE, failed: STREAM_ERROR, cut: DONE, usage: usageBody };
 
 /** The stream's final usage chunk (choices empty), as OpenAI sends it when asked with include_usage. */
 function usageChunk(call: Call, u: Usage): string {
@@ -52,6 +55,8 @@ export class MeteredStream {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
   private readonly decoder = new SseDecoder();
   private readonly translate: StreamTranslator;
+  /** What the gateway itself writes to the client: chat's frames, or those of the provider's own format. */
+  private readonly format: ClientFormat;
   private readonly started = Date.now();
   private usage: Usage | undefined;
   private promptTokens: number | undefined;
@@ -75,6 +80,7 @@ export class MeteredStream {
   ) {
     this.reader = upstream.getReader();
     this.translate = call.adapter.openStream(o.includeUsage, call.model.id);
+    this.format = call.adapter.clientFormat ?? CHAT_FORMAT;
     this.ended = new Promise<void>((resolve) => (this.end = resolve));
     // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
     // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
@@ -146,7 +152,7 @@ export class MeteredStream {
         if (step.promptTokens !== undefined) this.promptTokens = step.promptTokens;
         if (step.usage) this.usage = step.usage;
         if (step.generated) this.generated += step.generated;
-        if (step.chunk) out += `data: ${step.chunk}\n\n`;
+        if (step.chunk) out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
         if (step.done) done = true;
       }
       // What arrived before a failure in the same read still reaches the client.
@@ -176,9 +182,9 @@ export class MeteredStream {
       upstreamFailed(this.call, deadline.passed ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - this.started) });
       deadline.stop();
       await holds.release(this.call);
-      ctrl.enqueue(STREAM_ERROR);
     }
-    ctrl.enqueue(DONE);
+    const last = ok ? this.format.done : this.format.failed;
+    if (last.length > 0) ctrl.enqueue(last);
     ctrl.close();
     this.end();
   }
@@ -211,7 +217,7 @@ export class MeteredStream {
     this.end();
     this.o.deadline.stop();
     try {
-      this.client?.enqueue(DONE);
+      if (this.format.cut.length > 0) this.client?.enqueue(this.format.cut);
       this.client?.close();
     } catch {
       // the client went away meanwhile

@@ -3,6 +3,7 @@ import { ApiError } from "../../errors.ts";
 import type { RequestTrace } from "../../observe/trace.ts";
 import { messageOf } from "../../providers/anthropic/messagesAnswer.ts";
 import { chatRequestOf } from "../../providers/anthropic/messagesRequest.ts";
+import { nativeMessagesAdapter } from "../../providers/anthropic/messagesNative.ts";
 import { messagesStream } from "../../providers/anthropic/messagesStream.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
@@ -10,8 +11,10 @@ import { countPromptTokens } from "../../providers/tokens.ts";
 import type { ChatService, PayHook } from "../chat/chat.service.ts";
 
 /**
- * The Anthropic Messages API front door: a Messages request becomes a chat-completions request, served, held and
- * billed by the chat core like any other, and its answer (JSON or SSE) is rewritten into a Messages answer.
+ * The Anthropic Messages API front door: a Messages request becomes a chat-completions request, admitted, held and
+ * billed by the chat core like any other. To an OpenAI-type provider that request is sent and its answer (JSON or
+ * SSE) rewritten into a Messages answer; to an Anthropic provider the client's own request goes (messagesNative.ts)
+ * and the provider's answer comes back as it is, but for the model id: nothing is translated twice.
  */
 export class MessagesService {
   constructor(
@@ -23,7 +26,17 @@ export class MessagesService {
   /** POST /v1/messages. `authorization` is the Bearer form of the client's key (x-api-key or Authorization). */
   create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace, pay?: PayHook): Promise<Response> {
     const chat = chatRequestOf(body);
-    return this.chat.complete(authorization, chat, trace, { json: messageOf, stream: (s) => messagesStream(s, chat.model) }, pay);
+    return this.chat.complete(
+      authorization,
+      chat,
+      trace,
+      {
+        json: messageOf,
+        stream: (s) => messagesStream(s, chat.model),
+        native: (model) => (model.provider.type === "anthropic" ? nativeMessagesAdapter(body) : undefined),
+      },
+      pay,
+    );
   }
 
   /**

@@ -181,9 +181,11 @@ function toAnthropicToolChoice(choice: unknown, parallel: unknown): ToolChoice |
   return out;
 }
 
-// With tools, Anthropic adds a tool-use system prompt the body does not show: 159–530 tokens by model and
-// tool_choice in its documentation, so 600 covers every model.
-const TOOL_SYSTEM_PROMPT_TOKENS = 600;
+/**
+ * With tools, Anthropic adds a tool-use system prompt the body does not show: 159–530 tokens by model and
+ * tool_choice in its documentation, so 600 covers every model (the hold's hidden prompt tokens).
+ */
+export const TOOL_SYSTEM_PROMPT_TOKENS = 600;
 
 /**
  * The OpenAI request → a Messages API request. Anthropic refuses unknown fields, so the body is built from the

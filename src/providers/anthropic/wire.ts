@@ -29,6 +29,8 @@ export interface ToolResultBlock {
   type: "tool_result";
   tool_use_id: string;
   content?: string | (TextBlock | ImageBlock)[];
+  /** The tool failed (a client of the gateway's Messages API may say so; the chat dialect has no such flag). */
+  is_error?: boolean;
 }
 
 /** Signed reasoning; sent back verbatim when a tool-use conversation continues. */
@@ -66,14 +68,14 @@ export type ToolChoice = ({ type: "auto" } | { type: "any" } | { type: "none" } 
 };
 
 /** Extended thinking: with a token budget (3.7 up to 4.6) or adaptive (4.6 on, effort in output_config). */
-export type ThinkingConfig = { type: "enabled"; budget_tokens: number } | { type: "adaptive" };
+export type ThinkingConfig = { type: "enabled"; budget_tokens: number } | { type: "adaptive" } | { type: "disabled" };
 
 /** A Messages API request, as the adapter sends it (Anthropic refuses fields it does not know). */
 export interface MessagesRequest {
   model: string;
   max_tokens: number;
   messages: MessageParam[];
-  system?: TextBlock[];
+  system?: string | TextBlock[];
   stream?: true;
   stop_sequences?: string[];
   tools?: Tool[];
@@ -168,6 +170,7 @@ export interface ClientBlock {
   input?: unknown;
   tool_use_id?: unknown;
   content?: unknown;
+  is_error?: unknown;
   thinking?: unknown;
   signature?: unknown;
   data?: unknown;
