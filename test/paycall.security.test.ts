@@ -153,6 +153,22 @@ describe("a payment credits once, whoever carries it again", () => {
     expect(await topupRows(gw, wallet)).toEqual([]);
   });
 
+  test("a key whose own budget cannot cover the request is refused before the payment moves (paying cannot lift it)", async () => {
+    const { wallet, key } = await gw.newWallet(0, { budget_usdc: 100 });
+    const payer = await chain.newPayer();
+    const before = await usdc(payer.address);
+    const payment = await signV1Payment(chain, payer, { to: chain.payTo, value: 1_000_000n });
+    const res = await chat(gw, key, { "x-payment": payment });
+    expect(res.status).toBe(402);
+    expect(res.body.error).toBe("KEY_BUDGET_EXCEEDED");
+    expect(res.body.key_budget_left_usdc).toBe(100);
+    expect(res.body.accepts).toBeUndefined();
+    expect(res.headers.get("payment-required")).toBeNull();
+    expect(await usdc(payer.address)).toBe(before);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
+    expect(await topupRows(gw, wallet)).toEqual([]);
+  });
+
   test("a settlement the facilitator fails: 402 with the reason, nothing credited, nothing moved", async () => {
     const { wallet, key } = await viaFailing.newWallet(0);
     const payer = await chain.newPayer();

@@ -4,7 +4,7 @@
  * through the top-up service (verify, settle, credit the key's wallet), then is served as if the credit had always
  * been there. The money rules are /v1/topup's: this module only decides the amount and where the answer goes.
  */
-import { TOPUP_HINT } from "../../billing/refusals.ts";
+import { refusalError, TOPUP_HINT } from "../../billing/refusals.ts";
 import { ApiError, BareError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import { claimedMicro, decodePaymentHeader } from "../../payments/payment.ts";
@@ -72,6 +72,10 @@ export class PaidCalls {
           headers,
         });
       if (!this.topup.enabled) throw refuse("this gateway takes no payments");
+      // A key whose own budget cannot cover the request would pay for nothing it can use: refused before any money moves.
+      const budgetLeft = await this.ledger.keyBudgetLeft(principal);
+      if (budgetLeft !== null && budgetLeft < required)
+        throw refusalError({ ok: false, refusal: "KEY_BUDGET_EXCEEDED", budgetLeft, required });
       try {
         const decoded = decodePaymentHeader(header);
         const asked = offerAmount(available, required, this.cfg.callMinMicro);
