@@ -15,6 +15,7 @@ import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { responsesRoutes } from "./modules/responses/responses.routes.ts";
 import { topupHistoryRoutes } from "./modules/topup/history.routes.ts";
 import { topupPayRoutes } from "./modules/topup/pay.routes.ts";
+import { wellKnownRoutes } from "./modules/paycall/wellknown.routes.ts";
 import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
@@ -100,7 +101,8 @@ export function createApp(s: Services) {
       // Before the app's error handler: its route answers errors in OpenAI's shape with its own (Elysia runs the first).
       .use(responsesRoutes(s))
       .onError(({ code, error, request }) => {
-        const res = renderError(code, error, s, traceOf(request).start, shapeFor(request, s));
+        // A model endpoint's 402 INSUFFICIENT_BALANCE gets its x402 terms here, where the request's URL is known.
+        const res = renderError(code, s.paidCalls.offerOn(error, request), s, traceOf(request).start, shapeFor(request, s));
         traceOf(request).status = res.status;
         return res;
       })
@@ -113,6 +115,7 @@ export function createApp(s: Services) {
       .use(dailyUsageRoutes(s))
       .use(topupPayRoutes(s))
       .use(topupHistoryRoutes(s))
+      .use(wellKnownRoutes(s))
       .use(chatRoutes(s))
       .use(messagesRoutes(s))
       .use(metricsRoutes(s))

@@ -3,6 +3,7 @@ import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
+import { parseUsd } from "./billing/money.ts";
 import { ConfigError, type ErrorShape } from "./errors.ts";
 import type { LogLevel } from "./log.ts";
 import type { PaymentsConfig } from "./payments/config.ts";
@@ -113,8 +114,19 @@ function loadPayments(env: Env, deployment: Deployment, chainId: number): Paymen
     assetsFile: env.ASSETS_FILE,
     chain,
     facilitatorTimeoutMs: int(env, "FACILITATOR_TIMEOUT_MS", 30_000, 100, 600_000),
+    callMinMicro: callMinimum(env),
     enabled: Boolean(payTo && facilitator && chain.assets.length > 0),
   };
+}
+
+/** X402_CALL_MIN_USD: the least a paid model call tops up (the offer on its 402); at least the 1 USD minimum top-up. */
+function callMinimum(env: Env): number {
+  const raw = env.X402_CALL_MIN_USD;
+  if (raw === undefined || raw === "") return 1_000_000;
+  const micro = parseUsd(raw);
+  if (micro === null || micro < 1_000_000 || micro > 1_000_000_000_000)
+    throw new ConfigError("X402_CALL_MIN_USD", `must be a USD amount from 1 to 1000000 with at most 6 decimals, got "${raw}"`);
+  return micro;
 }
 
 // Local uses Base Sepolia's id like the dev chain of scripts/dev.sh: x402 v1 clients sign only for networks on their

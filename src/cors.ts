@@ -1,8 +1,11 @@
 import { Elysia } from "elysia";
 
 const METHODS = "GET, POST, DELETE, OPTIONS";
-/** What browsers may send: the bearer key, JSON bodies, x402 v1 and v2 payment headers, a caller's request id. */
-const ALLOWED_HEADERS = "Authorization, Content-Type, X-Payment, PAYMENT-SIGNATURE, X-Request-Id";
+/**
+ * What browsers may send: the bearer key, JSON bodies, x402 v1 and v2 payment headers, a caller's request id, and
+ * the `Access-Control-Expose-Headers` request header x402's fetch wrappers add to every paid retry.
+ */
+const ALLOWED_HEADERS = "Authorization, Content-Type, X-Payment, PAYMENT-SIGNATURE, X-Request-Id, Access-Control-Expose-Headers";
 /** What browser code may read: payment terms and receipts, rate-limit state, the request id. */
 const EXPOSED_HEADERS = [
   "PAYMENT-REQUIRED",

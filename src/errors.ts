@@ -6,6 +6,8 @@ export const ERROR_STATUS = {
   INSUFFICIENT_BALANCE: 402,
   KEY_BUDGET_EXCEEDED: 402,
   NOT_FOUND: 404,
+  // Beyond the spec's table: an x402 payment-identifier id already names another payment (or one still in flight).
+  CONFLICT: 409,
   // Beyond the spec's table (it names no status for either): a body that did not arrive within the body deadline,
   // and one past the size limit. Both are refused before anything is read further or held.
   REQUEST_TIMEOUT: 408,
@@ -41,6 +43,14 @@ export interface ApiErrorFields {
   /** Fields added to the body beside error and message (a 402's available_usdc, …). */
   extra?: Record<string, unknown>;
   headers?: Record<string, string>;
+  /** x402 terms beside the error (a model endpoint's 402 INSUFFICIENT_BALANCE), top level in every body shape. */
+  x402?: X402Terms;
+}
+
+/** x402 v1 terms a 402 carries in its body, so an x402 v1 client can pay from the error itself. */
+export interface X402Terms {
+  x402Version: 1;
+  accepts: unknown[];
 }
 
 /**
@@ -62,6 +72,7 @@ export class ApiError extends HttpError {
   readonly status: number;
   readonly extra?: Record<string, unknown>;
   readonly headers?: Record<string, string>;
+  readonly x402?: X402Terms;
 
   constructor(fields: ErrorCode | ApiErrorFields) {
     const f = typeof fields === "string" ? { code: fields } : fields;
@@ -70,6 +81,13 @@ export class ApiError extends HttpError {
     this.status = f.status ?? ERROR_STATUS[f.code];
     this.extra = f.extra;
     this.headers = f.headers;
+    this.x402 = f.x402;
+  }
+
+  /** The same error with more headers (a payment receipt, the x402 terms) and, if given, x402 terms in its body. */
+  with(more: { headers?: Record<string, string>; x402?: X402Terms }): ApiError {
+    const { code, message, status, extra } = this;
+    return new ApiError({ code, message, status, extra, headers: { ...this.headers, ...more.headers }, x402: more.x402 ?? this.x402 });
   }
 
   /** 503 SERVICE_UNAVAILABLE with Retry-After: a dependency cannot serve now; nothing was done. */
@@ -119,7 +137,7 @@ export function toOpenaiShape(body: Record<string, unknown>, status: number, par
 
 /** Renders an error in `shape` (default: the spec's body); unknown errors become a bare INTERNAL_ERROR. */
 export function errorResponse(err: ApiError, shape: ErrorShape = "spec"): Response {
-  const spec = { error: err.code, message: err.message, ...err.extra };
+  const spec = { error: err.code, message: err.message, ...err.extra, ...err.x402 };
   const body = JSON.stringify(shape === "openai" ? toOpenaiShape(spec, err.status) : spec);
   return new Response(body, {
     status: err.status,

@@ -20,6 +20,7 @@ import { ProviderReachability } from "./modules/models/reachability.ts";
 import { ConversationStore } from "./modules/responses/conversations.ts";
 import { ResponsesService } from "./modules/responses/responses.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
+import { PaidCalls } from "./modules/paycall/paycall.service.ts";
 import { UsageService } from "./modules/usage/usage.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase } from "./store/db.ts";
@@ -134,6 +135,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     keys,
     usage: new UsageService(ledger, keys, sql),
     topup,
+    paidCalls: new PaidCalls(config.payments, topup, ledger),
     chat,
     reachability,
     responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS)),

@@ -47,9 +47,14 @@ const chat = (key: string) =>
   gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages, max_tokens: 50 }, { authorization: `Bearer ${key}` });
 const shardOf = (w: string) => gw.services.ledger.names.wallet(gw.services.ledger.names.shardOf(w), w);
 
-/** Waits (bounded) until no hold of `wallet` is open: settles run behind their answers, on two gateways. */
+/**
+ * Waits (bounded) until no hold of `wallet` is open: settles and releases run behind their answers, on two gateways.
+ * A release behind a reserve whose reply was lost waits for that reserve's outcome for up to 30 s (Holds), so the
+ * bound is above that: first the in-process gateway's own settles and releases, then the child's, polled.
+ */
 async function settled(wallet: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
+  await gw.services.chat.idle();
+  const deadline = Date.now() + 60_000;
   while ((await gw.ledgerState(wallet)).locked !== 0 && Date.now() < deadline) await Bun.sleep(20);
 }
 

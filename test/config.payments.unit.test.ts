@@ -97,6 +97,9 @@ describe("payment configuration (design §7)", () => {
     [{ FACILITATOR_URL: "ftp://x" }, /^FACILITATOR_URL: /],
     [{ DEPLOYMENT: "staging", CHAIN_ID: "1", PAY_TO, FACILITATOR_URL: "https://f.example" }, /^CHAIN_ID: base-sepolia is chain 84532/],
     [{ FACILITATOR_TIMEOUT_MS: "5" }, /^FACILITATOR_TIMEOUT_MS: /],
+    [{ X402_CALL_MIN_USD: "0.5" }, /^X402_CALL_MIN_USD: must be a USD amount from 1/],
+    [{ X402_CALL_MIN_USD: "2.1234567" }, /^X402_CALL_MIN_USD: /],
+    [{ X402_CALL_MIN_USD: "five" }, /^X402_CALL_MIN_USD: /],
   ])("refused: %o", (env, expected) => {
     expect(problem(env as Record<string, string>)).toMatch(expected);
   });
@@ -111,6 +114,11 @@ describe("payment configuration (design §7)", () => {
     ["an address twice", [usdt, { ...usdt, symbol: "X" }], /entry 1: address listed twice/],
   ])("ASSETS_FILE with %s is refused", (_name, content, expected) => {
     expect(problem({ ASSETS_FILE: file(`${Math.random()}.json`, content) })).toMatch(expected as RegExp);
+  });
+
+  test("X402_CALL_MIN_USD: the least a paid call tops up, 1 USD unless raised", () => {
+    expect(loadConfig({}).payments.callMinMicro).toBe(1_000_000);
+    expect(loadConfig({ X402_CALL_MIN_USD: "2.5" }).payments.callMinMicro).toBe(2_500_000);
   });
 
   test("permit assets need the relayer (it is the permit's spender)", () => {

@@ -99,7 +99,13 @@ describe("the document", () => {
     expect(schema("ApiKeyCreateRequest").required).toEqual(expect.arrayContaining(["message", "signature"]));
     expect(schema("SiweAuth").required).toEqual(expect.arrayContaining(["message", "signature"]));
     expect(schema("ApiKeyCreateResponse").properties.redeemed_credit_usdc.type).toBe("integer");
-    expect(Object.keys(schema("InsufficientBalanceError").allOf[1].properties)).toEqual(["available_usdc", "required_usdc", "topup"]);
+    expect(Object.keys(schema("InsufficientBalanceError").allOf[1].properties)).toEqual([
+      "available_usdc",
+      "required_usdc",
+      "topup",
+      "x402Version",
+      "accepts",
+    ]);
     const [, revoke] = operation("DELETE", "/v1/auth/keys/1");
     expect(revoke.parameters.find((p: any) => p.name === "key_id").schema.type).toBe("integer");
     expect(revoke.requestBody.content["application/json"].schema.$ref).toBe("#/components/schemas/SiweAuth");
@@ -117,7 +123,10 @@ describe("the document", () => {
     expect(doc.components.securitySchemes.apiKeyQuery).toMatchObject({ type: "apiKey", in: "query", name: "api_key" });
     for (const h of ["PAYMENT-REQUIRED", "X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "X-RateLimit-Remaining", "Retry-After", "X-Request-Id"])
       expect(doc.components.headers[h]).toBeDefined();
-    expect(operation("POST", "/v1/chat/completions")[1].security).toEqual([{ apiKey: [] }]);
+    // The key, alone or with an x402 payment (v2 or v1) for the terms of a 402.
+    const paidCall = [{ apiKey: [] }, { apiKey: [], x402PaymentV2: [] }, { apiKey: [], x402Payment: [] }];
+    for (const path of ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+      expect(operation("POST", path)[1].security).toEqual(paidCall);
     expect(operation("GET", "/v1/topups/0x")[1].security).toEqual([
       { apiKey: [] },
       { apiKeyQuery: [] },

@@ -2,7 +2,7 @@ import { ApiError } from "../errors.ts";
 import type { ReserveRefusal } from "../ledger/ledger.ts";
 
 /** Where a client short of credit tops up: the 402's hint (spec). */
-const TOPUP_HINT = { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 };
+export const TOPUP_HINT = { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 };
 
 /** The spec's 401/402/429 for a reserve the ledger refused, with its body fields and rate-limit headers. */
 export function refusalError(r: ReserveRefusal): ApiError {

@@ -201,6 +201,21 @@ export class Ledger {
     return replies.map((r) => r.map((x) => Number(x ?? 0)));
   }
 
+  /**
+   * What a key's own budget has left (budget − spent − locked), or null for a key without a budget: a paid call
+   * looks before it pays, since paying cannot lift a key's budget. Advisory: the reserve decides.
+   */
+  async keyBudgetLeft(key: KeyPrincipal): Promise<number | null> {
+    this.batches.flush(key.shard);
+    const [budget, spent, locked] = (await this.scripts.client.send(
+      "HMGET",
+      [key.apiKeyName, "budget", "spent", "locked"],
+      key.apiKeyName,
+    )) as (string | null)[];
+    if (budget === null || budget === "") return null;
+    return Number(budget) - Number(spent ?? 0) - Number(locked ?? 0);
+  }
+
   /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
   async sweepExpired(batch = 200): Promise<number> {
     let released = 0;

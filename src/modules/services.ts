@@ -14,6 +14,7 @@ import type { KeyService } from "./keys/keys.service.ts";
 import type { ProviderReachability } from "./models/reachability.ts";
 import type { ResponsesService } from "./responses/responses.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
+import type { PaidCalls } from "./paycall/paycall.service.ts";
 import type { UsageService } from "./usage/usage.service.ts";
 
 /**
@@ -36,6 +37,8 @@ export interface Services {
   credits: Credits;
   keys: KeyService;
   topup: TopupService;
+  /** x402 on the model endpoints: the offer on their 402 INSUFFICIENT_BALANCE, the paid retry. */
+  paidCalls: PaidCalls;
   usage: UsageService;
   chat: ChatService;
   /** Which keyless providers answer (probed in the background), and GET /v1/models as it shows that. */

@@ -44,12 +44,17 @@ export const SECURITY_SCHEMES = {
   apiKeyQuery: { type: "apiKey", in: "query", name: "api_key", description: "API key as a query parameter (top-up history only)" },
   siweMessage: { type: "apiKey", in: "query", name: "message", description: "SIWE (EIP-4361) message; goes with siweSignature" },
   siweSignature: { type: "apiKey", in: "query", name: "signature", description: "Wallet signature of the SIWE message, hex" },
-  x402Payment: { type: "apiKey", in: "header", name: "X-Payment", description: "x402 v1 payment payload, base64 (top-up step 2)" },
+  x402Payment: {
+    type: "apiKey",
+    in: "header",
+    name: "X-Payment",
+    description: "x402 v1 payment payload, base64 (top-up step 2, or a model request paying the terms of its 402)",
+  },
   x402PaymentV2: {
     type: "apiKey",
     in: "header",
     name: "PAYMENT-SIGNATURE",
-    description: "x402 v2 payment payload, base64 (top-up step 2)",
+    description: "x402 v2 payment payload, base64 (top-up step 2, or a model request paying the terms of its 402)",
   },
 } as const;
 
@@ -60,6 +65,8 @@ export const SECURITY = {
   siweQuery: { siweMessage: [], siweSignature: [] },
   x402: { x402Payment: [] },
   x402V2: { x402PaymentV2: [] },
+  /** A model request: the API key, and optionally an x402 payment (v2 or v1) for the terms of its 402. */
+  paidCall: [{ apiKey: [] }, { apiKey: [], x402PaymentV2: [] }, { apiKey: [], x402Payment: [] }],
   /** Listed beside others: the operation also works without credentials (top-up step 1). */
   none: {},
 } as const;

@@ -15,6 +15,8 @@ export interface PaymentsConfig {
   chain: PaymentNetwork;
   /** Bound on one facilitator call (verify or settle), FACILITATOR_TIMEOUT_MS. */
   facilitatorTimeoutMs: number;
+  /** The least a paid model call tops up, µUSDC (X402_CALL_MIN_USD; at least the 1 USD minimum top-up). */
+  callMinMicro: number;
   /** Whether POST /v1/topup can take money: PAY_TO, a facilitator and at least one asset. */
   enabled: boolean;
 }

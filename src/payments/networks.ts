@@ -136,3 +136,10 @@ export function toAtomic(microUsdc: number, decimals: number): bigint | null {
   const div = 10n ** BigInt(6 - decimals);
   return micro % div === 0n ? micro / div : null;
 }
+
+/** An amount in an asset's smallest unit → µUSDC, or null when it is not a whole number of µUSDC. */
+export function fromAtomic(atomic: bigint, decimals: number): number | null {
+  if (decimals <= 6) return Number(atomic * 10n ** BigInt(6 - decimals));
+  const div = 10n ** BigInt(decimals - 6);
+  return atomic % div === 0n ? Number(atomic / div) : null;
+}

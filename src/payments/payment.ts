@@ -1,7 +1,7 @@
 import { x402ExactPermit2ProxyAddress } from "@x402/evm";
 import { getAddress, isAddress, verifyTypedData, type Address, type Hex } from "viem";
 import { BareError } from "../errors.ts";
-import type { PaymentNetwork } from "./networks.ts";
+import { type Asset, fromAtomic, type PaymentNetwork } from "./networks.ts";
 import type { Requirement } from "./requirements.ts";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "./typedData.ts";
 
@@ -50,6 +50,11 @@ export type MatchedPayment = SignedTransfer & {
   /** Network name as the client's protocol version writes it (for the payment-response header). */
   network: string;
 };
+
+/** The payment header of a request (x402 v2, else v1), or null: a header lookup each, nothing allocated. */
+export function paymentHeaderOf(headers: Headers): string | null {
+  return headers.get("payment-signature") ?? headers.get("x-payment");
+}
 
 const MAX_HEADER = 16 * 1024;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -223,4 +228,28 @@ async function bySignature(p: Eip3009Payload, candidates: Requirement[], chainId
     if (ok) return [r];
   }
   return [];
+}
+
+/**
+ * How much a decoded payment pays, in µUSDC, as its own terms say (v2: `accepted.amount` of `accepted.asset`; v1:
+ * the signed value, in the first offered asset its transfer method fits): what a paid call then checks and matches
+ * it against. Undefined when it names no amount of an accepted asset; `matchPayment` then says why.
+ */
+export function claimedMicro(decoded: Record<string, unknown>, net: PaymentNetwork): number | undefined {
+  let asset: Asset | undefined;
+  let atomic: unknown;
+  if (decoded.x402Version === 2) {
+    const accepted = obj(decoded.accepted);
+    asset = net.assets.find((a) => same(accepted?.asset, a.address));
+    atomic = accepted?.amount;
+  } else {
+    const p = obj(decoded.payload);
+    const kind = obj(p?.authorization) ? "eip3009" : obj(p?.permit) ? "permit" : undefined;
+    atomic = (obj(p?.authorization) ?? obj(p?.permit))?.value;
+    const fits = net.assets.filter((a) => a.transfer === kind);
+    asset = fits.find((a) => a.symbol === "USDC") ?? fits[0];
+  }
+  if (!asset || typeof atomic !== "string" || !UINT.test(atomic)) return undefined;
+  const micro = fromAtomic(BigInt(atomic), asset.decimals);
+  return micro !== null && Number.isSafeInteger(micro) && micro > 0 ? micro : undefined;
 }

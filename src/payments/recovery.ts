@@ -31,6 +31,14 @@ interface CheckRow {
   valid_before: number | null;
   tx_hash: string | null;
   from_block: number | null;
+  /** The wallet to credit when it is not the payer (a paid call credits the key's owner). */
+  wallet: string | null;
+}
+
+/** Who a check credits, and whether it is opened before settling (the normal case, so it is not logged). */
+export interface CheckTarget {
+  wallet?: string;
+  beforeSettle?: boolean;
 }
 
 /**
@@ -70,7 +78,14 @@ export class PaymentRecovery {
    * Opens a check for a payment whose outcome is unknown; `fromBlock` is the height before settle was asked (the
    * log search starts there). Never throws: the error log then carries the details.
    */
-  async open(p: MatchedPayment, microUsdc: number, rawReason: string, fromBlock: bigint | undefined, transaction?: string): Promise<void> {
+  async open(
+    p: MatchedPayment,
+    microUsdc: number,
+    rawReason: string,
+    fromBlock: bigint | undefined,
+    transaction?: string,
+    target: CheckTarget = {},
+  ): Promise<void> {
     // The reason quotes errors that can name RPC_URL, whose path carries the node provider's API key.
     const reason = redactText(rawReason).slice(0, 300);
     const auth = p.kind === "eip3009" ? p.inner.authorization : undefined;
@@ -82,12 +97,15 @@ export class PaymentRecovery {
     }
     try {
       await this.sql`
-        INSERT INTO payment_checks (network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block, reason)
+        INSERT INTO payment_checks (network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block,
+                                    reason, wallet)
         VALUES (${this.cfg.chain.caip2}, ${p.requirement.asset.address.toLowerCase()}, ${p.payer}, ${String(p.requirement.v2.payTo).toLowerCase()},
                 ${microUsdc}, ${p.requirement.atomic.toString()}, ${p.kind === "eip3009" ? "eip3009" : "permit"}, ${auth?.nonce.toLowerCase() ?? null},
-                ${auth ? Number(auth.validBefore) : null}, ${tx}, ${fromBlock === undefined ? null : Number(fromBlock)}, ${reason})
+                ${auth ? Number(auth.validBefore) : null}, ${tx}, ${fromBlock === undefined ? null : Number(fromBlock)}, ${reason},
+                ${target.wallet && target.wallet !== p.payer ? target.wallet : null})
         ON CONFLICT DO NOTHING`;
-      log.warn("payment outcome unknown; opened a check to credit it if it settles", { payer: p.payer, reason, tx_hash: tx });
+      if (!target.beforeSettle)
+        log.warn("payment outcome unknown; opened a check to credit it if it settles", { payer: p.payer, reason, tx_hash: tx });
     } catch (e) {
       log.error("PAYMENT OUTCOME UNKNOWN AND NOT RECORDED: check the chain and grant by hand", {
         payer: p.payer,
@@ -101,11 +119,25 @@ export class PaymentRecovery {
     }
   }
 
+  /**
+   * The request that opened a check before settling has credited its payment (by `tx`): the check is closed, so the
+   * job need not ask the chain. Should this fail, the job finds the transfer and its credit is a duplicate (no-op).
+   */
+  async credited(p: MatchedPayment, tx: string): Promise<void> {
+    if (p.kind !== "eip3009") return;
+    const a = p.inner.authorization;
+    await this.sql`
+      UPDATE payment_checks SET state = 'credited', reason = reason || '; credited by its request', tx_hash = COALESCE(tx_hash, ${tx}),
+             resolved_at = now()
+      WHERE asset = ${p.requirement.asset.address.toLowerCase()} AND payer = ${p.payer} AND nonce = ${a.nonce.toLowerCase()}
+        AND state = 'pending'`.catch((e) => log.warn("could not close a payment check after its credit; the job closes it", { error: e }));
+  }
+
   /** Settles what the chain now knows about open checks; returns how many were closed. */
   async checkPending(): Promise<number> {
     if (!this.client) return 0;
     const rows = await this.sql<CheckRow[]>`
-      SELECT id, network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block
+      SELECT id, network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block, wallet
       FROM payment_checks WHERE state = 'pending' ORDER BY last_checked_at NULLS FIRST, id LIMIT ${BATCH}`;
     let closed = 0;
     for (const row of rows) {
@@ -180,20 +212,22 @@ export class PaymentRecovery {
   }
 
   private async creditMoved(row: CheckRow, tx: string): Promise<void> {
+    const wallet = row.wallet ?? row.payer;
     const r = await this.credits.addSettled({
       eventId: topupEventId(row.network, tx),
-      wallet: row.payer,
+      wallet,
       kind: "topup",
       amountUsdc: row.amount_usdc,
       txHash: tx,
       network: row.network,
       reason: `recovered ${row.method} payment (check ${row.id})`,
+      payer: row.payer,
     });
     await this.close(row.id, "credited", r.duplicate ? `settled in ${tx}, already credited` : `settled in ${tx}, credited`, tx);
     if (!r.duplicate)
       log.warn("payment recovered from the chain and credited", {
         check: row.id,
-        wallet: row.payer,
+        wallet,
         amount_usdc: row.amount_usdc,
         tx_hash: tx,
       });

@@ -89,8 +89,25 @@ export interface Offer {
     error?: string;
     resource: { url: string; description: string; mimeType: string };
     accepts: RequirementV2[];
-    extensions?: Record<string, unknown>;
+    extensions: Record<string, unknown>;
   };
+}
+
+/** x402's `payment-identifier` extension: a client may name its payment with an id, and a resend gets the first result. */
+export const PAYMENT_IDENTIFIER = "payment-identifier";
+const PAYMENT_IDENTIFIER_DECLARATION = {
+  info: { required: false },
+  schema: {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties: { required: { type: "boolean" }, id: { type: "string", minLength: 16, maxLength: 128 } },
+    required: ["required"],
+  },
+};
+
+/** USDC first (what most x402 clients pick), then the other assets in the table's order. */
+function offeredOrder(assets: Asset[]): Asset[] {
+  return [...assets.filter((a) => a.symbol === "USDC"), ...assets.filter((a) => a.symbol !== "USDC")];
 }
 
 /**
@@ -100,9 +117,15 @@ export interface Offer {
  * Permit2) and ahead of its permit entry: `@x402/evm` takes the first entry its spend controls and policies
  * leave, and would sign a permit entry as EIP-3009.
  */
-export function buildOffer(net: PaymentNetwork, payTo: Address, microUsdc: number, resource: string, relayer?: Address): Offer {
+export function buildOffer(
+  net: PaymentNetwork,
+  payTo: Address,
+  microUsdc: number,
+  resource: string,
+  relayer?: Address,
+  description = `Top up ${microUsdc / 1_000_000} USD of gateway credit`,
+): Offer {
   payTo = getAddress(payTo);
-  const description = `Top up ${microUsdc / 1_000_000} USD of gateway credit`;
   const requirements: Requirement[] = [];
   const entry = (asset: Asset, atomic: bigint, method: PaymentMethod): Requirement => {
     const extra: Record<string, unknown> = {
@@ -134,7 +157,7 @@ export function buildOffer(net: PaymentNetwork, payTo: Address, microUsdc: numbe
       v2: { scheme: "exact", network: net.caip2, amount, asset: asset.address, payTo, maxTimeoutSeconds: MAX_TIMEOUT_SECONDS, extra },
     };
   };
-  for (const asset of net.assets) {
+  for (const asset of offeredOrder(net.assets)) {
     const atomic = toAtomic(microUsdc, asset.decimals);
     if (atomic === null) continue;
     if (asset.transfer === "permit" && !relayer) continue;
@@ -145,8 +168,9 @@ export function buildOffer(net: PaymentNetwork, payTo: Address, microUsdc: numbe
     x402Version: 2,
     resource: { url: resource, description, mimeType: "application/json" },
     accepts: requirements.map((r) => r.v2),
+    extensions: { [PAYMENT_IDENTIFIER]: structuredClone(PAYMENT_IDENTIFIER_DECLARATION) },
   };
-  if (requirements.some((r) => r.method === "permit2")) v2.extensions = structuredClone(EIP2612_GAS_SPONSORING);
+  if (requirements.some((r) => r.method === "permit2")) Object.assign(v2.extensions, structuredClone(EIP2612_GAS_SPONSORING));
   return {
     requirements,
     body: { x402Version: 1, accepts: requirements.filter((r) => r.method !== "permit2").map((r) => r.v1) },

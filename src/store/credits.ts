@@ -13,6 +13,8 @@ export interface CreditInput {
   reason?: string;
   txHash?: string;
   network?: string;
+  /** The paying address of a top-up, when it is not `wallet` (a paid call credits the key's owner). */
+  payer?: string;
 }
 
 const RETRY_DELAYS_MS = [50, 250, 1000];
@@ -46,8 +48,9 @@ export class Credits {
    */
   async record(q: Sql, c: CreditInput): Promise<{ id: number; eventId: string; wallet: string; amountUsdc: number; duplicate: boolean }> {
     const [row] = await q<{ id: number }[]>`
-      INSERT INTO credits (event_id, wallet, kind, amount_usdc, reason, tx_hash, network)
-      VALUES (${c.eventId}, ${c.wallet}, ${c.kind}, ${c.amountUsdc}, ${c.reason ?? null}, ${c.txHash ?? null}, ${c.network ?? null})
+      INSERT INTO credits (event_id, wallet, kind, amount_usdc, reason, tx_hash, network, payer)
+      VALUES (${c.eventId}, ${c.wallet}, ${c.kind}, ${c.amountUsdc}, ${c.reason ?? null}, ${c.txHash ?? null}, ${c.network ?? null},
+              ${c.payer ?? null})
       ON CONFLICT DO NOTHING RETURNING id`;
     if (row) return { id: row.id, eventId: c.eventId, wallet: c.wallet, amountUsdc: c.amountUsdc, duplicate: false };
     const [prior] = await q<{ id: number; event_id: string; wallet: string; amount_usdc: number }[]>`

@@ -23,10 +23,12 @@ export interface FacilitatorServer {
 /**
  * `settleDelayMs`: answer /settle only that long after the settlement is on chain (a facilitator slower than the
  * gateway's timeout, whose payment nonetheless moved). `settleHangs`: verify, but never settle nor answer /settle.
+ * `settleFails`: verify, then answer /settle with a failure (transaction_failed) without sending anything.
+ * `onSettle`: called when a settlement is on chain, before /settle answers (a test kills the gateway there).
  */
 export async function startFacilitator(
   chain: DevChain,
-  opts: { settleDelayMs?: number; settleHangs?: boolean } = {},
+  opts: { settleDelayMs?: number; settleHangs?: boolean; settleFails?: boolean; onSettle?: () => Promise<void> } = {},
 ): Promise<FacilitatorServer> {
   const account = privateKeyToAccount(generatePrivateKey());
   await chain.rpc("anvil_setBalance", [account.address, `0x${parseEther("100").toString(16)}`]);
@@ -55,9 +57,14 @@ export async function startFacilitator(
       const { paymentPayload, paymentRequirements } = (await req.json()) as { paymentPayload: never; paymentRequirements: never };
       if (path === "/verify") return Response.json(await facilitator.verify(paymentPayload, paymentRequirements));
       if (opts.settleHangs) return new Promise<Response>(() => {});
+      if (opts.settleFails) {
+        const { accepted } = paymentPayload as { accepted?: { network?: string } };
+        return Response.json({ success: false, errorReason: "transaction_failed", transaction: "", network: accepted?.network ?? "" });
+      }
       const settled = facilitator.settle(paymentPayload, paymentRequirements);
       settlements.push(settled);
       const result = await settled;
+      if (opts.onSettle) await opts.onSettle();
       if (opts.settleDelayMs) {
         // The chain moves on while the answer is late, so the settlement is not in the latest block any more.
         await chain.rpc("anvil_mine", ["0x5"]);

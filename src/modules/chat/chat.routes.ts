@@ -4,10 +4,13 @@ import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, responses, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import type { ChatRequest } from "../../providers/types.ts";
+import { paymentHeaderOf } from "../../payments/payment.ts";
 
 const RATE_HEADERS = {
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
   "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
+  "PAYMENT-RESPONSE": { $ref: "#/components/headers/PAYMENT-RESPONSE" },
+  "X-PAYMENT-RESPONSE": { $ref: "#/components/headers/X-PAYMENT-RESPONSE" },
 };
 
 const COMPLETION_EXAMPLE = {
@@ -24,85 +27,89 @@ const STREAM_EXAMPLE =
 
 /** POST /v1/chat/completions: OpenAI-compatible, JSON or SSE. */
 export const chatRoutes = (s: Services) =>
-  new Elysia({ tags: ["chat"] })
-    .use(requestBodies)
-    .post(
-      "/v1/chat/completions",
-      ({ body, request }) => s.chat.complete(request.headers.get("authorization"), body as ChatRequest, traceOf(request)),
-      {
-        body: "ChatCompletionRequest",
-        parse: "json", // every body is JSON (spec), whatever Content-Type a client sends
-        detail: doc({
-          summary: "Chat completion (reserve → provider → settle)",
-          description:
-            "Reserves the most the answer can cost, calls the provider, then charges the exact usage (or releases the hold when the " +
-            "provider fails). `stream: true` answers text/event-stream: `data:` lines of ChatCompletionChunk, a StreamErrorEvent if the " +
-            "provider fails mid-stream, and always `data: [DONE]` last. An upstream rejection (UPSTREAM_CLIENT_ERROR) keeps the " +
-            "provider's 4xx status.",
-          security: [SECURITY.apiKey],
-          responses: responses(
-            {
-              200: {
-                description: "The completion (JSON), or a stream of chunks (text/event-stream) when stream is true",
-                headers: RATE_HEADERS,
-                content: {
-                  "application/json": { schema: { $ref: "#/components/schemas/ChatCompletionResponse" }, example: COMPLETION_EXAMPLE },
-                  "text/event-stream": {
-                    schema: {
-                      type: "string",
-                      description: "Server-sent events: ChatCompletionChunk / StreamErrorEvent payloads, then [DONE]",
-                    },
-                    example: STREAM_EXAMPLE,
+  new Elysia({ tags: ["chat"] }).use(requestBodies).post(
+    "/v1/chat/completions",
+    ({ body, request }) => {
+      const payment = paymentHeaderOf(request.headers);
+      if (payment === null) return s.chat.complete(request.headers.get("authorization"), body as ChatRequest, traceOf(request));
+      return s.paidCalls.serve(payment, request, (pay) =>
+        s.chat.complete(request.headers.get("authorization"), body as ChatRequest, traceOf(request), undefined, pay),
+      );
+    },
+    {
+      body: "ChatCompletionRequest",
+      parse: "json", // every body is JSON (spec), whatever Content-Type a client sends
+      detail: doc({
+        summary: "Chat completion (reserve → provider → settle)",
+        description:
+          "Reserves the most the answer can cost, calls the provider, then charges the exact usage (or releases the hold when the " +
+          "provider fails). `stream: true` answers text/event-stream: `data:` lines of ChatCompletionChunk, a StreamErrorEvent if the " +
+          "provider fails mid-stream, and always `data: [DONE]` last. An upstream rejection (UPSTREAM_CLIENT_ERROR) keeps the " +
+          "provider's 4xx status. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason; a payment-identifier id naming another payment is 409 CONFLICT.",
+        security: SECURITY.paidCall,
+        responses: responses(
+          {
+            200: {
+              description: "The completion (JSON), or a stream of chunks (text/event-stream) when stream is true",
+              headers: RATE_HEADERS,
+              content: {
+                "application/json": { schema: { $ref: "#/components/schemas/ChatCompletionResponse" }, example: COMPLETION_EXAMPLE },
+                "text/event-stream": {
+                  schema: {
+                    type: "string",
+                    description: "Server-sent events: ChatCompletionChunk / StreamErrorEvent payloads, then [DONE]",
                   },
+                  example: STREAM_EXAMPLE,
                 },
               },
             },
-            errors(
-              "VALIDATION_ERROR",
-              "UNKNOWN_MODEL",
-              "UPSTREAM_CLIENT_ERROR",
-              "UNAUTHORIZED",
-              "RATE_LIMITED",
-              "INTERNAL_ERROR",
-              "UPSTREAM_ERROR",
-              "SERVICE_UNAVAILABLE",
-              "UPSTREAM_DEADLINE",
-              "REQUEST_TIMEOUT",
-              "PAYLOAD_TOO_LARGE",
-            ),
-            {
-              402: {
-                description: "INSUFFICIENT_BALANCE (with the balance and top-up instructions) or KEY_BUDGET_EXCEEDED",
-                headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
-                content: {
-                  "application/json": {
-                    schema: {
-                      oneOf: [{ $ref: "#/components/schemas/InsufficientBalanceError" }, { $ref: "#/components/schemas/KeyBudgetError" }],
-                    },
-                    examples: {
-                      INSUFFICIENT_BALANCE: {
-                        value: {
-                          error: "INSUFFICIENT_BALANCE",
-                          message: "Balance cannot cover the estimated cost of this request",
-                          available_usdc: 1200,
-                          required_usdc: 10_290,
-                          topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
-                        },
-                      },
-                      KEY_BUDGET_EXCEEDED: {
-                        value: {
-                          error: "KEY_BUDGET_EXCEEDED",
-                          message: "This API key's budget cannot cover the request",
-                          key_budget_left_usdc: 0,
-                          required_usdc: 10_290,
-                        },
-                      },
-                    },
-                  },
-                },
-              },
-            },
+          },
+          errors(
+            "VALIDATION_ERROR",
+            "UNKNOWN_MODEL",
+            "UPSTREAM_CLIENT_ERROR",
+            "UNAUTHORIZED",
+            "RATE_LIMITED",
+            "INTERNAL_ERROR",
+            "UPSTREAM_ERROR",
+            "SERVICE_UNAVAILABLE",
+            "UPSTREAM_DEADLINE",
+            "REQUEST_TIMEOUT",
+            "PAYLOAD_TOO_LARGE",
           ),
-        }),
-      },
-    );
+          {
+            402: {
+              description: "INSUFFICIENT_BALANCE (with the balance and top-up instructions) or KEY_BUDGET_EXCEEDED",
+              headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+              content: {
+                "application/json": {
+                  schema: {
+                    oneOf: [{ $ref: "#/components/schemas/InsufficientBalanceError" }, { $ref: "#/components/schemas/KeyBudgetError" }],
+                  },
+                  examples: {
+                    INSUFFICIENT_BALANCE: {
+                      value: {
+                        error: "INSUFFICIENT_BALANCE",
+                        message: "Balance cannot cover the estimated cost of this request",
+                        available_usdc: 1200,
+                        required_usdc: 10_290,
+                        topup: { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 },
+                      },
+                    },
+                    KEY_BUDGET_EXCEEDED: {
+                      value: {
+                        error: "KEY_BUDGET_EXCEEDED",
+                        message: "This API key's budget cannot cover the request",
+                        key_budget_left_usdc: 0,
+                        required_usdc: 10_290,
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        ),
+      }),
+    },
+  );

@@ -4,6 +4,7 @@ import type { Holds } from "../../billing/holds.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import type { Catalog, Model } from "../../providers/catalog.ts";
 import type { ChatRequest, DoorStream, ProviderAdapter } from "../../providers/types.ts";
+import type { KeyPrincipal } from "../../ledger/ledger.ts";
 import { admit } from "./admit.ts";
 import type { Forwarder } from "./forward.ts";
 
@@ -29,6 +30,12 @@ export interface AnswerShape {
 }
 
 /**
+ * A paid call's payment (PAYMENT-SIGNATURE / X-PAYMENT on a model request), run once the request is admitted and its
+ * hold is known and before the reserve: it credits the key's wallet, or throws (nothing is held then).
+ */
+export type PayHook = (principal: KeyPrincipal, required: number) => Promise<void>;
+
+/**
  * POST /v1/chat/completions (and every front door through it), top to bottom: admit (key, model, fields), bound (the upstream request and the hold
  * that covers it), reserve (the first Redis call), forward (the provider, under its deadline), settle the usage or
  * release the hold (the second and last Redis call, behind the answer).
@@ -46,6 +53,7 @@ export class ChatService {
     body: ChatRequest,
     trace: RequestTrace = newTrace(),
     shape?: AnswerShape,
+    pay?: PayHook,
   ): Promise<Response> {
     const { principal, model } = await admit(this.auth, this.catalog, authorization, body, trace);
 
@@ -53,6 +61,7 @@ export class ChatService {
     const native = shape?.native?.(model);
     const { adapter, url, init, bound } = boundedRequest(model, body, stream, native);
 
+    if (pay !== undefined) await pay(principal, bound.micro);
     const holdId = crypto.randomUUID();
     const { rateRemaining } = await this.holds.reserve(principal, holdId, bound.micro);
     trace.provider = model.provider.name;

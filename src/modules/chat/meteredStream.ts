@@ -38,7 +38,7 @@ export interface MeterOptions {
   includeUsage: boolean;
   /** A stream still running after this long is stopped and charged for what it produced (STREAM_MAX_MS). */
   maxStreamMs: number;
-  /** A front door's translation of what a chat client would read (chat.service.ts DoorStream); none for chat. */
+  /** A front door's translation of what a chat client would read (providers/types.ts DoorStream); none for chat. */
   door?: DoorStream;
 }
 

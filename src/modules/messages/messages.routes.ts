@@ -5,6 +5,7 @@ import { messagesErrorBody } from "../../providers/anthropic/messagesError.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import type { Services } from "../services.ts";
 import { MessagesService } from "./messages.service.ts";
+import { paymentHeaderOf } from "../../payments/payment.ts";
 
 /**
  * The client's key in the Bearer form the key check reads: Anthropic's SDK 0.x and the AI SDK send `x-api-key`,
@@ -28,16 +29,21 @@ function inAnthropicShape(response: unknown): Promise<Response> | undefined {
 
 async function rewritten(response: Response): Promise<Response> {
   let message = "Error";
+  let x402: { x402Version: unknown; accepts: unknown } | undefined;
   try {
-    const body = (await response.clone().json()) as { message?: unknown; error?: unknown };
+    const body = (await response.clone().json()) as { message?: unknown; error?: unknown; x402Version?: unknown; accepts?: unknown };
     message = String(body.message ?? body.error ?? message);
+    // A 402's x402 terms stay beside Anthropic's error object, for x402 v1 clients (v2 read PAYMENT-REQUIRED).
+    if (body.x402Version !== undefined) x402 = { x402Version: body.x402Version, accepts: body.accepts };
   } catch {
     // not the spec's JSON: the status says it all
   }
   const headers = new Headers(response.headers);
   headers.delete("content-length");
   headers.set("content-type", "application/json");
-  return new Response(messagesErrorBody(response.status, message), { status: response.status, headers });
+  const text = messagesErrorBody(response.status, message);
+  const body = x402 ? JSON.stringify({ ...JSON.parse(text), ...x402 }) : text;
+  return new Response(body, { status: response.status, headers });
 }
 
 const ERROR_SCHEMA = {
@@ -122,7 +128,14 @@ export const messagesRoutes = (s: Services) => {
     .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
     .post(
       "/v1/messages",
-      ({ body, request }) => messages.create(credentialOf(request.headers), body as ClientMessagesRequest, traceOf(request)),
+      ({ body, request }) => {
+        const payment = paymentHeaderOf(request.headers);
+        const credential = credentialOf(request.headers);
+        if (payment === null) return messages.create(credential, body as ClientMessagesRequest, traceOf(request));
+        return s.paidCalls.serve(payment, request, (pay) =>
+          messages.create(credential, body as ClientMessagesRequest, traceOf(request), pay),
+        );
+      },
       {
         parse: "json",
         detail: doc({
@@ -134,8 +147,8 @@ export const messagesRoutes = (s: Services) => {
             "output_tokens; to any other it is translated to a chat completion and back, its usage what was billed. " +
             "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
             "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
-            'errors are Anthropic\'s {type: "error", error: {type, message}}.',
-          security: [SECURITY.apiKey],
+            'errors are Anthropic\'s {type: "error", error: {type, message}}. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason; a payment-identifier id naming another payment is 409 CONFLICT.',
+          security: SECURITY.paidCall,
           requestBody: REQUEST_BODY,
           responses: {
             200: {

@@ -8,7 +8,7 @@ import { messagesStream } from "../../providers/anthropic/messagesStream.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
 import { countPromptTokens } from "../../providers/tokens.ts";
-import type { ChatService } from "../chat/chat.service.ts";
+import type { ChatService, PayHook } from "../chat/chat.service.ts";
 
 /**
  * The Anthropic Messages API front door: a Messages request becomes a chat-completions request, admitted, held and
@@ -24,13 +24,19 @@ export class MessagesService {
   ) {}
 
   /** POST /v1/messages. `authorization` is the Bearer form of the client's key (x-api-key or Authorization). */
-  create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace): Promise<Response> {
+  create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace, pay?: PayHook): Promise<Response> {
     const chat = chatRequestOf(body);
-    return this.chat.complete(authorization, chat, trace, {
-      json: messageOf,
-      stream: () => messagesStream(chat.model),
-      native: (model) => (model.provider.type === "anthropic" ? nativeMessagesAdapter(body) : undefined),
-    });
+    return this.chat.complete(
+      authorization,
+      chat,
+      trace,
+      {
+        json: messageOf,
+        stream: () => messagesStream(chat.model),
+        native: (model) => (model.provider.type === "anthropic" ? nativeMessagesAdapter(body) : undefined),
+      },
+      pay,
+    );
   }
 
   /**

@@ -3,6 +3,7 @@ import { traceOf } from "../../observe/trace.ts";
 import { doc, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import { renderResponsesError } from "./errors.ts";
+import { paymentHeaderOf } from "../../payments/payment.ts";
 
 const REQUEST_EXAMPLE = { model: "openai/gpt-4o-mini", instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 };
 const RESPONSE_EXAMPLE = {
@@ -62,109 +63,121 @@ export const responsesRoutes = (s: Services) =>
     // Registered before the app's own error handler, so this route's errors keep OpenAI's shape (Elysia runs the
     // first handler that answers).
     .onError(({ code, error, request }) => {
-      const res = renderResponsesError(code, error, (e) => s.pgHealth.markDown(e));
+      const res = renderResponsesError(code, s.paidCalls.offerOn(error, request), (e) => s.pgHealth.markDown(e));
       traceOf(request).status = res.status;
       return res;
     })
-    .post("/v1/responses", ({ body, request }) => s.responses.create(request.headers.get("authorization"), body, traceOf(request)), {
-      parse: "json", // every body is JSON, whatever Content-Type a client sends
-      detail: doc({
-        summary: "OpenAI Responses API (reserve → provider → settle, as chat)",
-        description:
-          "The Responses API for every catalog model, whatever its provider: `input` (a string or items: messages, function_call, " +
-          "function_call_output, item_reference), `instructions`, `max_output_tokens` (the hold's cap), `tools` (function tools), " +
-          "`tool_choice`, `text.format`, `reasoning`, `stream`. Billed exactly as /v1/chat/completions. Unless `store` is false the " +
-          "response is kept for RESPONSES_STORE_TTL_S (default 1 h), readable only by the same wallet, so `previous_response_id` and " +
-          "`item_reference` continue it; an unknown or expired id is 400 previous_response_not_found / 404 item_not_found (resend the " +
-          "conversation). `stream: true` answers the Responses events, ending with response.completed (with the usage) or " +
-          "response.failed. Errors use OpenAI's shape `{error: {message, type, code, param}}` with the spec's codes and statuses.",
-        security: [SECURITY.apiKey],
-        requestBody: {
-          required: true,
-          content: {
-            "application/json": {
-              schema: {
-                type: "object",
-                required: ["model"],
-                properties: {
-                  model: { type: "string" },
-                  input: {},
-                  stream: { type: "boolean" },
-                  store: { type: "boolean" },
-                  previous_response_id: { type: "string" },
-                  max_output_tokens: { type: "integer", minimum: 1 },
-                },
-              },
-              example: REQUEST_EXAMPLE,
-            },
-          },
-        },
-        responses: {
-          200: {
-            description: "The response object (JSON), or its events (text/event-stream) when stream is true",
-            headers: {
-              "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
-              "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
-            },
+    .post(
+      "/v1/responses",
+      ({ body, request }) => {
+        const payment = paymentHeaderOf(request.headers);
+        const authorization = request.headers.get("authorization");
+        if (payment === null) return s.responses.create(authorization, body, traceOf(request));
+        return s.paidCalls.serve(payment, request, (pay) => s.responses.create(authorization, body, traceOf(request), pay));
+      },
+      {
+        parse: "json", // every body is JSON, whatever Content-Type a client sends
+        detail: doc({
+          summary: "OpenAI Responses API (reserve → provider → settle, as chat)",
+          description:
+            "The Responses API for every catalog model, whatever its provider: `input` (a string or items: messages, function_call, " +
+            "function_call_output, item_reference), `instructions`, `max_output_tokens` (the hold's cap), `tools` (function tools), " +
+            "`tool_choice`, `text.format`, `reasoning`, `stream`. Billed exactly as /v1/chat/completions. Unless `store` is false the " +
+            "response is kept for RESPONSES_STORE_TTL_S (default 1 h), readable only by the same wallet, so `previous_response_id` and " +
+            "`item_reference` continue it; an unknown or expired id is 400 previous_response_not_found / 404 item_not_found (resend the " +
+            "conversation). `stream: true` answers the Responses events, ending with response.completed (with the usage) or " +
+            "response.failed. Errors use OpenAI's shape `{error: {message, type, code, param}}` with the spec's codes and statuses. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason; a payment-identifier id naming another payment is 409 CONFLICT.",
+          security: SECURITY.paidCall,
+          requestBody: {
+            required: true,
             content: {
               "application/json": {
                 schema: {
                   type: "object",
-                  required: ["id", "object", "status", "output"],
+                  required: ["model"],
                   properties: {
-                    id: { type: "string" },
-                    object: { const: "response" },
-                    status: { type: "string" },
-                    output: { type: "array" },
+                    model: { type: "string" },
+                    input: {},
+                    stream: { type: "boolean" },
+                    store: { type: "boolean" },
+                    previous_response_id: { type: "string" },
+                    max_output_tokens: { type: "integer", minimum: 1 },
                   },
                 },
-                example: RESPONSE_EXAMPLE,
+                example: REQUEST_EXAMPLE,
               },
-              "text/event-stream": { schema: { type: "string", description: "Server-sent Responses API events" }, example: STREAM_EXAMPLE },
             },
           },
-          400: errorAnswer("VALIDATION_ERROR, UNKNOWN_MODEL, UPSTREAM_CLIENT_ERROR or previous_response_not_found", {
-            message: "Previous response with id 'resp_1' not found. …",
-            type: "invalid_request_error",
-            code: "previous_response_not_found",
-            param: "previous_response_id",
-          }),
-          401: errorAnswer("UNAUTHORIZED", {
-            message: "Missing or invalid credentials",
-            type: "authentication_error",
-            code: "UNAUTHORIZED",
-            param: null,
-          }),
-          402: errorAnswer("INSUFFICIENT_BALANCE or KEY_BUDGET_EXCEEDED", {
-            message: "Balance cannot cover the estimated cost of this request",
-            type: "insufficient_balance",
-            code: "INSUFFICIENT_BALANCE",
-            param: null,
-          }),
-          404: errorAnswer("item_not_found: an item_reference names no stored item", {
-            message: "Item with id 'msg_1' not found. …",
-            type: "invalid_request_error",
-            code: "item_not_found",
-            param: "input",
-          }),
-          429: errorAnswer("RATE_LIMITED or the provider's UPSTREAM_CLIENT_ERROR", {
-            message: "Rate limit of 600 requests per 60 s exceeded",
-            type: "rate_limit_error",
-            code: "RATE_LIMITED",
-            param: null,
-          }),
-          502: errorAnswer("UPSTREAM_ERROR", {
-            message: "The model provider failed to answer",
-            type: "server_error",
-            code: "UPSTREAM_ERROR",
-            param: null,
-          }),
-          504: errorAnswer("UPSTREAM_DEADLINE", {
-            message: "The model provider did not answer within the deadline",
-            type: "server_error",
-            code: "UPSTREAM_DEADLINE",
-            param: null,
-          }),
-        },
-      }),
-    });
+          responses: {
+            200: {
+              description: "The response object (JSON), or its events (text/event-stream) when stream is true",
+              headers: {
+                "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+                "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
+              },
+              content: {
+                "application/json": {
+                  schema: {
+                    type: "object",
+                    required: ["id", "object", "status", "output"],
+                    properties: {
+                      id: { type: "string" },
+                      object: { const: "response" },
+                      status: { type: "string" },
+                      output: { type: "array" },
+                    },
+                  },
+                  example: RESPONSE_EXAMPLE,
+                },
+                "text/event-stream": {
+                  schema: { type: "string", description: "Server-sent Responses API events" },
+                  example: STREAM_EXAMPLE,
+                },
+              },
+            },
+            400: errorAnswer("VALIDATION_ERROR, UNKNOWN_MODEL, UPSTREAM_CLIENT_ERROR or previous_response_not_found", {
+              message: "Previous response with id 'resp_1' not found. …",
+              type: "invalid_request_error",
+              code: "previous_response_not_found",
+              param: "previous_response_id",
+            }),
+            401: errorAnswer("UNAUTHORIZED", {
+              message: "Missing or invalid credentials",
+              type: "authentication_error",
+              code: "UNAUTHORIZED",
+              param: null,
+            }),
+            402: errorAnswer("INSUFFICIENT_BALANCE or KEY_BUDGET_EXCEEDED", {
+              message: "Balance cannot cover the estimated cost of this request",
+              type: "insufficient_balance",
+              code: "INSUFFICIENT_BALANCE",
+              param: null,
+            }),
+            404: errorAnswer("item_not_found: an item_reference names no stored item", {
+              message: "Item with id 'msg_1' not found. …",
+              type: "invalid_request_error",
+              code: "item_not_found",
+              param: "input",
+            }),
+            429: errorAnswer("RATE_LIMITED or the provider's UPSTREAM_CLIENT_ERROR", {
+              message: "Rate limit of 600 requests per 60 s exceeded",
+              type: "rate_limit_error",
+              code: "RATE_LIMITED",
+              param: null,
+            }),
+            502: errorAnswer("UPSTREAM_ERROR", {
+              message: "The model provider failed to answer",
+              type: "server_error",
+              code: "UPSTREAM_ERROR",
+              param: null,
+            }),
+            504: errorAnswer("UPSTREAM_DEADLINE", {
+              message: "The model provider did not answer within the deadline",
+              type: "server_error",
+              code: "UPSTREAM_DEADLINE",
+              param: null,
+            }),
+          },
+        }),
+      },
+    );

@@ -11,7 +11,7 @@ import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
 import { frameJson, type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
-import type { AnswerShape, ChatService } from "../chat/chat.service.ts";
+import type { AnswerShape, ChatService, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
 
 function invalid(message: string): ApiError {
@@ -38,7 +38,8 @@ export class ResponsesService {
     private readonly store: ConversationStore,
   ) {}
 
-  async create(authorization: string | null, body: unknown, trace: RequestTrace): Promise<Response> {
+  /** `pay`: a paid call's payment, run by the chat core before its hold (see ChatService.complete). */
+  async create(authorization: string | null, body: unknown, trace: RequestTrace, pay?: PayHook): Promise<Response> {
     checkBody(body);
     let items = inputItems(body.input);
     const chained = body.previous_response_id !== undefined && body.previous_response_id !== null;
@@ -70,7 +71,7 @@ export class ResponsesService {
       // connection, same slot) comes after it.
       stream: () => responsesStream(frameJson(frame), (output, json) => void save(output, json)),
     };
-    const res = await this.chat.complete(authorization, chatBody, trace, shape);
+    const res = await this.chat.complete(authorization, chatBody, trace, shape, pay);
     // Kept before the answer leaves: then whoever reads the store next (a next turn on any process or connection)
     // finds it. One Redis round trip of latency; the CPU is the same either way.
     if (answer && res.ok) await save(answer.output, answer.outputJson);

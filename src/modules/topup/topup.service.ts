@@ -8,6 +8,7 @@ import { HttpFacilitator } from "../../payments/http.ts";
 import { LocalFacilitator } from "../../payments/local.ts";
 import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
+import { fingerprintOf, PaymentIds, paymentIdOf } from "../../payments/paymentIds.ts";
 import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
 import { topupEventId } from "../../payments/topupId.ts";
 import type { Credits } from "../../store/credits.ts";
@@ -36,10 +37,30 @@ export type TopupOutcome =
   | { status: 402; body: Offer["body"]; headers: Record<string, string> }
   | { status: 200; body: { balance_usdc: number; credited_usdc: number }; headers: Record<string, string> };
 
+/** A payment verified, settled and credited: the answer's receipt headers and what the wallet got. */
+export interface Paid {
+  balance: number;
+  credited: number;
+  /** PAYMENT-RESPONSE and X-PAYMENT-RESPONSE (success). */
+  headers: Record<string, string>;
+  tx: string;
+  payer: string;
+}
+
+/** A payment that moved nothing: the facilitator refused it (verify) or its settlement failed. */
+export interface Refused {
+  reason: string;
+  /** PAYMENT-RESPONSE with success:false (x402 v2). */
+  headers: Record<string, string>;
+}
+
+/** What a payment-identifier id found: a first run (its value), or the first run's stored result. */
+export type Once<T> = { fresh: T } | { replay: Record<string, unknown> };
+
 /**
  * x402 top-ups (design §6): step 1 offers the terms, step 2 verifies and settles the payment through the
  * facilitator, records the top-up in Postgres keyed by the settlement transaction (so a payment credits once)
- * and then credits the payer's wallet in Redis.
+ * and then credits the payer's wallet in Redis. `pay` is the same exchange for the model endpoints' paid calls.
  */
 export class TopupService {
   /** Facilitator for EIP-3009 assets (FACILITATOR_URL or in-process) and for permit assets, by permit or Permit2 (in-process). */
@@ -47,6 +68,7 @@ export class TopupService {
   private readonly permit?: LocalFacilitator;
   /** Payments whose settlement could not be confirmed, credited later if the chain shows they moved. */
   readonly recovery: PaymentRecovery;
+  private readonly ids: PaymentIds;
 
   constructor(
     private readonly cfg: PaymentsConfig,
@@ -59,6 +81,7 @@ export class TopupService {
         : undefined;
     this.permit = local;
     this.recovery = new PaymentRecovery(cfg, sql, credits);
+    this.ids = new PaymentIds(sql);
     if (cfg.facilitator === "http" && cfg.facilitatorUrl) this.eip3009 = new HttpFacilitator(cfg.facilitatorUrl, cfg.facilitatorTimeoutMs);
     else if (cfg.facilitator === "local") this.eip3009 = local;
   }
@@ -72,8 +95,9 @@ export class TopupService {
     return this.cfg.chain.name;
   }
 
-  offer(microUsdc: number, resource: string, error?: string): Offer {
-    const offer = buildOffer(this.cfg.chain, this.cfg.payTo as Address, microUsdc, resource, this.permit?.relayer);
+  /** The terms for `microUsdc` at `resource`, every accepted asset (the one list offers are built from). */
+  offer(microUsdc: number, resource: string, error?: string, description?: string): Offer {
+    const offer = buildOffer(this.cfg.chain, this.cfg.payTo as Address, microUsdc, resource, this.permit?.relayer, description);
     if (error) {
       offer.body.error = error;
       offer.v2.error = error;
@@ -81,8 +105,12 @@ export class TopupService {
     return offer;
   }
 
-  private paymentRequired(offer: Offer): TopupOutcome {
-    return { status: 402, body: offer.body, headers: { "payment-required": encodeHeader(offer.v2), "cache-control": "no-store" } };
+  private paymentRequired(offer: Offer, extra: Record<string, string> = {}): TopupOutcome {
+    return {
+      status: 402,
+      body: offer.body,
+      headers: { "payment-required": encodeHeader(offer.v2), "cache-control": "no-store", ...extra },
+    };
   }
 
   /** Step 1 (no payment header) or step 2. `microUsdc` is already validated (≥ 1 USD, ≤ 6 decimals). */
@@ -91,8 +119,61 @@ export class TopupService {
     const offer = this.offer(microUsdc, resource);
     if (offer.requirements.length === 0) throw new BareError(503, "no accepted asset can carry this amount exactly");
     if (paymentHeader === undefined) return this.paymentRequired(offer);
+    const decoded = decodePaymentHeader(paymentHeader);
+    const once = await this.once(
+      "topup",
+      decoded,
+      async (): Promise<TopupOutcome> => {
+        const r = await this.pay(microUsdc, offer, decoded);
+        if ("reason" in r) return this.paymentRequired(this.offer(microUsdc, resource, r.reason), r.headers);
+        return { status: 200, body: { balance_usdc: r.balance, credited_usdc: r.credited }, headers: r.headers };
+      },
+      (out) => (out.status === 200 ? (out as unknown as Record<string, unknown>) : undefined),
+    );
+    return "fresh" in once ? once.fresh : (once.replay as unknown as TopupOutcome);
+  }
 
-    const payment = await matchPayment(decodePaymentHeader(paymentHeader), offer.requirements, this.cfg.chain);
+  /**
+   * x402 payment-identifier: with an id in the payload, the first request runs (`run`) and what `keep` makes of its
+   * value is stored; a resend of the same payload gets that back (`replay`) and moves no money; another payload
+   * under the id is 409. A run that moved nothing (`keep` gives undefined, or it threw) frees the id again.
+   * `scope` separates where ids live (the top-up route, each wallet's paid calls).
+   */
+  async once<T>(
+    scope: string,
+    decoded: Record<string, unknown>,
+    run: () => Promise<T>,
+    keep: (value: T) => Record<string, unknown> | undefined,
+  ): Promise<Once<T>> {
+    const id = paymentIdOf(decoded);
+    if (id === undefined) return { fresh: await run() };
+    const claim = await this.ids.claim(scope, id, fingerprintOf(decoded));
+    if (claim.kind === "conflict") throw new BareError(409, "payment identifier already names another payment");
+    if (claim.kind === "busy") throw new BareError(409, "payment identifier in use by a request still being served; retry shortly");
+    if (claim.kind === "done") return { replay: claim.result };
+    let value: T;
+    try {
+      value = await run();
+    } catch (e) {
+      await this.ids.release(scope, id).catch(() => undefined);
+      throw e;
+    }
+    const result = keep(value);
+    // The payment's own outcome stands whatever happens here: an id left pending is taken over after it goes stale.
+    await (result ? this.ids.finish(scope, id, result) : this.ids.release(scope, id)).catch((e) =>
+      log.warn("payment identifier not updated; a resend waits until it goes stale", { error: e }),
+    );
+    return { fresh: value };
+  }
+
+  /**
+   * Verifies, settles and credits one decoded payment against `offer`, the terms for `microUsdc` (400 when it
+   * answers none of its terms).
+   * Credits `wallet`, else the payer. A check is opened before settling, so a gateway killed between the transfer
+   * and the credit still credits it (recovery reads the chain); the credit closes it.
+   */
+  async pay(microUsdc: number, offer: Offer, decoded: Record<string, unknown>, wallet?: string): Promise<Paid | Refused> {
+    const payment = await matchPayment(decoded, offer.requirements, this.cfg.chain);
     // No money moves while Postgres is down: the 503 (app error handler) comes before the facilitator is asked,
     // at once when PgHealth already knows. (A Postgres failure after settling still credits, through the outbox.)
     await this.sql`SELECT 1`;
@@ -101,39 +182,51 @@ export class TopupService {
 
     const verdict = await this.unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));
     if (!verdict.isValid) {
-      log.info("top-up payment refused by the facilitator", { reason: verdict.invalidReason, payer: payment.payer });
-      return this.paymentRequired(this.offer(microUsdc, resource, verdict.invalidReason ?? "invalid_payment"));
+      log.info("payment refused by the facilitator", { reason: verdict.invalidReason, payer: payment.payer });
+      return this.refused(payment, verdict.invalidReason ?? "invalid_payment");
     }
     // The chain's height before settling: where recovery searches if the outcome stays unknown.
     const fromBlock = await this.recovery.height();
-    const settled = await this.settle(facilitator, payment, microUsdc, fromBlock);
+    await this.recovery.open(payment, microUsdc, "settling", fromBlock, undefined, { wallet, beforeSettle: true });
+    const settled = await this.settle(facilitator, payment, microUsdc, fromBlock, wallet);
     if (!settled.success || !TX_HASH.test(settled.transaction)) {
-      log.warn("top-up settlement failed", { reason: settled.errorReason, payer: payment.payer });
+      log.warn("payment settlement failed", { reason: settled.errorReason, payer: payment.payer });
       // The facilitator may have sent the transfer before it failed (a receipt that timed out): the chain decides.
-      await this.recovery.open(payment, microUsdc, `settle failed: ${settled.errorReason ?? "unknown"}`, fromBlock, settled.transaction);
-      return this.paymentRequired(this.offer(microUsdc, resource, settled.errorReason ?? "settlement_failed"));
+      await this.recovery.open(payment, microUsdc, `settle failed: ${settled.errorReason ?? "unknown"}`, fromBlock, settled.transaction, {
+        wallet,
+      });
+      return this.refused(payment, settled.errorReason ?? "settlement_failed");
     }
-    return this.credit(payment, microUsdc, settled.transaction.toLowerCase());
+    return this.credit(payment, microUsdc, settled.transaction.toLowerCase(), wallet ?? payment.payer);
+  }
+
+  private refused(payment: MatchedPayment, reason: string): Refused {
+    const receipt = encodeHeader({ success: false, errorReason: reason, transaction: "", network: payment.network, payer: payment.payer });
+    return { reason, headers: { "payment-response": receipt } };
   }
 
   /** Money moved on chain: from here on nothing may lose the credit (Credits.addSettled retries and defers). */
-  private async credit(payment: MatchedPayment, microUsdc: number, tx: string): Promise<TopupOutcome> {
+  private async credit(payment: MatchedPayment, microUsdc: number, tx: string, wallet: string): Promise<Paid> {
     const r = await this.credits.addSettled({
       eventId: topupEventId(this.cfg.chain.caip2, tx),
-      wallet: payment.payer,
+      wallet,
       kind: "topup",
       amountUsdc: microUsdc,
       txHash: tx,
       network: this.cfg.chain.caip2,
       reason: `${payment.requirement.asset.symbol} x402 v${payment.x402Version}`,
+      payer: payment.payer,
     });
     if (r.duplicate) log.warn("settlement already credited; not crediting again", { tx_hash: tx });
-    else log.info("top-up credited", { wallet: payment.payer, amount_usdc: microUsdc, tx_hash: tx, deferred: r.deferred });
+    else log.info("top-up credited", { wallet, payer: payment.payer, amount_usdc: microUsdc, tx_hash: tx, deferred: r.deferred });
+    await this.recovery.credited(payment, tx);
     const receipt = encodeHeader({ success: true, transaction: tx, network: payment.network, payer: payment.payer });
     return {
-      status: 200,
-      body: { balance_usdc: r.balance, credited_usdc: r.duplicate ? 0 : microUsdc },
+      balance: r.balance,
+      credited: r.duplicate ? 0 : microUsdc,
       headers: { "x-payment-response": receipt, "payment-response": receipt, "cache-control": "no-store" },
+      tx,
+      payer: payment.payer,
     };
   }
 
@@ -146,6 +239,7 @@ export class TopupService {
     payment: MatchedPayment,
     microUsdc: number,
     fromBlock: bigint | undefined,
+    wallet: string | undefined,
   ): Promise<SettleResult> {
     try {
       return await facilitator.settle(payment.payload, payment.requirements);
@@ -157,6 +251,7 @@ export class TopupService {
         `settle: ${e instanceof Error ? e.message : String(e)}`,
         fromBlock,
         unavailable ? e.transaction : undefined,
+        { wallet },
       );
       if (!unavailable) throw e;
       log.error("payment facilitator unavailable", { error: e });

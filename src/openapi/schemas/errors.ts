@@ -22,9 +22,15 @@ export const ERROR_SCHEMAS = {
           { endpoint: T.String(), method: T.String(), minimum_usd: T.Number() },
           { ...closed, description: "How to add credit" },
         ),
+        x402Version: T.Optional(T.Literal(1, { description: "x402 terms (when the gateway takes payments): pay and resend the request" })),
+        accepts: T.Optional(
+          T.Array(ref("PaymentRequirement"), {
+            description: "x402 v1 terms for this request's URL: the shortfall rounded up to a cent, at least X402_CALL_MIN_USD",
+          }),
+        ),
       }),
     ],
-    { description: "402 INSUFFICIENT_BALANCE" },
+    { description: "402 INSUFFICIENT_BALANCE (on a model endpoint of a gateway that takes payments, with x402 terms)" },
   ),
   KeyBudgetError: T.Intersect(
     [

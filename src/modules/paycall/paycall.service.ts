@@ -1,0 +1,119 @@
+/**
+ * Agents pay from the endpoint they call: a model endpoint's 402 INSUFFICIENT_BALANCE carries x402 terms (body for
+ * v1 clients, PAYMENT-REQUIRED for v2), and the same request sent again with PAYMENT-SIGNATURE / X-PAYMENT pays
+ * through the top-up service (verify, settle, credit the key's wallet), then is served as if the credit had always
+ * been there. The money rules are /v1/topup's: this module only decides the amount and where the answer goes.
+ */
+import { refusalError, TOPUP_HINT } from "../../billing/refusals.ts";
+import { ApiError, BareError } from "../../errors.ts";
+import type { Ledger } from "../../ledger/ledger.ts";
+import { claimedMicro, decodePaymentHeader } from "../../payments/payment.ts";
+import type { PaymentsConfig } from "../../payments/config.ts";
+import { encodeHeader } from "../../payments/requirements.ts";
+import type { PayHook } from "../chat/chat.service.ts";
+import type { TopupService } from "../topup/topup.service.ts";
+
+const CENT = 10_000;
+
+/** What a paid call tops up: the shortfall rounded up to a cent, at least `minimum` (µUSDC). */
+export function offerAmount(available: number, required: number, minimum: number): number {
+  const short = required - Math.max(0, available);
+  return Math.max(minimum, Math.ceil(short / CENT) * CENT);
+}
+
+const describe = (micro: number) =>
+  `Top up ${micro / 1_000_000} USD of gateway credit to the wallet of this API key, then serve the request`;
+
+/** The offer on model endpoints' 402s and the paid retry. */
+export class PaidCalls {
+  constructor(
+    private readonly cfg: PaymentsConfig,
+    private readonly topup: TopupService,
+    private readonly ledger: Ledger,
+  ) {}
+
+  /**
+   * A model endpoint's 402 INSUFFICIENT_BALANCE with x402 terms for this request's URL (`PAYMENT-REQUIRED`, and
+   * `x402Version` + `accepts` for the body); any other error, or a gateway that takes no payments, unchanged.
+   */
+  offerOn(error: unknown, request: Request): unknown {
+    if (!(error instanceof ApiError) || error.code !== "INSUFFICIENT_BALANCE" || !this.topup.enabled) return error;
+    const available = Number(error.extra?.available_usdc ?? 0);
+    const required = Number(error.extra?.required_usdc ?? 0);
+    const micro = offerAmount(available, required, this.cfg.callMinMicro);
+    const url = new URL(request.url);
+    const offer = this.topup.offer(micro, url.origin + url.pathname, undefined, describe(micro));
+    if (offer.requirements.length === 0) return error;
+    return error.with({
+      headers: { "payment-required": encodeHeader(offer.v2), "cache-control": "no-store" },
+      x402: { x402Version: 1, accepts: offer.body.accepts },
+    });
+  }
+
+  /**
+   * The paid retry: `call` serves the request with a PayHook the chat core runs once the request is admitted (key,
+   * model, fields) and its hold known, before the reserve. The hook pays the payment's amount (at least the offer's)
+   * to the key's wallet; the answer, whatever it is, then carries the receipt. A payment that moves nothing is 402
+   * INSUFFICIENT_BALANCE with the reason (and a fresh offer, added by the error renderer).
+   */
+  async serve(header: string, request: Request, call: (pay: PayHook) => Promise<Response>): Promise<Response> {
+    const url = new URL(request.url);
+    const resource = url.origin + url.pathname;
+    let receipt: Record<string, string> | undefined;
+    const pay: PayHook = async (principal, required) => {
+      const wallet = principal.wallet;
+      const { balance, locked } = await this.ledger.balance(wallet);
+      const available = balance - locked;
+      const refuse = (reason: string, headers?: Record<string, string>) =>
+        new ApiError({
+          code: "INSUFFICIENT_BALANCE",
+          message: `Payment not accepted (${reason}); nothing was charged`,
+          extra: { available_usdc: available, required_usdc: required, topup: TOPUP_HINT },
+          headers,
+        });
+      if (!this.topup.enabled) throw refuse("this gateway takes no payments");
+      // A key whose own budget cannot cover the request would pay for nothing it can use: refused before any money moves.
+      const budgetLeft = await this.ledger.keyBudgetLeft(principal);
+      if (budgetLeft !== null && budgetLeft < required)
+        throw refusalError({ ok: false, refusal: "KEY_BUDGET_EXCEEDED", budgetLeft, required });
+      try {
+        const decoded = decodePaymentHeader(header);
+        const asked = offerAmount(available, required, this.cfg.callMinMicro);
+        const micro = claimedMicro(decoded, this.cfg.chain);
+        // A resend under a payment-identifier id is looked up first: its payment is not judged again.
+        const once = await this.topup.once(
+          `call:${wallet}`,
+          decoded,
+          () => {
+            if (micro === undefined) throw refuse("the payment names no amount of an accepted asset");
+            if (micro < asked) throw refuse(`it pays ${micro} µUSDC, below the ${asked} asked`);
+            return this.topup.pay(micro, this.topup.offer(micro, resource, undefined, describe(micro)), decoded, wallet);
+          },
+          (r) => ("reason" in r ? undefined : { headers: r.headers }),
+        );
+        if ("replay" in once) {
+          receipt = once.replay.headers as Record<string, string>;
+          return;
+        }
+        const r = once.fresh;
+        if ("reason" in r) throw refuse(r.reason, r.headers);
+        receipt = r.headers;
+      } catch (e) {
+        // /v1/topup's bare errors in this route's words: a payment that does not fit is refused (402), not malformed.
+        if (e instanceof BareError && e.status === 400) throw refuse(e.message);
+        if (e instanceof BareError && e.status === 409) throw new ApiError({ code: "CONFLICT", message: e.message });
+        if (e instanceof BareError) throw ApiError.unavailable(1, e.message);
+        throw e;
+      }
+    };
+    try {
+      const answer = await call(pay);
+      if (receipt) for (const [name, value] of Object.entries(receipt)) answer.headers.set(name, value);
+      return answer;
+    } catch (e) {
+      // Paid, then refused (a concurrent spend left the wallet short again): the fresh offer comes with the receipt.
+      if (receipt && e instanceof ApiError) throw e.with({ headers: receipt });
+      throw e;
+    }
+  }
+}
