@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { BareError } from "../errors.ts";
+import { log } from "../log.ts";
 import type { Sql } from "../store/db.ts";
 import { PAYMENT_IDENTIFIER } from "./requirements.ts";
 
@@ -8,6 +9,9 @@ const ID = /^[A-Za-z0-9_-]{16,128}$/;
 // A claim left pending this long belongs to a request that died (kill -9): a resend may take it over. Longer than a
 // facilitator's verify + settle under their deadlines.
 const STALE_S = 600;
+
+/** A run under a payment id: its own value, or the first run's kept result (a resend). */
+export type Once<T> = { fresh: T } | { replay: Record<string, unknown> };
 
 /** What a claim on a payment id found. */
 export type IdClaim =
@@ -67,5 +71,38 @@ export class PaymentIds {
   /** Nothing moved: the id is free again. */
   async release(scope: string, id: string): Promise<void> {
     await this.sql`DELETE FROM payment_ids WHERE scope = ${scope} AND id = ${id} AND state = 'pending'`;
+  }
+
+  /**
+   * x402 payment-identifier: with an id in the payload, the first request runs (`run`) and what `keep` makes of its
+   * value is stored; a resend of the same payload gets that back (`replay`) and moves no money; another payload
+   * under the id is 409. A run that moved nothing (`keep` gives undefined, or it threw) frees the id again.
+   * `scope` separates where ids live (the top-up route, each wallet's paid calls).
+   */
+  async once<T>(
+    scope: string,
+    decoded: Record<string, unknown>,
+    run: () => Promise<T>,
+    keep: (value: T) => Record<string, unknown> | undefined,
+  ): Promise<Once<T>> {
+    const id = paymentIdOf(decoded);
+    if (id === undefined) return { fresh: await run() };
+    const claim = await this.claim(scope, id, fingerprintOf(decoded));
+    if (claim.kind === "conflict") throw new BareError(409, "payment identifier already names another payment");
+    if (claim.kind === "busy") throw new BareError(409, "payment identifier in use by a request still being served; retry shortly");
+    if (claim.kind === "done") return { replay: claim.result };
+    let value: T;
+    try {
+      value = await run();
+    } catch (e) {
+      await this.release(scope, id).catch(() => undefined);
+      throw e;
+    }
+    const result = keep(value);
+    // The payment's own outcome stands whatever happens here: an id left pending is taken over after it goes stale.
+    await (result ? this.finish(scope, id, result) : this.release(scope, id)).catch((e) =>
+      log.warn("payment identifier not updated; a resend waits until it goes stale", { error: e }),
+    );
+    return { fresh: value };
   }
 }

@@ -81,7 +81,7 @@ export class PaidCalls {
         const asked = offerAmount(available, required, this.cfg.callMinMicro);
         const micro = claimedMicro(decoded, this.cfg.chain);
         // A resend under a payment-identifier id is looked up first: its payment is not judged again.
-        const once = await this.topup.once(
+        const once = await this.topup.ids.once(
           `call:${wallet}`,
           decoded,
           () => {

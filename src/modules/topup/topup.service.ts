@@ -8,7 +8,7 @@ import { HttpFacilitator } from "../../payments/http.ts";
 import { LocalFacilitator } from "../../payments/local.ts";
 import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
-import { fingerprintOf, PaymentIds, paymentIdOf } from "../../payments/paymentIds.ts";
+import { PaymentIds } from "../../payments/paymentIds.ts";
 import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
 import { topupEventId } from "../../payments/topupId.ts";
 import type { Credits } from "../../store/credits.ts";
@@ -55,7 +55,6 @@ export interface Refused {
 }
 
 /** What a payment-identifier id found: a first run (its value), or the first run's stored result. */
-export type Once<T> = { fresh: T } | { replay: Record<string, unknown> };
 
 /**
  * x402 top-ups (design §6): step 1 offers the terms, step 2 verifies and settles the payment through the
@@ -68,7 +67,8 @@ export class TopupService {
   private readonly permit?: LocalFacilitator;
   /** Payments whose settlement could not be confirmed, credited later if the chain shows they moved. */
   readonly recovery: PaymentRecovery;
-  private readonly ids: PaymentIds;
+  /** x402 payment-identifier idempotency: /v1/topup and the paid calls go through `ids.once`. */
+  readonly ids: PaymentIds;
 
   constructor(
     private readonly cfg: PaymentsConfig,
@@ -120,7 +120,7 @@ export class TopupService {
     if (offer.requirements.length === 0) throw new BareError(503, "no accepted asset can carry this amount exactly");
     if (paymentHeader === undefined) return this.paymentRequired(offer);
     const decoded = decodePaymentHeader(paymentHeader);
-    const once = await this.once(
+    const once = await this.ids.once(
       "topup",
       decoded,
       async (): Promise<TopupOutcome> => {
@@ -131,39 +131,6 @@ export class TopupService {
       (out) => (out.status === 200 ? (out as unknown as Record<string, unknown>) : undefined),
     );
     return "fresh" in once ? once.fresh : (once.replay as unknown as TopupOutcome);
-  }
-
-  /**
-   * x402 payment-identifier: with an id in the payload, the first request runs (`run`) and what `keep` makes of its
-   * value is stored; a resend of the same payload gets that back (`replay`) and moves no money; another payload
-   * under the id is 409. A run that moved nothing (`keep` gives undefined, or it threw) frees the id again.
-   * `scope` separates where ids live (the top-up route, each wallet's paid calls).
-   */
-  async once<T>(
-    scope: string,
-    decoded: Record<string, unknown>,
-    run: () => Promise<T>,
-    keep: (value: T) => Record<string, unknown> | undefined,
-  ): Promise<Once<T>> {
-    const id = paymentIdOf(decoded);
-    if (id === undefined) return { fresh: await run() };
-    const claim = await this.ids.claim(scope, id, fingerprintOf(decoded));
-    if (claim.kind === "conflict") throw new BareError(409, "payment identifier already names another payment");
-    if (claim.kind === "busy") throw new BareError(409, "payment identifier in use by a request still being served; retry shortly");
-    if (claim.kind === "done") return { replay: claim.result };
-    let value: T;
-    try {
-      value = await run();
-    } catch (e) {
-      await this.ids.release(scope, id).catch(() => undefined);
-      throw e;
-    }
-    const result = keep(value);
-    // The payment's own outcome stands whatever happens here: an id left pending is taken over after it goes stale.
-    await (result ? this.ids.finish(scope, id, result) : this.ids.release(scope, id)).catch((e) =>
-      log.warn("payment identifier not updated; a resend waits until it goes stale", { error: e }),
-    );
-    return { fresh: value };
   }
 
   /**
@@ -253,9 +220,7 @@ export class TopupService {
         unavailable ? e.transaction : undefined,
         { wallet },
       );
-      if (!unavailable) throw e;
-      log.error("payment facilitator unavailable", { error: e });
-      throw new BareError(503, "payment facilitator unavailable");
+      throw unavailable ? facilitatorDown(e) : e;
     }
   }
 
@@ -263,11 +228,7 @@ export class TopupService {
     try {
       return await fn();
     } catch (e) {
-      if (e instanceof FacilitatorUnavailable) {
-        log.error("payment facilitator unavailable", { error: e });
-        throw new BareError(503, "payment facilitator unavailable");
-      }
-      throw e;
+      throw e instanceof FacilitatorUnavailable ? facilitatorDown(e) : e;
     }
   }
 
@@ -282,4 +243,10 @@ export class TopupService {
       topups: rows.map((r) => ({ id: r.id, amount_usdc: r.amount_usdc, tx_hash: r.tx_hash, created_at: r.created_at.toISOString() })),
     };
   }
+}
+
+/** The client's answer when the facilitator cannot be reached (503, spec rule 5); the operator's error line. */
+function facilitatorDown(e: FacilitatorUnavailable): BareError {
+  log.error("payment facilitator unavailable", { error: e });
+  return new BareError(503, "payment facilitator unavailable");
 }
