@@ -12,6 +12,7 @@ import Anthropic, {
 } from "@anthropic-ai/sdk";
 import { describe, expect, test } from "bun:test";
 import { REPLY } from "./helpers/anthropicStandin.ts";
+import { leaveStreamAfter } from "./helpers/disconnect.ts";
 import { BASE, sharedGateway, startGateway } from "./helpers/gateway.ts";
 
 const gw = sharedGateway();
@@ -198,31 +199,6 @@ describe("provider failures: the hold released", () => {
 });
 
 describe("a client leaving mid-stream", () => {
-  /** Opens a stream on `path`, reads until `n` text pieces arrived, then cancels it and waits for the settle. */
-  async function leaveAfter(path: string, key: string, body: unknown, n: number, pieces: RegExp) {
-    const standin = String((body as { model: string }).model).startsWith("claude/") ? gw.anthropic : gw.standin;
-    const cancelled = standin.cancelled;
-    const res = await gw.handle(
-      new Request(BASE + path, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      }),
-    );
-    expect(res.status).toBe(200);
-    const reader = res.body!.getReader();
-    const dec = new TextDecoder();
-    let seen = "";
-    while ((seen.match(pieces) ?? []).length < n) {
-      const r = await reader.read();
-      if (r.done) throw new Error("stream ended early");
-      seen += dec.decode(r.value, { stream: true });
-    }
-    await reader.cancel();
-    await standin.cancelledAtLeast(cancelled + 1);
-    await gw.services.chat.idle();
-  }
-
   for (const [model, type] of [
     ["claude/hang", "Anthropic-type, native"],
     ["standin/hang", "OpenAI-type, translated"],
@@ -230,9 +206,16 @@ describe("a client leaving mid-stream", () => {
     test(`${model} (${type}): billed exactly as the same disconnect on /v1/chat/completions`, async () => {
       const messages = [{ role: "user", content: "hi" }];
       const viaChat = await gw.newWallet(1);
-      await leaveAfter("/v1/chat/completions", viaChat.key, { model, messages, max_tokens: 500, stream: true }, 3, /"content":"[^"]+"/g);
+      await leaveStreamAfter(
+        gw,
+        "/v1/chat/completions",
+        viaChat.key,
+        { model, messages, max_tokens: 500, stream: true },
+        3,
+        /"content":"[^"]+"/g,
+      );
       const viaMessages = await gw.newWallet(1);
-      await leaveAfter("/v1/messages", viaMessages.key, { model, messages, max_tokens: 500, stream: true }, 3, /"text_delta"/g);
+      await leaveStreamAfter(gw, "/v1/messages", viaMessages.key, { model, messages, max_tokens: 500, stream: true }, 3, /"text_delta"/g);
       const chat = await gw.ledgerState(viaChat.wallet);
       expect(chat.locked).toBe(0);
       expect(chat.balance).toBeLessThan(START);

@@ -9,6 +9,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
 import { APICallError, generateText } from "ai";
 import OpenAI from "openai";
+import { leaveStreamAfter } from "./helpers/disconnect.ts";
 import { BASE, sharedGateway } from "./helpers/gateway.ts";
 
 // A small rate limit to reach 429 quickly (per wallet: the other tests use their own wallets).
@@ -266,63 +267,25 @@ describe("provider failures release the hold", () => {
 });
 
 describe("a client leaving mid-stream", () => {
-  /** Opens a stream on `path` and reads until `n` text pieces arrived, then cancels it. */
-  async function leaveAfter(
-    path: string,
-    key: string,
-    body: { model: string; [field: string]: unknown },
-    n: number,
-    isText: (payload: any) => boolean,
-  ) {
-    const standin = body.model.startsWith("claude/") ? gw.anthropic : gw.standin;
-    const cancelled = standin.cancelled;
-    const res = await gw.handle(
-      new Request(BASE + path, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      }),
-    );
-    expect(res.status).toBe(200);
-    const reader = res.body!.getReader();
-    const dec = new TextDecoder();
-    let buffer = "";
-    for (let seen = 0; seen < n;) {
-      const r = await reader.read();
-      if (r.done) throw new Error("stream ended early");
-      buffer += dec.decode(r.value, { stream: true });
-      const events = buffer.split("\n\n");
-      buffer = events.pop()!;
-      for (const e of events) {
-        const data = e
-          .split("\n")
-          .find((l) => l.startsWith("data: "))!
-          .slice(6);
-        if (isText(JSON.parse(data))) seen++;
-      }
-    }
-    await reader.cancel();
-    await standin.cancelledAtLeast(cancelled + 1);
-    await gw.services.chat.idle();
-  }
-
   for (const model of ["standin/hang", "claude/hang"]) {
     test(`${model}: billed exactly as the same disconnect on /v1/chat/completions`, async () => {
       const viaChat = await gw.newWallet(1);
-      await leaveAfter(
+      await leaveStreamAfter(
+        gw,
         "/v1/chat/completions",
         viaChat.key,
         { model, messages: [{ role: "user", content: "hi" }], max_tokens: 500, stream: true },
         3,
-        (p) => !!p.choices?.[0]?.delta?.content,
+        /"content":"[^"]+"/g,
       );
       const viaResponses = await gw.newWallet(1);
-      await leaveAfter(
+      await leaveStreamAfter(
+        gw,
         "/v1/responses",
         viaResponses.key,
         { model, input: "hi", max_output_tokens: 500, stream: true },
         3,
-        (p) => p.type === "response.output_text.delta",
+        /"response\.output_text\.delta"/g,
       );
       const chat = await gw.ledgerState(viaChat.wallet);
       expect(chat.locked).toBe(0);
