@@ -16,7 +16,7 @@ import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { autocannon, redisCommandStats, rssKb, scriptDelta, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
-import { CLAUDE_MODEL, cleanUpOnSignals, cleanup, openWorkDir, stopChild } from "./processes.ts";
+import { CLAUDE_MODEL, openWorkDir, runThenClean, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
 import { log, MESSAGES, PROFILE, RESULTS, S } from "./settings.ts";
 import { streamLatency, wrkRotating } from "./tail.ts";
@@ -166,13 +166,7 @@ async function main(): Promise<void> {
   }
 }
 
-cleanUpOnSignals();
-try {
-  await main();
-} finally {
-  await cleanup();
-}
-process.exit(0);
+await runThenClean(main);
 
 /** Script calls and their Redis time per request over one gateway run (INFO commandstats before and after). */
 function logScripts(before: Record<string, { calls: number; usec: number }>, after: typeof before, requests: number): void {

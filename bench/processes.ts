@@ -127,6 +127,17 @@ export function cleanUpOnSignals(): void {
   }
 }
 
+/** A short bench's whole life: `main` with everything it started stopped afterwards, also on error or Ctrl-C. */
+export async function runThenClean(main: () => Promise<void>): Promise<never> {
+  cleanUpOnSignals();
+  try {
+    await main();
+  } finally {
+    await cleanup();
+  }
+  process.exit(0);
+}
+
 /** The provider stand-in of one answer delay and the baseline proxy in front of it, each its own process. */
 export interface Upstream {
   standin: Child;

@@ -9,7 +9,7 @@
  */
 import { autocannon, type Target, type Watch } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
-import { cleanUpOnSignals, cleanup, openWorkDir, startBaselineGroup, startGateway } from "./processes.ts";
+import { openWorkDir, runThenClean, startBaselineGroup, startGateway } from "./processes.ts";
 import { f0, f2 } from "./report.ts";
 import { log } from "./settings.ts";
 
@@ -69,10 +69,4 @@ async function main(): Promise<void> {
   );
 }
 
-cleanUpOnSignals();
-try {
-  await main();
-} finally {
-  await cleanup();
-}
-process.exit(0);
+await runThenClean(main);
