@@ -33,6 +33,37 @@ describe("Redis lost its recent writes", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   });
 
+  test("a key whose state Redis lost (a replica promoted before the key's write reached it) serves again, restored from Postgres", async () => {
+    const { key, keyId, wallet } = await gw.newWallet(1, { budget_usdc: 500_000 });
+    const apiKeyName = gw.services.ledger.principal(keyId, wallet).apiKeyName;
+    expect((await chat(key)).status).toBe(200); // the key is cached in process from here on
+    await gw.services.chat.idle();
+    const afterFirst = await gw.ledgerState(wallet);
+    await gw.services.redis.del(apiKeyName);
+
+    const res = await chat(key);
+    expect(res.status).toBe(200);
+    await gw.services.chat.idle();
+    expect(await gw.services.redis.hmget(apiKeyName, "revoked", "budget")).toEqual(["0", "500000"]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: afterFirst.balance - (1_000_000 - afterFirst.balance), locked: 0 });
+  });
+
+  test("a revoked key whose state Redis lost stays refused: its revoke comes back from Postgres", async () => {
+    const { account, key, keyId, wallet } = await gw.newWallet(1);
+    expect((await chat(key)).status).toBe(200);
+    await gw.services.chat.idle();
+    const before = await gw.ledgerState(wallet);
+    expect((await gw.call("DELETE", `/v1/auth/keys/${keyId}`, await gw.signIn(account))).status).toBe(200);
+    const apiKeyName = gw.services.ledger.principal(keyId, wallet).apiKeyName;
+    await gw.services.redis.del(apiKeyName);
+
+    const res = await chat(key);
+    expect(res.status).toBe(401);
+    expect(res.body.error).toBe("UNAUTHORIZED");
+    expect(await gw.services.redis.hget(apiKeyName, "revoked")).toBe("1");
+    expect(await gw.ledgerState(wallet)).toEqual(before);
+  });
+
   test("an applied credit missing from Redis is applied again, once, on top of later charges", async () => {
     const { key, wallet } = await gw.newWallet(1);
     const first = await chat(key);

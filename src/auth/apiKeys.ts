@@ -85,6 +85,20 @@ export class ApiKeyAuth {
     if (!(await this.ledger.apiKeys.isActive(p))) throw new ApiError("UNAUTHORIZED");
   }
 
+  /**
+   * The reserve refused `p` as unknown: if Redis has no state for it at all (a replica promoted before the key's
+   * write reached it, or a Redis that lost its data) while Postgres has the key, the state is restored and the
+   * caller may reserve again. False when the refusal stands (a revoked key, or one Postgres does not have).
+   */
+  async restoreLostState(p: KeyPrincipal): Promise<boolean> {
+    if (await this.ledger.apiKeys.hasState(p)) return false;
+    const [row] = await this.sql<{ budget_usdc: number | null; revoked: boolean }[]>`
+      SELECT budget_usdc, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE id = ${p.keyId} AND wallet = ${p.wallet}`;
+    if (!row) return false;
+    await this.ledger.apiKeys.restoreState(p, { revoked: row.revoked, budget: row.budget_usdc });
+    return !row.revoked;
+  }
+
   // A key created in Postgres whose Redis write was lost (crash in between): restore the Redis side.
   private async repairFromDatabase(hash: string): Promise<KeyPrincipal> {
     const row = await this.lookup(hash);

@@ -47,14 +47,24 @@ export class ApiKeyState {
    * recorded in Postgres always wins; an active key only fills a missing field.
    */
   async restore(p: KeyPrincipal, hash: string, state: KeyState): Promise<void> {
+    // The state's slot and the mapping's differ: state first, like `put`.
+    await this.restoreState(p, state);
+    await this.redis.set(this.names.keyHash(hash), mapping(p));
+  }
+
+  /** Restores a key's state hash alone (one MULTI on one key): a revoke recorded in Postgres wins, else fills gaps. */
+  async restoreState(p: KeyPrincipal, state: KeyState): Promise<void> {
     const f = keyStateFields(state);
-    // The state's slot and the mapping's differ: state first (one MULTI on one key), like `put`.
     await this.redis
       .multi()
       [state.revoked ? "hset" : "hsetnx"](p.apiKeyName, "revoked", f.revoked)
       .hsetnx(p.apiKeyName, "budget", f.budget)
       .exec();
-    await this.redis.set(this.names.keyHash(hash), mapping(p));
+  }
+
+  /** Whether Redis holds the key's state at all (a promoted replica may lack a key created just before). */
+  async hasState(p: KeyPrincipal): Promise<boolean> {
+    return (await this.redis.hget(p.apiKeyName, "revoked")) !== null;
   }
 
   /** Revokes a key: reserve-batch refuses it from its very next request. */

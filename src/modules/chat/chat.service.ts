@@ -1,6 +1,7 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { boundedRequest } from "../../billing/holdBound.ts";
 import type { Holds } from "../../billing/holds.ts";
+import { ApiError } from "../../errors.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import type { Catalog, Model } from "../../providers/catalog.ts";
 import type { ChatRequest, DoorStream, ProviderAdapter } from "../../providers/types.ts";
@@ -63,7 +64,7 @@ export class ChatService {
 
     if (pay !== undefined) await pay(principal, bound.micro);
     const holdId = crypto.randomUUID();
-    const { rateRemaining } = await this.holds.reserve(principal, holdId, bound.micro);
+    const { rateRemaining } = await this.reserve(principal, holdId, bound.micro);
     trace.provider = model.provider.name;
     trace.stream = stream;
 
@@ -77,6 +78,16 @@ export class ChatService {
           shape && !native ? shape.stream() : undefined,
         )
       : await this.forwarder.single(call, url, init, shape && !native ? shape.json : undefined);
+  }
+
+  /** The reserve; a key refused because Redis lost its state (not a revoke) is restored from Postgres and tried once more. */
+  private async reserve(principal: KeyPrincipal, holdId: string, micro: number): ReturnType<Holds["reserve"]> {
+    try {
+      return await this.holds.reserve(principal, holdId, micro);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.code === "UNAUTHORIZED") || !(await this.auth.restoreLostState(principal))) throw e;
+      return this.holds.reserve(principal, holdId, micro);
+    }
   }
 
   /** Waits for settles still in flight: shutdown calls it before the final outbox drain. */
