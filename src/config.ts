@@ -55,6 +55,10 @@ export interface Config {
   workers: number;
   /** A hold outlives the longest allowed upstream call, so only a crashed gateway's holds expire. */
   holdTtlMs: number;
+  /** CREDIT_LEASES=on: requests are admitted in memory against a lease on the wallet's credit (billing/leases.ts). */
+  creditLeases: boolean;
+  /** LEASE_TTL_S: a lease's expiry in Redis after each renew; a killed process's leased credit is free again within it. */
+  leaseTtlMs: number;
   payments: PaymentsConfig;
 }
 
@@ -287,6 +291,11 @@ export function loadConfig(env: Env = process.env): Config {
     errorShape: oneOf(env, "ERROR_SHAPE", ["spec", "openai"] as const, "spec"),
     workers: workers(env),
     holdTtlMs: 2 * upstreamTimeoutMs + 60_000,
+    // Off by default: an idle lease shows as locked credit in GET /v1/balance for up to 2 s, and a revoke made
+    // through another process bites within a second instead of at once (README "Credit leases").
+    creditLeases: oneOf(env, "CREDIT_LEASES", ["on", "off"] as const, "off") === "on",
+    // Renewed every 250 ms while used: ten seconds outlive any stall of the process short of a crash.
+    leaseTtlMs: int(env, "LEASE_TTL_S", 10, 2, 3600) * 1000,
     payments: loadPayments(env, deployment, chainId),
   };
 }

@@ -13,6 +13,7 @@ import { openRedis, type RedisCommands } from "./redis/connect.ts";
 import type { RedisTarget } from "./redis/target.ts";
 import { log } from "./log.ts";
 import { Holds } from "./billing/holds.ts";
+import { LEASE_DEFAULTS, Leases } from "./billing/leases.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
 import { Forwarder } from "./modules/chat/forward.ts";
 import { KeyService } from "./modules/keys/keys.service.ts";
@@ -86,7 +87,10 @@ export async function buildServices(config: Config, conn: Connections): Promise<
 
   const pendingSettles = new PendingSettles(sql, ledger);
   // One Holds for every endpoint that bills a model call: its settles in flight are what shutdown waits for.
-  const holds = new Holds(ledger, pendingSettles);
+  const leases = config.creditLeases
+    ? new Leases(ledger, { ...LEASE_DEFAULTS, ttlMs: config.leaseTtlMs, rateLimitWindowMs: config.rateLimitWindowMs })
+    : undefined;
+  const holds = new Holds(ledger, pendingSettles, leases);
   const chat = new ChatService(
     apiKeyAuth,
     config.catalog,
@@ -97,7 +101,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = new TopupService(config.payments, sql, credits);
-  const keys = new KeyService(sql, ledger, credits, apiKeyAuth);
+  const keys = new KeyService(sql, ledger, credits, apiKeyAuth, leases);
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
   // skip the others.
@@ -129,6 +133,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     sql,
     pgHealth,
     ledger,
+    leases,
     apiKeyAuth,
     siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
     credits,
@@ -173,6 +178,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     clearInterval(sweeper);
     clearInterval(repairer);
     await chat.idle();
+    // Leases go back once their requests are settled (a killed process's expire instead).
+    await leases?.closeAll();
     await flusher.stop().catch((e) => log.error("final outbox drain failed; entries stay in Redis", { error: e }));
     redis.disconnect();
     scripts.close();

@@ -9,6 +9,7 @@ import type { Model } from "../providers/catalog.ts";
 import type { Usage } from "../providers/types.ts";
 import type { PendingSettle, PendingSettles } from "../store/pendingSettles.ts";
 import type { ReserveBound } from "./holdBound.ts";
+import type { LeaseClaim, Leases } from "./leases.ts";
 import { checkHoldOverrun } from "./overruns.ts";
 import { billedMicro, costMicro } from "./price.ts";
 import { refusalError } from "./refusals.ts";
@@ -21,6 +22,8 @@ export interface HeldCall {
   bound: ReserveBound;
   /** The access-log line and metrics of the request: the charge is written there. */
   trace: RequestTrace;
+  /** Admitted under this process's credit lease (holdId is then the request's own charge id, with no hold of its own). */
+  lease?: LeaseClaim;
 }
 
 // A reserve takes well under a millisecond in Redis; one that has not answered in this long is not coming soon.
@@ -49,6 +52,8 @@ export class Holds {
   constructor(
     private readonly ledger: Ledger,
     private readonly pending: PendingSettles,
+    /** Credit leases (CREDIT_LEASES=on): most requests are admitted in memory, without a reserve. */
+    readonly leases?: Leases,
   ) {}
 
   /**
@@ -58,8 +63,10 @@ export class Holds {
    * on reconnect, or once a cluster's failover is over: a release by its hold id follows its outcome, behind the
    * answer; should that fail too, the sweeper expires the hold. A refusal is the spec's 401/402/429.
    */
-  async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number }> {
+  async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number; lease?: LeaseClaim }> {
     if (!this.ledger.connected) throw ApiError.unavailable(1);
+    const lease = this.leases?.admit(principal, amount);
+    if (lease) return { rateRemaining: lease.rateRemaining, lease };
     let outcome: ReserveOutcome;
     const reserving = this.ledger.reserve(principal, holdId, amount);
     try {
@@ -96,32 +103,43 @@ export class Holds {
       costMicro: costMicro(call.model, usage),
       model: call.model.id,
     };
-    const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details };
+    const claim = call.lease;
+    const lease = claim && { id: claim.leaseId, held: claim.amount };
+    const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details, lease };
     call.trace.chargeUsdc = charge;
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
     // attempt that runs later is harmless: settle-batch posts a hold once.
     const attempt = () =>
       withDeadline(
         SETTLE_ATTEMPT_MS,
-        () => this.ledger.settleOutcome(call.principal, call.holdId, charge, details),
+        () =>
+          lease
+            ? this.ledger.settleLeased(call.principal, call.holdId, charge, details, lease)
+            : this.ledger.settleOutcome(call.principal, call.holdId, charge, details).then((outcome) => ({ outcome, covered: 0 })),
         () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS),
       );
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
-        (outcome) => {
+        ({ outcome, covered }) => {
+          if (claim) this.leases!.settled(claim, covered);
           if (outcome !== "UNKNOWN_HOLD") return;
           // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
           log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });
           return this.pending.record({ ...keep, unresolved: true });
         },
-        () => this.pending.record(keep),
+        () => {
+          // Kept for the repair job, which posts it later: until then its part of the lease stays locked in Redis.
+          if (claim) this.leases!.settled(claim, claim.amount);
+          return this.pending.record(keep);
+        },
       )
       .finally(() => this.settling.delete(p));
     this.settling.set(p, keep);
   }
 
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
-  async release(hold: { principal: KeyPrincipal; holdId: string }, attempts = RELEASE_ATTEMPTS): Promise<void> {
+  async release(hold: { principal: KeyPrincipal; holdId: string; lease?: LeaseClaim }, attempts = RELEASE_ATTEMPTS): Promise<void> {
+    if (hold.lease) return this.leases!.giveBack(hold.lease);
     // Bounded like a settle attempt: while Redis is down the client queues commands instead of failing them.
     const attempt = () =>
       withDeadline(

@@ -82,8 +82,11 @@ export interface ReserveItem {
   amount: number;
 }
 
-/** A settle of one request, as the batch script takes it. */
+/** A settle of one request, as the batch script takes it (`lease`: admitted under that lease, settle-leased-batch). */
 export interface SettleItem {
+  lease?: string;
+  /** What the request held of its lease. */
+  held?: number;
   walletName: string;
   apiKeyName: string;
   wallet: string;
@@ -103,10 +106,14 @@ export interface BatchLimits {
   resolutionTtlS: number;
 }
 
-/** The chat path's two ledger calls, batched per shard (reserve-batch.lua, settle-batch.lua) and fenced per batch. */
+/**
+ * The chat path's two ledger calls, batched per shard (reserve-batch.lua, settle-batch.lua; settle-leased-batch.lua
+ * for requests a credit lease admitted) and fenced per batch.
+ */
 export class LedgerBatches {
   readonly reserves: ShardBatcher<ReserveItem, ReserveItemReply>;
   readonly settles: ShardBatcher<SettleItem, SettleItemReply>;
+  readonly leasedSettles: ShardBatcher<SettleItem, SettleItemReply>;
 
   constructor(scripts: LedgerScripts, fence: LedgerFence, names: RedisNames, limits: BatchLimits) {
     this.reserves = new ShardBatcher((shard, list) =>
@@ -145,12 +152,26 @@ export class LedgerBatches {
         })
         .then(perItem),
     );
+    this.leasedSettles = new ShardBatcher((shard, list) =>
+      fence
+        .run(shard, (epoch) => {
+          const keys = [names.outbox(shard), names.fence(shard)];
+          const argv: (string | number)[] = [epoch, limits.resolutionTtlS];
+          for (const it of list) {
+            keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId), names.holdMarker(shard, it.lease!));
+            argv.push(it.holdId, it.charge, it.promptTokens, it.completionTokens, it.costMicro, it.model, it.wallet, it.keyId, it.held!);
+          }
+          return scripts.settleLeasedBatch(keys, argv);
+        })
+        .then(perItem),
+    );
   }
 
   /** Sends the shard's queued reserves and settles now: a read or another ledger call of the shard follows them. */
   flush(shard: string): void {
     this.reserves.flush(shard);
     this.settles.flush(shard);
+    this.leasedSettles.flush(shard);
   }
 }
 

@@ -1,7 +1,7 @@
 import type { RedisCommands } from "../redis/connect.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import { ApiKeyState } from "./apiKeyState.ts";
-import { LedgerBatches } from "./batcher.ts";
+import { LedgerBatches, type SettleItem } from "./batcher.ts";
 import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { LedgerScripts } from "./scripts.ts";
@@ -29,6 +29,29 @@ export type ReserveRefusal =
   | { ok: false; refusal: "RATE_LIMITED"; limit: number; windowMs: number; retryAfterMs: number }
   | { ok: false; refusal: "KEY_BUDGET_EXCEEDED"; budgetLeft: number; required: number }
   | { ok: false; refusal: "INSUFFICIENT_BALANCE"; available: number; required: number };
+
+/** What lease-8 is asked to do with one lease (the script's header says what each means). */
+export interface LeaseAsk {
+  leaseId: string;
+  target: number;
+  floor: number;
+  sharePerMille: number;
+  least: number;
+  slots: number;
+  /** Unused slots taken earlier in `slotsWindow`; given back only if that is still the current window. */
+  slotsBack: number;
+  slotsWindow: number;
+  ttlMs: number;
+}
+
+/** lease-8's answer (`before`: the lease's lock when the call ran), with the rate window its slots belong to. */
+export type LeaseReply =
+  | { ok: true; locked: number; before: number; available: number; slots: number; rateLeft: number; window: number }
+  | { ok: false; refusal: "UNAUTHORIZED"; locked: number; before: number; window: number }
+  | { ok: false; refusal: "HOLD_RESOLVED"; window: number };
+
+/** A settle's outcome; a leased one also says how much of the charge came out of the lease's lock. */
+export type SettleOutcome = "charged" | "settled" | "released" | "UNKNOWN_HOLD";
 
 /** A reserve's answer: the hold is open (balance left after it, rate-limit requests left), or a refusal. */
 export type ReserveOutcome = { ok: true; available: number; rateRemaining: number } | ReserveRefusal;
@@ -123,20 +146,44 @@ export class Ledger {
   }
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
-  async settleOutcome(
+  async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<SettleOutcome> {
+    return (await this.settleWith(this.batches.settles, p.shard, { ...p, ...d, holdId, charge })).outcome;
+  }
+
+  /**
+   * Charges a request a credit lease admitted (settle-leased-batch.lua): `chargeId` is the request's own, `held`
+   * what it held of the lease. `covered`: how much of the charge came out of the lease's lock.
+   */
+  settleLeased(
     p: KeyPrincipal,
-    holdId: string,
+    chargeId: string,
     charge: number,
     d: ChargeDetails,
-  ): Promise<"charged" | "settled" | "released" | "UNKNOWN_HOLD"> {
-    const r = await this.batches.settles.submit(p.shard, { ...p, ...d, holdId, charge }).catch((e: unknown) => {
+    lease: { id: string; held: number },
+  ): Promise<{ outcome: SettleOutcome; covered: number }> {
+    return this.settleWith(this.batches.leasedSettles, p.shard, {
+      ...p,
+      ...d,
+      holdId: chargeId,
+      charge,
+      lease: lease.id,
+      held: lease.held,
+    });
+  }
+
+  private async settleWith(
+    batcher: LedgerBatches["settles"],
+    shard: string,
+    item: SettleItem,
+  ): Promise<{ outcome: SettleOutcome; covered: number }> {
+    const r = await batcher.submit(shard, item).catch((e: unknown) => {
       metrics.settles.inc({ outcome: "error" });
       throw e;
     });
-    const outcome = r[0] === 1 ? "charged" : (r[1] as "settled" | "released" | "UNKNOWN_HOLD");
+    const outcome = r[0] === 1 ? "charged" : (r[1] as Exclude<SettleOutcome, "charged">);
     metrics.settles.inc({ outcome });
-    holdClosed(holdId);
-    return outcome;
+    holdClosed(item.holdId);
+    return { outcome, covered: Number(r[2] ?? 0) };
   }
 
   /** How often a running stream pushes its hold's expiry forward: well within one hold lifetime. */
@@ -155,6 +202,46 @@ export class Ledger {
     const holds = this.names.holds(p.shard);
     const changed = await this.scripts.client.send("ZADD", [holds, "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId], holds);
     return Number(changed) === 1;
+  }
+
+  /**
+   * Opens, resizes, renews or closes a credit lease (lease-8.lua), after the shard's queued settles, so a lease
+   * shrunk or closed here has already given up what those charges covered.
+   */
+  async lease(p: KeyPrincipal, ask: LeaseAsk): Promise<LeaseReply> {
+    const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = this.limits;
+    this.batches.flush(p.shard);
+    const k = this.names;
+    let window = 0;
+    const r = await this.fence.run(p.shard, (epoch) => {
+      const now = Date.now();
+      window = Math.floor(now / windowMs);
+      const keys = [p.walletName, p.apiKeyName, k.holds(p.shard), k.holdMarker(p.shard, ask.leaseId)];
+      keys.push(k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1), k.outbox(p.shard), k.fence(p.shard));
+      const back = ask.slotsWindow === window ? ask.slotsBack : 0;
+      return this.scripts.lease(keys, [
+        epoch,
+        ask.leaseId,
+        `${p.wallet}|${p.keyId}`,
+        ask.target,
+        ask.floor,
+        ask.sharePerMille,
+        ask.least,
+        ask.slots,
+        back,
+        limit,
+        windowMs,
+        now - window * windowMs,
+        ask.ttlMs,
+        RESOLUTION_TTL_S,
+      ]);
+    });
+    if (r[0] === 1) {
+      const [, locked, available, slots, before, rateLeft] = r.map(Number);
+      return { ok: true, locked: locked!, available: available!, slots: slots!, before: before!, rateLeft: rateLeft!, window };
+    }
+    if (r[1] === "UNAUTHORIZED") return { ok: false, refusal: "UNAUTHORIZED", locked: Number(r[2]), before: Number(r[3]), window };
+    return { ok: false, refusal: "HOLD_RESOLVED", window };
   }
 
   /** Voids the hold (upstream failed): nothing is charged. */

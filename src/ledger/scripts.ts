@@ -2,10 +2,12 @@ import { type KeyRouter, SingleRouter } from "../redis/router.ts";
 import audit from "../../lua/audit-3.lua" with { type: "text" };
 import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" };
 import credit from "../../lua/credit-3.lua" with { type: "text" };
+import lease from "../../lua/lease-8.lua" with { type: "text" };
 import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
 import release from "../../lua/release-6.lua" with { type: "text" };
 import reserveBatch from "../../lua/reserve-batch.lua" with { type: "text" };
 import settleBatch from "../../lua/settle-batch.lua" with { type: "text" };
+import settleLeasedBatch from "../../lua/settle-leased-batch.lua" with { type: "text" };
 import fenceInclude from "../../lua/includes/fence.lua" with { type: "text" };
 import numbersInclude from "../../lua/includes/numbers.lua" with { type: "text" };
 import walletsInclude from "../../lua/includes/wallets.lua" with { type: "text" };
@@ -15,6 +17,8 @@ import walletsInclude from "../../lua/includes/wallets.lua" with { type: "text" 
 const FILES = {
   "reserve-batch.lua": reserveBatch,
   "settle-batch.lua": settleBatch,
+  "settle-leased-batch.lua": settleLeasedBatch,
+  "lease-8.lua": lease,
   "release-6.lua": release,
   "credit-3.lua": credit,
   "compare-and-set-1.lua": compareAndSet,
@@ -60,8 +64,8 @@ type Arg = string | number;
 
 /** One reserve of a batch: held `{1, available, rate_remaining}`, or `{0, reason, detail?}`. */
 export type ReserveItemReply = [number, number | string, (number | string)?];
-/** One settle of a batch: charged `{1, balance_after}`, or `{0, state}`. */
-export type SettleItemReply = [number, number | string];
+/** One settle of a batch: charged `{1, balance_after}` (`{1, balance_after, covered}` for a leased one), or `{0, state}`. */
+export type SettleItemReply = [number, number | string, number?];
 /** A batch script's reply: one reply per item in order, or the whole batch refused by the fence. */
 export type BatchReply<T> = [1, ...T[]] | [0, "FENCED", string];
 
@@ -89,6 +93,8 @@ export class LedgerScripts {
   private readonly scripts = {
     reserveBatch: script("reserve-batch.lua"),
     settleBatch: script("settle-batch.lua"),
+    settleLeasedBatch: script("settle-leased-batch.lua"),
+    lease: script("lease-8.lua"),
     release: script("release-6.lua"),
     credit: script("credit-3.lua"),
     compareAndSet: script("compare-and-set-1.lua"),
@@ -122,6 +128,19 @@ export class LedgerScripts {
   /** settle-batch.lua: {1, ...one {1, balance_after} | {0, state} per item} | {0, 'FENCED', fence}. */
   settleBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply>> {
     return this.runVariadic(this.scripts.settleBatch, keys, argv) as Promise<BatchReply<SettleItemReply>>;
+  }
+
+  /** settle-leased-batch.lua: {1, ...one {1, balance_after} | {0, state} per item} | {0, 'FENCED', fence}. */
+  settleLeasedBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply>> {
+    return this.runVariadic(this.scripts.settleLeasedBatch, keys, argv) as Promise<BatchReply<SettleItemReply>>;
+  }
+
+  /**
+   * lease-8.lua: {1, locked, available_after, slots, before, rate_left} | {0, 'UNAUTHORIZED', locked, before} | {0, 'HOLD_RESOLVED'} |
+   * {0, 'FENCED', fence}. `args` are ARGV[1..14] in the script's order.
+   */
+  lease(keys: string[], args: Arg[]): Promise<[number, ...(number | string)[]]> {
+    return this.run(this.scripts.lease, [...keys, ...args]) as Promise<[number, ...(number | string)[]]>;
   }
 
   /** release-6.lua: {1, amount_released} | {0, state} | {0, 'FENCED', fence}. */

@@ -51,6 +51,12 @@ export const metrics = {
     labelNames: ["outcome"] as const,
     registers,
   }),
+  leaseAdmissions: new Counter({
+    name: "gateway_lease_admissions_total",
+    help: "Chat-path admissions with credit leases on: lease (admitted in memory) or reserve (sent to Redis first)",
+    labelNames: ["outcome"] as const,
+    registers,
+  }),
   settles: new Counter({
     name: "gateway_settles_total",
     help: "Settle calls by outcome: charged, settled / released (resolved before), UNKNOWN_HOLD, error",

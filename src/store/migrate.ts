@@ -4,6 +4,7 @@ import paymentChecks from "../../migrations/003_payment_checks.sql" with { type:
 import pendingSettles from "../../migrations/004_pending_settles.sql" with { type: "text" };
 import unresolved from "../../migrations/005_unresolved_and_check_order.sql" with { type: "text" };
 import paidCalls from "../../migrations/006_paid_calls.sql" with { type: "text" };
+import leasedSettles from "../../migrations/007_leased_settles.sql" with { type: "text" };
 import type { Sql } from "./db.ts";
 
 /** Every migration in order, imported as text so a compiled binary carries them (a test checks the folder). */
@@ -14,6 +15,7 @@ export const MIGRATIONS: [name: string, sql: string][] = [
   ["004_pending_settles.sql", pendingSettles],
   ["005_unresolved_and_check_order.sql", unresolved],
   ["006_paid_calls.sql", paidCalls],
+  ["007_leased_settles.sql", leasedSettles],
 ];
 
 /** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */

@@ -12,6 +12,8 @@ export interface PendingSettle {
   details: ChargeDetails;
   /** Redis no longer knows the hold (it lost its data): kept for an operator instead of replayed. */
   unresolved?: boolean;
+  /** Admitted under this credit lease, holding `held` of it: posted by settle-leased-batch (holdId is the charge's id). */
+  lease?: { id: string; held: number };
 }
 
 /**
@@ -30,8 +32,8 @@ export class PendingSettles {
     const d = p.details;
     try {
       await this.sql`
-        INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model, unresolved)
-        VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model}, ${p.unresolved ?? false})
+        INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model, unresolved, lease_id, lease_held)
+        VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model}, ${p.unresolved ?? false}, ${p.lease?.id ?? null}, ${p.lease?.held ?? null})
         ON CONFLICT (hold_id) DO NOTHING`;
       metrics.settlesDeferred.inc();
       log.warn("settle deferred to Postgres; the repair job posts it when Redis answers", { hold: p.holdId, charge: p.charge });
@@ -52,11 +54,18 @@ export class PendingSettles {
         completion_tokens: number;
         cost_usd_micro: number;
         model: string;
+        lease_id: string | null;
+        lease_held: number | null;
       }[]
     >`SELECT * FROM pending_settles WHERE NOT unresolved ORDER BY created_at LIMIT 500`;
     for (const r of rows) {
       const details = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, costMicro: r.cost_usd_micro, model: r.model };
-      const outcome = await this.ledger.settleOutcome(this.ledger.principal(r.api_key_id, r.wallet), r.hold_id, r.charge_usdc, details);
+      const p = this.ledger.principal(r.api_key_id, r.wallet);
+      const outcome =
+        r.lease_id === null
+          ? await this.ledger.settleOutcome(p, r.hold_id, r.charge_usdc, details)
+          : (await this.ledger.settleLeased(p, r.hold_id, r.charge_usdc, details, { id: r.lease_id, held: Number(r.lease_held ?? 0) }))
+              .outcome;
       if (outcome === "UNKNOWN_HOLD") {
         // Redis lost the hold: the charge stays here, marked, rather than being dropped.
         log.error("deferred settle: Redis no longer knows the hold; kept in pending_settles for an operator", {

@@ -64,11 +64,12 @@ export class ChatService {
 
     if (pay !== undefined) await pay(principal, bound.micro);
     const holdId = crypto.randomUUID();
-    const { rateRemaining } = await this.reserve(principal, holdId, bound.micro);
+    const { rateRemaining, lease } = await this.reserve(principal, holdId, bound.micro);
     trace.provider = model.provider.name;
     trace.stream = stream;
 
-    const call = { principal, holdId, model, adapter, body, bound, headers: { "x-ratelimit-remaining": String(rateRemaining) }, trace };
+    const headers = { "x-ratelimit-remaining": String(rateRemaining) };
+    const call = { principal, holdId, model, adapter, body, bound, headers, trace, lease };
     return stream
       ? await this.forwarder.streamed(
           call,

@@ -71,7 +71,7 @@ export class MeteredStream {
   private reading = false;
   private end!: () => void;
   private client: ReadableStreamDefaultController<Uint8Array> | undefined;
-  private readonly keepHold: ReturnType<typeof setInterval>;
+  private readonly keepHold: ReturnType<typeof setInterval> | undefined;
   private readonly cap: ReturnType<typeof setTimeout>;
   private readonly door: DoorStream | undefined;
   /**
@@ -93,7 +93,10 @@ export class MeteredStream {
     this.ended = new Promise<void>((resolve) => (this.end = resolve));
     // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
     // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
-    this.keepHold = setInterval(() => void o.ledger.extendHold(call.principal, call.holdId).catch(() => {}), o.ledger.holdRefreshMs);
+    // (A request a credit lease admitted has no hold of its own: its lease is renewed while anything is in use.)
+    this.keepHold = call.lease
+      ? undefined
+      : setInterval(() => void o.ledger.extendHold(call.principal, call.holdId).catch(() => {}), o.ledger.holdRefreshMs);
     this.cap = setTimeout(() => void this.timeUp(), o.maxStreamMs);
     this.body = new ReadableStream<Uint8Array>({
       start: (ctrl) => {

@@ -1,3 +1,4 @@
+import type { Leases } from "../../billing/leases.ts";
 import { type ApiKeyAuth, generateApiKey, hashApiKey } from "../../auth/apiKeys.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
@@ -34,6 +35,8 @@ export class KeyService {
     private readonly credits: Credits,
     /** Told of each new key, so its hash is never answered from the unknown-key cache. */
     private readonly auth?: Pick<ApiKeyAuth, "created">,
+    /** Told of each revoke, so this process's lease on the key admits nothing more at once (others' within a second). */
+    private readonly leases?: Pick<Leases, "revoked">,
   ) {}
 
   /**
@@ -126,6 +129,7 @@ export class KeyService {
       UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
       WHERE id = ${keyId} AND wallet = ${wallet} RETURNING id`;
     if (!row) throw new ApiError({ code: "NOT_FOUND", message: "No such API key for this wallet" });
+    this.leases?.revoked(keyId);
     await this.ledger.apiKeys.revoke(this.ledger.principal(keyId, wallet));
   }
 }

@@ -1,0 +1,259 @@
+import type { KeyPrincipal, LeaseReply, Ledger } from "../ledger/ledger.ts";
+import { log } from "../log.ts";
+import { metrics } from "../observe/metrics.ts";
+
+/** How leases are taken and kept (README "Credit leases"). */
+export interface LeaseSettings {
+  /** Redis expiry of a lease after each call (LEASE_TTL_S): a crashed process's leases are freed within it. */
+  ttlMs: number;
+  /** Requests are admitted under a lease only this long after the send of its last call Redis confirmed: a revoke, a spent budget or an emptied wallet bites within it. */
+  boundMs: number;
+  /** A lease in use is renewed (expiry, size, rate slots) this often. */
+  renewMs: number;
+  /** A lease not used for this long, with nothing in flight, is closed and its credit given back. */
+  idleMs: number;
+  /** A lease grows to at most this share (per mille) of the wallet's credit outside other locks. */
+  sharePerMille: number;
+  /** A lease opens only if it can cover this many of the request that asked for it: a smaller wallet is served by a reserve per request. */
+  leastHolds: number;
+  rateLimitWindowMs: number;
+}
+
+/** The defaults: a revoke bites within a second; a lease outlives a stalled renew by several seconds. */
+export const LEASE_DEFAULTS = { boundMs: 1_000, renewMs: 250, idleMs: 2_000, sharePerMille: 500, leastHolds: 4 } as const;
+
+// A lease that could not cover a request asks Redis again at most this often (the renew period otherwise).
+const NEED_GAP_MS = 20;
+// A key whose lease was refused (too small a wallet, a revoked key) is served by reserves for this long before trying again.
+const RETRY_MS = 1_000;
+
+/** One process's lease on one key's wallet: what it may admit in memory. */
+class Lease {
+  /** The lease's lock in Redis as this process knows it: every lease call's delta and every settle's covered part. */
+  cap = 0;
+  /** During a lease call, its lowest possible outcome: requests are admitted under min(cap, ceiling). */
+  ceiling = Infinity;
+  /** µUSDC held by requests admitted under it whose settle this process has not seen yet. */
+  inUse = 0;
+  slots = 0;
+  window = -1;
+  /** performance.now() at the send of the last call Redis confirmed. */
+  confirmedAt = -Infinity;
+  lastCallAt = -Infinity;
+  lastUseAt = performance.now();
+  calling = false;
+  /** No more admissions (revoked, expired, closing); dropped once nothing is in use. */
+  done = false;
+  /** Redis has its marker: closing it gives its lock back (else the sweeper would expire it). */
+  opened = false;
+  /** The window's requests left beyond every lease's slots, at the last call. */
+  rateLeft = 0;
+  // Spend over the current renew period, for the next size: peak in use, charges, admissions, largest hold.
+  peak = 0;
+  charged = 0;
+  admitted = 0;
+  largest = 0;
+
+  constructor(
+    readonly id: string,
+    readonly principal: KeyPrincipal,
+  ) {}
+}
+
+/** A request admitted under a lease: the lease and what the request holds of it. */
+export interface LeaseClaim {
+  readonly leaseId: string;
+  readonly amount: number;
+  readonly lease: Lease;
+  /** X-RateLimit-Remaining as far as this process knows: the window's requests left, its own slots included. */
+  readonly rateRemaining: number;
+}
+
+/**
+ * Credit leases (issue 23): per API key, this process holds part of the wallet's available credit and of its rate
+ * window in Redis (lease-8.lua, a hold like any other), admits requests against it in memory, and charges them
+ * with settle-leased-batch behind their answers. Only a request the lease cannot cover goes to Redis first (the
+ * reserve), and so does every request of a wallet too small to lease. Leases are sized from the recent spend and
+ * renewed in the background; one that Redis has not confirmed for `boundMs` admits nothing.
+ */
+export class Leases {
+  private readonly byKey = new Map<number, Lease>();
+  private readonly refusedUntil = new Map<number, number>();
+  private readonly timer: ReturnType<typeof setInterval>;
+  private readonly calls = new Set<Promise<void>>();
+  private seq = 0;
+  private readonly prefix = `L${process.pid.toString(36)}.${crypto.randomUUID().slice(0, 8)}.`;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly s: LeaseSettings,
+  ) {
+    this.timer = setInterval(() => this.tick(), s.renewMs);
+    this.timer.unref?.();
+  }
+
+  /** Admits a request of `amount` under the key's lease, in memory; undefined: reserve it in Redis instead. */
+  admit(p: KeyPrincipal, amount: number): LeaseClaim | undefined {
+    const now = performance.now();
+    let l = this.byKey.get(p.keyId);
+    if (!l) {
+      if ((this.refusedUntil.get(p.keyId) ?? 0) > now) return undefined;
+      l = new Lease(this.prefix + (++this.seq).toString(36), p);
+      this.byKey.set(p.keyId, l);
+    }
+    if (l.done) return undefined;
+    l.lastUseAt = now;
+    if (amount > l.largest) l.largest = amount;
+    const window = Math.floor(Date.now() / this.s.rateLimitWindowMs);
+    const usable = now - l.confirmedAt <= this.s.boundMs && l.window === window && l.slots > 0;
+    if (usable && l.inUse + amount <= Math.min(l.cap, l.ceiling)) {
+      l.inUse += amount;
+      l.slots--;
+      l.admitted++;
+      if (l.inUse > l.peak) l.peak = l.inUse;
+      if (now - l.lastCallAt >= this.s.renewMs) this.call(l, now);
+      metrics.leaseAdmissions.inc({ outcome: "lease" });
+      return { leaseId: l.id, amount, lease: l, rateRemaining: l.rateLeft + l.slots };
+    }
+    if (now - l.lastCallAt >= NEED_GAP_MS) this.call(l, now);
+    metrics.leaseAdmissions.inc({ outcome: "reserve" });
+    return undefined;
+  }
+
+  /** The request's settle ran: `covered` of its charge came out of the lease (what the lease locks no more). */
+  settled(c: LeaseClaim, covered: number): void {
+    c.lease.inUse -= c.amount;
+    c.lease.cap -= covered;
+    c.lease.charged += covered;
+  }
+
+  /** The request charged nothing (its provider failed): its part of the lease is free again, with no Redis call. */
+  giveBack(c: LeaseClaim): void {
+    c.lease.inUse -= c.amount;
+  }
+
+  /** The key was revoked in this process: nothing more is admitted under its lease, at once. */
+  revoked(keyId: number): void {
+    const l = this.byKey.get(keyId);
+    if (l) l.done = true;
+  }
+
+  /** Resolves once no lease call is in flight (tests wait for the background work with it, never by time). */
+  async quiet(): Promise<void> {
+    while (this.calls.size > 0) await Promise.all([...this.calls]);
+  }
+
+  /** Shutdown, after the settles in flight: gives every lease back to Redis (a killed process's leases expire instead). */
+  async closeAll(): Promise<void> {
+    clearInterval(this.timer);
+    for (const l of this.byKey.values()) l.done = true;
+    await Promise.all([...this.calls]);
+    await Promise.all([...this.byKey.values()].filter((l) => l.cap > 0 || l.inUse > 0).map((l) => this.close(l)));
+  }
+
+  /** Renews leases in use, closes idle and finished ones. */
+  private tick(): void {
+    const now = performance.now();
+    for (const [keyId, l] of this.byKey) {
+      if (l.calling) continue;
+      if ((l.done || now - l.lastUseAt >= this.s.idleMs) && l.inUse === 0) {
+        this.byKey.delete(keyId);
+        if (l.opened) this.track(this.close(l));
+      } else if (now - l.lastCallAt >= this.s.renewMs) {
+        // A finished lease still in use is kept alive (expiry), shrunk to what is in use, until its requests are done.
+        this.call(l, now);
+      }
+    }
+    for (const [keyId, until] of this.refusedUntil) if (until <= now) this.refusedUntil.delete(keyId);
+  }
+
+  /** One lease-8 call in the background: size and rate slots from the last period's use. */
+  private call(l: Lease, now: number): void {
+    if (l.calling) return;
+    l.calling = true;
+    l.lastCallAt = now;
+    const window = Math.floor(Date.now() / this.s.rateLimitWindowMs);
+    const target = l.done ? l.inUse : Math.max(this.s.leastHolds * l.largest, 2 * (l.peak + l.charged));
+    const wantSlots = l.done ? 0 : Math.max(4, 2 * l.admitted);
+    const ask = {
+      leaseId: l.id,
+      target,
+      floor: l.inUse,
+      sharePerMille: this.s.sharePerMille,
+      least: this.s.leastHolds * l.largest,
+      slots: l.window === window ? Math.max(0, wantSlots - l.slots) : wantSlots,
+      slotsBack: 0,
+      slotsWindow: l.window,
+      ttlMs: this.s.ttlMs,
+    };
+    l.ceiling = Math.max(ask.floor, target);
+    l.peak = l.inUse;
+    l.charged = 0;
+    l.admitted = 0;
+    this.track(
+      this.ledger
+        .lease(l.principal, ask)
+        .then((r) => this.apply(l, r, now))
+        .catch((e: unknown) => log.warn("lease call failed; requests reserve in Redis until one succeeds", { lease: l.id, error: e }))
+        .finally(() => {
+          l.calling = false;
+          l.ceiling = Infinity;
+        }),
+    );
+  }
+
+  private track(p: Promise<void>): void {
+    this.calls.add(p);
+    void p.finally(() => this.calls.delete(p));
+  }
+
+  private apply(l: Lease, r: LeaseReply, sentAt: number): void {
+    if (!r.ok && r.refusal === "HOLD_RESOLVED") {
+      // The sweeper expired it (this process could not reach Redis for a lease lifetime): it covers nothing now.
+      l.done = true;
+      l.cap = 0;
+      return;
+    }
+    l.cap += r.locked - r.before;
+    if (r.before > 0 || r.locked > 0) l.opened = true;
+    if (!r.ok) {
+      l.done = true;
+      this.refusedUntil.set(l.principal.keyId, performance.now() + RETRY_MS);
+      return;
+    }
+    if (r.locked === 0) {
+      // Too small a wallet to lease (or nothing left): served by reserves for a while.
+      l.done = true;
+      this.refusedUntil.set(l.principal.keyId, performance.now() + RETRY_MS);
+      return;
+    }
+    l.opened = true;
+    if (r.window !== l.window) l.slots = 0;
+    l.slots += r.slots;
+    l.window = r.window;
+    l.rateLeft = r.rateLeft;
+    l.confirmedAt = sentAt;
+  }
+
+  /** Gives the lease back (what is in use stays locked until its settles), with its unused rate slots. */
+  private async close(l: Lease): Promise<void> {
+    try {
+      const r = await this.ledger.lease(l.principal, {
+        leaseId: l.id,
+        target: 0,
+        floor: l.inUse,
+        sharePerMille: this.s.sharePerMille,
+        least: 0,
+        slots: 0,
+        slotsBack: l.slots,
+        slotsWindow: l.window,
+        ttlMs: this.s.ttlMs,
+      });
+      if (r.ok || r.refusal === "UNAUTHORIZED") l.cap += r.locked - r.before;
+      else l.cap = 0;
+      l.slots = 0;
+    } catch (e) {
+      log.warn("lease close failed; the sweeper frees it when it expires", { lease: l.id, error: e });
+    }
+  }
+}
