@@ -40,8 +40,8 @@ describe("credit leases", () => {
     const first = await client.chat.completions.create(ask("one two three"));
     expect(first.choices[0]!.message.content).toBe("Hello from the stand-in");
     await gw.services.leases!.quiet();
-    const lease = gw.services.ledger.names.holds(gw.services.ledger.principal(0, wallet).shard);
-    const live = await gw.services.redis.zrange(lease, 0, -1);
+    const holds = gw.services.ledger.names.holds(gw.services.ledger.principal(0, wallet).shard);
+    const live = await gw.services.redis.zrange(holds, "0", "-1");
     expect(live.filter((id) => id.startsWith("L")).length).toBe(1);
 
     const before = await leaseAdmissions();

@@ -1,5 +1,6 @@
 import type { ApiKeyAuth } from "../auth/apiKeys.ts";
 import type { SiweVerifier } from "../auth/siwe.ts";
+import type { Leases } from "../billing/leases.ts";
 import type { Config } from "../config.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
@@ -32,6 +33,8 @@ export interface Services {
   sql: Sql;
   pgHealth: PgHealth;
   ledger: Ledger;
+  /** Credit leases, when CREDIT_LEASES=on (billing/leases.ts). */
+  leases?: Leases;
   apiKeyAuth: ApiKeyAuth;
   siwe: SiweVerifier;
   credits: Credits;
