@@ -67,6 +67,19 @@ export class Holds {
     if (!this.ledger.connected) throw ApiError.unavailable(1);
     const lease = this.leases?.admit(principal, amount);
     if (lease) return { rateRemaining: lease.rateRemaining, lease };
+    const outcome = await this.reserveInRedis(principal, holdId, amount);
+    if (outcome.ok) return outcome;
+    // Refused for credit this process's own lease may hold unused: given back, the reserve is tried once more.
+    const credit = outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED";
+    if (credit && (await this.leases?.giveBackFor(principal))) {
+      const again = await this.reserveInRedis(principal, holdId, amount);
+      if (again.ok) return again;
+      throw refusalError(again);
+    }
+    throw refusalError(outcome);
+  }
+
+  private async reserveInRedis(principal: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     let outcome: ReserveOutcome;
     const reserving = this.ledger.reserve(principal, holdId, amount);
     try {
@@ -83,7 +96,6 @@ export class Holds {
       log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
       throw ApiError.unavailable(1);
     }
-    if (!outcome.ok) throw refusalError(outcome);
     return outcome;
   }
 

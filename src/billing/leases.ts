@@ -42,6 +42,10 @@ class Lease {
   lastCallAt = -Infinity;
   lastUseAt = performance.now();
   calling = false;
+  /** The lease call in flight, if any. */
+  pending: Promise<void> | undefined;
+  /** The give-back after a refused reserve (Leases.giveBackFor), once per lease: how many refused requests wait on it. */
+  giving: { joined: number; sent: boolean; result: Promise<boolean> } | undefined;
   /** No more admissions (revoked, expired, closing); dropped once nothing is in use. */
   done = false;
   /** Redis has its marker: closing it gives its lock back (else the sweeper would expire it). */
@@ -132,6 +136,60 @@ export class Leases {
     c.lease.inUse -= c.amount;
   }
 
+  /**
+   * A reserve of the key was refused for credit (402) that this process's own lease may be holding unused: the
+   * lease admits nothing more and gives back all but what its requests in use hold, so the caller can reserve
+   * once more with it, exactly as without leases. Without it, a request the lease could not cover and the rest of
+   * the wallet could not either was refused while the two together could, for as long as the key kept being used
+   * (each attempt kept the lease from going idle). True if credit came back; a refused request that arrives after
+   * the give-back was sent gets false (nothing more to give). The refused reserves that wait on it passed the rate
+   * limit once already: their slots go back with the lease's, so a retried request counts once.
+   */
+  giveBackFor(p: KeyPrincipal): Promise<boolean> {
+    const l = this.byKey.get(p.keyId);
+    if (!l?.opened) return Promise.resolve(false);
+    if (l.giving) {
+      if (l.giving.sent) return Promise.resolve(false);
+      l.giving.joined++;
+      return l.giving.result;
+    }
+    l.done = true;
+    this.refusedUntil.set(p.keyId, performance.now() + RETRY_MS);
+    const g: NonNullable<Lease["giving"]> = { joined: 1, sent: false, result: Promise.resolve(false) };
+    l.giving = g;
+    g.result = (async () => {
+      while (l.calling) await l.pending;
+      l.calling = true;
+      g.sent = true;
+      const window = Math.floor(Date.now() / this.s.rateLimitWindowMs);
+      try {
+        const r = await this.ledger.lease(l.principal, {
+          leaseId: l.id,
+          target: l.inUse,
+          floor: l.inUse,
+          sharePerMille: this.s.sharePerMille,
+          least: 0,
+          slots: 0,
+          slotsBack: (l.window === window ? l.slots : 0) + g.joined,
+          slotsWindow: window,
+          ttlMs: this.s.ttlMs,
+        });
+        l.slots = 0;
+        if (r.ok === false && r.refusal === "HOLD_RESOLVED") return false;
+        l.cap += r.locked - r.before;
+        if (r.locked === 0) l.opened = false;
+        return r.before > r.locked;
+      } catch (e) {
+        log.warn("lease give-back failed; the refusal stands", { lease: l.id, error: e });
+        return false;
+      } finally {
+        l.calling = false;
+      }
+    })();
+    this.track(g.result.then(() => {}));
+    return g.result;
+  }
+
   /** The key was revoked in this process: nothing more is admitted under its lease, at once. */
   revoked(keyId: number): void {
     const l = this.byKey.get(keyId);
@@ -190,16 +248,16 @@ export class Leases {
     l.peak = l.inUse;
     l.charged = 0;
     l.admitted = 0;
-    this.track(
-      this.ledger
-        .lease(l.principal, ask)
-        .then((r) => this.apply(l, r, now))
-        .catch((e: unknown) => log.warn("lease call failed; requests reserve in Redis until one succeeds", { lease: l.id, error: e }))
-        .finally(() => {
-          l.calling = false;
-          l.ceiling = Infinity;
-        }),
-    );
+    l.pending = this.ledger
+      .lease(l.principal, ask)
+      .then((r) => this.apply(l, r, now))
+      .catch((e: unknown) => log.warn("lease call failed; requests reserve in Redis until one succeeds", { lease: l.id, error: e }))
+      .finally(() => {
+        l.calling = false;
+        l.ceiling = Infinity;
+        l.pending = undefined;
+      });
+    this.track(l.pending);
   }
 
   private track(p: Promise<void>): void {
