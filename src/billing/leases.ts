@@ -12,7 +12,7 @@ export interface LeaseSettings {
   renewMs: number;
   /** A lease not used for this long, with nothing in flight, is closed and its credit given back. */
   idleMs: number;
-  /** A lease grows to at most this share (per mille) of the wallet's credit outside other locks. */
+  /** A lease grows to at most this share (per mille) of the credit outside other locks: the wallet's, or the key's budget's if less. */
   sharePerMille: number;
   /** A lease opens only if it can cover this many of the request that asked for it: a smaller wallet is served by a reserve per request. */
   leastHolds: number;
