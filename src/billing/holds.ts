@@ -100,12 +100,14 @@ export class Holds {
   }
 
   /**
-   * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
-   * command is queued on the ledger's Redis connection before the response (or the stream's end) leaves, so a
-   * balance read that follows on that connection sees the charge. Saves one Redis round trip of added latency.
-   * It retries for about a minute; after that the charge is kept in Postgres for the repair job.
+   * Settles without making the client wait for its reply: the answer is already paid for by the hold. The
+   * returned promise resolves once the settle command is on the ledger's Redis connection (at once, unless a settle
+   * batch of the shard is in flight: then when it has answered), and the caller lets the response (or the stream's
+   * end) leave only then: a process killed with kill -9 right after an answer has still sent its charge, and a
+   * balance read that follows on that connection sees it. Saves one Redis round trip of added latency. The settle
+   * retries for about a minute; after that the charge is kept in Postgres for the repair job.
    */
-  settleBehind(call: HeldCall, usage: Usage): void {
+  settleBehind(call: HeldCall, usage: Usage): Promise<void> {
     const charge = billedMicro(call.model, usage);
     // Charged all the same (the provider billed it), but the hold should have covered it.
     checkHoldOverrun(charge, call.bound, { model: call.model.id, hold: call.holdId, usage });
@@ -119,6 +121,9 @@ export class Holds {
     const lease = claim && { id: claim.leaseId, held: claim.amount };
     const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details, lease };
     call.trace.chargeUsdc = charge;
+    // The answer waits for the first attempt to be sent (or to end: failed, or past its deadline), never longer.
+    let sent!: () => void;
+    const onWire = new Promise<void>((resolve) => (sent = resolve));
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
     // attempt that runs later is harmless: settle-batch posts a hold once.
     const attempt = () =>
@@ -126,10 +131,10 @@ export class Holds {
         SETTLE_ATTEMPT_MS,
         () =>
           lease
-            ? this.ledger.settleLeased(call.principal, call.holdId, charge, details, lease)
-            : this.ledger.settleOutcome(call.principal, call.holdId, charge, details).then((outcome) => ({ outcome, covered: 0 })),
+            ? this.ledger.settleLeased(call.principal, call.holdId, charge, details, lease, sent)
+            : this.ledger.settleOutcome(call.principal, call.holdId, charge, details, sent).then((outcome) => ({ outcome, covered: 0 })),
         () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS),
-      );
+      ).finally(sent);
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
         ({ outcome, covered }) => {
@@ -147,6 +152,7 @@ export class Holds {
       )
       .finally(() => this.settling.delete(p));
     this.settling.set(p, keep);
+    return onWire;
   }
 
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
