@@ -69,9 +69,14 @@ export class Holds {
     if (lease) return { rateRemaining: lease.rateRemaining, lease };
     const outcome = await this.reserveInRedis(principal, holdId, amount);
     if (outcome.ok) return outcome;
-    // Refused for credit this process's own lease may hold unused: given back, the reserve is tried once more.
+    if (!this.leases) throw refusalError(outcome);
+    // Refused for credit or rate slots this process's own lease may hold unused: the lease admits the request after
+    // all (its call in flight took the window's last slots), or gives them back and the reserve is tried once more.
     const credit = outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED";
-    if (credit && (await this.leases?.giveBackFor(principal))) {
+    const rate = outcome.refusal === "RATE_LIMITED";
+    const late = rate ? await this.leases.readmit(principal, amount) : undefined;
+    if (late) return { rateRemaining: late.rateRemaining, lease: late };
+    if ((credit || rate) && (await this.leases.giveBackFor(principal, credit))) {
       const again = await this.reserveInRedis(principal, holdId, amount);
       if (again.ok) return again;
       throw refusalError(again);

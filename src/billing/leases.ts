@@ -44,8 +44,8 @@ class Lease {
   calling = false;
   /** The lease call in flight, if any. */
   pending: Promise<void> | undefined;
-  /** The give-back after a refused reserve (Leases.giveBackFor), once per lease: how many refused requests wait on it. */
-  giving: { joined: number; sent: boolean; result: Promise<boolean> } | undefined;
+  /** The give-back after a refused reserve (Leases.giveBackFor), once per lease: the refused reserves waiting on it that counted a rate slot. */
+  giving: { counted: number; sent: boolean; result: Promise<boolean> } | undefined;
   /** No more admissions (revoked, expired, closing); dropped once nothing is in use. */
   done = false;
   /** Redis has its marker: closing it gives its lock back (else the sweeper would expire it). */
@@ -137,31 +137,33 @@ export class Leases {
   }
 
   /**
-   * A reserve of the key was refused for credit (402) that this process's own lease may be holding unused: the
-   * lease admits nothing more and gives back all but what its requests in use hold, so the caller can reserve
-   * once more with it, exactly as without leases. Without it, a request the lease could not cover and the rest of
-   * the wallet could not either was refused while the two together could, for as long as the key kept being used
-   * (each attempt kept the lease from going idle). True if credit came back; a refused request that arrives after
-   * the give-back was sent gets false (nothing more to give). The refused reserves that wait on it passed the rate
-   * limit once already: their slots go back with the lease's, so a retried request counts once.
+   * A reserve of the key was refused (402 for credit, 429 for the rate window) while this process's own lease may
+   * hold what it lacked unused: the lease admits nothing more and gives back all but what its requests in use hold,
+   * credit and rate slots, so the caller can reserve once more, exactly as without leases. Without it, a request
+   * the lease could not cover and the rest of the wallet could not either was refused although the two together
+   * could, for as long as the key kept being used (each attempt kept the lease from going idle). True if anything
+   * came back; a refusal that arrives after the give-back was sent gets false (nothing more to give). `counted`:
+   * the refused reserve passed the rate limit (a credit refusal) and counted a slot, which goes back with the
+   * lease's, so a retried request counts once.
    */
-  giveBackFor(p: KeyPrincipal): Promise<boolean> {
+  giveBackFor(p: KeyPrincipal, counted: boolean): Promise<boolean> {
     const l = this.byKey.get(p.keyId);
     if (!l?.opened) return Promise.resolve(false);
     if (l.giving) {
       if (l.giving.sent) return Promise.resolve(false);
-      l.giving.joined++;
+      if (counted) l.giving.counted++;
       return l.giving.result;
     }
     l.done = true;
     this.refusedUntil.set(p.keyId, performance.now() + RETRY_MS);
-    const g: NonNullable<Lease["giving"]> = { joined: 1, sent: false, result: Promise.resolve(false) };
+    const g: NonNullable<Lease["giving"]> = { counted: counted ? 1 : 0, sent: false, result: Promise.resolve(false) };
     l.giving = g;
     g.result = (async () => {
       while (l.calling) await l.pending;
       l.calling = true;
       g.sent = true;
       const window = Math.floor(Date.now() / this.s.rateLimitWindowMs);
+      const slots = l.window === window ? l.slots : 0;
       try {
         const r = await this.ledger.lease(l.principal, {
           leaseId: l.id,
@@ -170,7 +172,7 @@ export class Leases {
           sharePerMille: this.s.sharePerMille,
           least: 0,
           slots: 0,
-          slotsBack: (l.window === window ? l.slots : 0) + g.joined,
+          slotsBack: slots + g.counted,
           slotsWindow: window,
           ttlMs: this.s.ttlMs,
         });
@@ -178,7 +180,7 @@ export class Leases {
         if (r.ok === false && r.refusal === "HOLD_RESOLVED") return false;
         l.cap += r.locked - r.before;
         if (r.locked === 0) l.opened = false;
-        return r.before > r.locked;
+        return r.before > r.locked || slots > 0;
       } catch (e) {
         log.warn("lease give-back failed; the refusal stands", { lease: l.id, error: e });
         return false;
@@ -188,6 +190,18 @@ export class Leases {
     })();
     this.track(g.result.then(() => {}));
     return g.result;
+  }
+
+  /**
+   * A reserve of the key was refused for the rate window while this process's lease call was in flight: that call
+   * may just have taken the window's last slots for this very lease. Once it has answered, the lease admits the
+   * request if it can (undefined: it cannot).
+   */
+  async readmit(p: KeyPrincipal, amount: number): Promise<LeaseClaim | undefined> {
+    const l = this.byKey.get(p.keyId);
+    if (!l || l.done) return undefined;
+    while (l.calling && l.pending) await l.pending;
+    return l.slots > 0 ? this.admit(p, amount) : undefined;
   }
 
   /** The key was revoked in this process: nothing more is admitted under its lease, at once. */
