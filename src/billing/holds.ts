@@ -67,6 +67,16 @@ export class Holds {
     if (!this.ledger.connected) throw ApiError.unavailable(1);
     const lease = this.leases?.admit(principal, amount);
     if (lease) return { rateRemaining: lease.rateRemaining, lease };
+    let outcome = await this.reserveInRedis(principal, holdId, amount);
+    // This process's own leases must not be why a request is refused: what they hold unused goes back, and the
+    // reserve is tried once more (a refused reserve held nothing, so its hold id is still fresh).
+    const lent = !outcome.ok && (outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED");
+    if (lent && (await this.leases?.giveUpUnused(principal.wallet))) outcome = await this.reserveInRedis(principal, holdId, amount);
+    if (!outcome.ok) throw refusalError(outcome);
+    return outcome;
+  }
+
+  private async reserveInRedis(principal: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     let outcome: ReserveOutcome;
     const reserving = this.ledger.reserve(principal, holdId, amount);
     try {
@@ -83,7 +93,6 @@ export class Holds {
       log.warn("reserve failed: Redis unavailable; answered 503 and releasing the hold behind", { hold: holdId, error: e });
       throw ApiError.unavailable(1);
     }
-    if (!outcome.ok) throw refusalError(outcome);
     return outcome;
   }
 

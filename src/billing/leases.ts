@@ -111,11 +111,11 @@ export class Leases {
       l.slots--;
       l.admitted++;
       if (l.inUse > l.peak) l.peak = l.inUse;
-      if (now - l.lastCallAt >= this.s.renewMs) this.call(l, now);
+      if (now - l.lastCallAt >= this.s.renewMs) void this.call(l, now);
       metrics.leaseAdmissions.inc({ outcome: "lease" });
       return { leaseId: l.id, amount, lease: l, rateRemaining: l.rateLeft + l.slots };
     }
-    if (now - l.lastCallAt >= NEED_GAP_MS) this.call(l, now);
+    if (now - l.lastCallAt >= NEED_GAP_MS) void this.call(l, now);
     metrics.leaseAdmissions.inc({ outcome: "reserve" });
     return undefined;
   }
@@ -136,6 +136,20 @@ export class Leases {
   revoked(keyId: number): void {
     const l = this.byKey.get(keyId);
     if (l) l.done = true;
+  }
+
+  /**
+   * A reserve was refused for want of credit or budget: this process's leases on the wallet (any of its keys) stop
+   * admitting and give back what their requests do not use, so the reserve can be tried again. False when they held
+   * nothing unused.
+   */
+  async giveUpUnused(wallet: string): Promise<boolean> {
+    const unused = [...this.byKey.values()].filter((l) => l.principal.wallet === wallet && l.opened && l.cap > l.inUse);
+    if (unused.length === 0) return false;
+    for (const l of unused) l.done = true;
+    await this.quiet();
+    await Promise.all(unused.filter((l) => l.cap > l.inUse).map((l) => this.call(l, performance.now())));
+    return true;
   }
 
   /** Resolves once no lease call is in flight (tests wait for the background work with it, never by time). */
@@ -161,14 +175,14 @@ export class Leases {
         if (l.opened) this.track(this.close(l));
       } else if (now - l.lastCallAt >= this.s.renewMs) {
         // A finished lease still in use is kept alive (expiry), shrunk to what is in use, until its requests are done.
-        this.call(l, now);
+        void this.call(l, now);
       }
     }
     for (const [keyId, until] of this.refusedUntil) if (until <= now) this.refusedUntil.delete(keyId);
   }
 
   /** One lease-8 call in the background: size and rate slots from the last period's use. */
-  private call(l: Lease, now: number): void {
+  private call(l: Lease, now: number): Promise<void> | undefined {
     if (l.calling) return;
     l.calling = true;
     l.lastCallAt = now;
@@ -190,7 +204,7 @@ export class Leases {
     l.peak = l.inUse;
     l.charged = 0;
     l.admitted = 0;
-    this.track(
+    return this.track(
       this.ledger
         .lease(l.principal, ask)
         .then((r) => this.apply(l, r, now))
@@ -202,9 +216,10 @@ export class Leases {
     );
   }
 
-  private track(p: Promise<void>): void {
+  private track(p: Promise<void>): Promise<void> {
     this.calls.add(p);
     void p.finally(() => this.calls.delete(p));
+    return p;
   }
 
   private apply(l: Lease, r: LeaseReply, sentAt: number): void {
