@@ -177,7 +177,7 @@ export function report(
   L.push("");
   L.push(
     `bun ${meta.bun} · ${meta.cpus} CPU (${meta.cpuModel}) · CPU busy before start ${meta.cpuBusyBeforePct}% · loadavg before ${meta.loadavgBefore}, after ${meta.loadavgAfter} · load generator: autocannon 9 on ${meta.loadgen} · ` +
-      `Redis: private redis-server (TCP) · Postgres: ${meta.postgres} · gateway LOG_LEVEL=${meta.gatewayLogLevel} · commit ${meta.commit}`,
+      `Redis: private redis-server (TCP) · Postgres: ${meta.postgres} · gateway LOG_LEVEL=${meta.gatewayLogLevel} CREDIT_LEASES=${meta.creditLeases} · commit ${meta.commit}`,
   );
   L.push("");
   issueTable(L, meta, results, rss, w, st);
