@@ -162,7 +162,7 @@ export class Leases {
     clearInterval(this.timer);
     for (const l of this.byKey.values()) l.done = true;
     await Promise.all([...this.calls]);
-    await Promise.all([...this.byKey.values()].filter((l) => l.cap > 0 || l.inUse > 0).map((l) => this.close(l)));
+    await Promise.all([...this.byKey.values()].filter((l) => l.opened).map((l) => this.close(l)));
   }
 
   /** Renews leases in use, closes idle and finished ones. */
