@@ -130,7 +130,8 @@ export class Holds {
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
         ({ outcome, covered }) => {
-          if (claim) this.leases!.settled(claim, covered);
+          // A repeat (the first try's reply was lost) does not say what the first one took: assume all it held.
+          if (claim) this.leases!.settled(claim, outcome === "charged" ? covered : claim.amount);
           if (outcome !== "UNKNOWN_HOLD") return;
           // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
           log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });
