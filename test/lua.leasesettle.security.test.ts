@@ -4,6 +4,7 @@
  * counters, the lease's marker and the outbox asserted exactly (test/helpers/leaseScripts.ts: a wallet of 10_000).
  */
 import { describe, expect, test } from "bun:test";
+import { Ledger } from "../src/ledger/ledger.ts";
 import { leaseScriptsOnRedis } from "./helpers/leaseScripts.ts";
 
 const r = leaseScriptsOnRedis();
@@ -98,6 +99,28 @@ describe("settle-leased-batch on Redis", () => {
       { type: "release", hold: "M", wallet, key: 1, amount: 1_000 },
       charge("a", 400),
       charge("b", 100),
+    ]);
+  });
+
+  test("a lease its charges brought to 0 still expires by the sweeper, and the sweep goes on past it", async () => {
+    expect(await lease("L", { target: 3_000 })).toEqual([1, 3_000, 7_000, 0, 0, 100]);
+    expect(await lease("M", { target: 1_000 })).toEqual([1, 1_000, 6_000, 0, 0, 100]);
+    expect(await settleLeased([[1, "a", 3_000, "L", 3_000]])).toEqual([1, [1, 7_000, 3_000]]);
+    expect(await r.t.redis.get(marker("L"))).toBe(live(0));
+    // Both past their expiry, L first: the sweeper must expire L (a lock of 0) and then M.
+    await r.t.redis.zadd(r.names.holds(r.shard), "XX", 1, "L", 2, "M");
+    const ledger = new Ledger(r.t.redis, r.t.scripts, r.names, { rateLimitRequests: 100, rateLimitWindowMs: 60_000, holdTtlMs: 60_000 });
+    await ledger.fence.readAll();
+    expect(await ledger.sweepExpired()).toBe(2);
+    const s = await state(["L", "M"]);
+    expect(s.w).toEqual({ balance: "7000", locked: "0" });
+    expect(s.k1).toMatchObject({ locked: "0", spent: "3000" });
+    expect(s.markers).toEqual({ L: "expired", M: "expired" });
+    expect(s.holds).toEqual({});
+    expect(s.events).toEqual([
+      charge("a", 3_000),
+      { type: "expire", hold: "L", wallet, key: 1, amount: 0 },
+      { type: "expire", hold: "M", wallet, key: 1, amount: 1_000 },
     ]);
   });
 
