@@ -19,8 +19,9 @@
   ARGV[1] ledger epoch the caller believes in   ARGV[2] lease id   ARGV[3] "wallet|keyId"
   ARGV[4] target: µUSDC the lease should lock after this call (0 with a floor of 0 closes it)
   ARGV[5] floor: µUSDC the caller's admitted requests may still need; never given back by this call
-  ARGV[6] share, per mille: a lease grows to at most this share of (the wallet's available credit + its own lock),
-          so other processes, and requests served without a lease, always find the rest
+  ARGV[6] share, per mille: a lease grows to at most this share of (what is left outside every lock + its own
+          lock), what is left being the wallet's available credit or, if less, the key's budget: other processes,
+          and requests served without a lease, always find the rest of either
   ARGV[7] least: a lease that is not open yet opens only if it can lock at least this much
   ARGV[8] rate slots wanted (requests the caller may admit in the current window)
   ARGV[9] rate slots given back: unused slots this caller took earlier in the same (current) window
@@ -72,8 +73,9 @@ if k[2] and k[2] ~= '' then left = math.min(left, tonumber(k[2]) - (tonumber(k[3
 local locked = math.min(target, now_locked)
 if left < 0 then locked = math.min(locked, now_locked + left) end
 if active and target > now_locked and left > 0 then
-  -- Growth comes out of what is left, up to the share of the wallet's credit outside other locks.
-  local room = math.min(left, math.floor((available + now_locked) * share / 1000) - now_locked)
+  -- Growth comes out of what is left, up to the share of the credit outside other locks: of the wallet, or of
+  -- the key's budget when that is less (a budget's share taken of the wallet let one lease lock all of it).
+  local room = math.min(left, math.floor((left + now_locked) * share / 1000) - now_locked)
   if room > 0 then locked = math.min(target, now_locked + room) end
 end
 locked = math.max(floor, locked)

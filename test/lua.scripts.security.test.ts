@@ -17,7 +17,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "277e24687441aa48f52c8d94ff819bcd37678f1f",
   "settle-batch.lua": "95f50691dd73d8903795b230124a6efc1dcd141e",
   "settle-leased-batch.lua": "4945f5db9226e72c32a33d980e8cc9cba7426d3d",
-  "lease-8.lua": "fff4cdbe2e92543d896fc7a806fa9a42987b0414",
+  "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
   "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",

@@ -67,13 +67,24 @@ export class Holds {
     if (!this.ledger.connected) throw ApiError.unavailable(1);
     const lease = this.leases?.admit(principal, amount);
     if (lease) return { rateRemaining: lease.rateRemaining, lease };
-    let outcome = await this.reserveInRedis(principal, holdId, amount);
-    // This process's own leases must not be why a request is refused: what they hold unused goes back, and the
-    // reserve is tried once more (a refused reserve held nothing, so its hold id is still fresh).
-    const lent = !outcome.ok && (outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED");
-    if (lent && (await this.leases?.giveUpUnused(principal.wallet))) outcome = await this.reserveInRedis(principal, holdId, amount);
-    if (!outcome.ok) throw refusalError(outcome);
-    return outcome;
+    const outcome = await this.reserveInRedis(principal, holdId, amount);
+    if (outcome.ok) return outcome;
+    if (!this.leases) throw refusalError(outcome);
+    // Refused for credit or rate slots this process's own leases may hold unused: the key's lease admits the request
+    // after all (its call in flight took the window's last slots), or the key's lease and the wallet's other keys'
+    // leases give back what their requests do not use, and the reserve is tried once more.
+    const credit = outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED";
+    const rate = outcome.refusal === "RATE_LIMITED";
+    const late = rate ? await this.leases.readmit(principal, amount) : undefined;
+    if (late) return { rateRemaining: late.rateRemaining, lease: late };
+    const own = (credit || rate) && (await this.leases.giveBackFor(principal, credit));
+    const others = credit && (await this.leases.giveUpUnused(principal.wallet, principal.keyId));
+    if (own || others) {
+      const again = await this.reserveInRedis(principal, holdId, amount);
+      if (again.ok) return again;
+      throw refusalError(again);
+    }
+    throw refusalError(outcome);
   }
 
   private async reserveInRedis(principal: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
@@ -97,12 +108,14 @@ export class Holds {
   }
 
   /**
-   * Settles without making the client wait for it: the answer is already paid for by the hold, and the settle
-   * command is queued on the ledger's Redis connection before the response (or the stream's end) leaves, so a
-   * balance read that follows on that connection sees the charge. Saves one Redis round trip of added latency.
-   * It retries for about a minute; after that the charge is kept in Postgres for the repair job.
+   * Settles without making the client wait for its reply: the answer is already paid for by the hold. The
+   * returned promise resolves once the settle command is on the ledger's Redis connection (at once, unless a settle
+   * batch of the shard is in flight: then when it has answered), and the caller lets the response (or the stream's
+   * end) leave only then: a process killed with kill -9 right after an answer has still sent its charge, and a
+   * balance read that follows on that connection sees it. Saves one Redis round trip of added latency. The settle
+   * retries for about a minute; after that the charge is kept in Postgres for the repair job.
    */
-  settleBehind(call: HeldCall, usage: Usage): void {
+  settleBehind(call: HeldCall, usage: Usage): Promise<void> {
     const charge = billedMicro(call.model, usage);
     // Charged all the same (the provider billed it), but the hold should have covered it.
     checkHoldOverrun(charge, call.bound, { model: call.model.id, hold: call.holdId, usage });
@@ -116,6 +129,9 @@ export class Holds {
     const lease = claim && { id: claim.leaseId, held: claim.amount };
     const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details, lease };
     call.trace.chargeUsdc = charge;
+    // The answer waits for the first attempt to be sent (or to end: failed, or past its deadline), never longer.
+    let sent!: () => void;
+    const onWire = new Promise<void>((resolve) => (sent = resolve));
     // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
     // attempt that runs later is harmless: settle-batch posts a hold once.
     const attempt = () =>
@@ -123,10 +139,10 @@ export class Holds {
         SETTLE_ATTEMPT_MS,
         () =>
           lease
-            ? this.ledger.settleLeased(call.principal, call.holdId, charge, details, lease)
-            : this.ledger.settleOutcome(call.principal, call.holdId, charge, details).then((outcome) => ({ outcome, covered: 0 })),
+            ? this.ledger.settleLeased(call.principal, call.holdId, charge, details, lease, sent)
+            : this.ledger.settleOutcome(call.principal, call.holdId, charge, details, sent).then((outcome) => ({ outcome, covered: 0 })),
         () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS),
-      );
+      ).finally(sent);
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
         ({ outcome, covered }) => {
@@ -145,6 +161,7 @@ export class Holds {
       )
       .finally(() => this.settling.delete(p));
     this.settling.set(p, keep);
+    return onWire;
   }
 
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */

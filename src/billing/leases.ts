@@ -12,7 +12,7 @@ export interface LeaseSettings {
   renewMs: number;
   /** A lease not used for this long, with nothing in flight, is closed and its credit given back. */
   idleMs: number;
-  /** A lease grows to at most this share (per mille) of the wallet's credit outside other locks. */
+  /** A lease grows to at most this share (per mille) of the credit outside other locks: the wallet's, or the key's budget's if less. */
   sharePerMille: number;
   /** A lease opens only if it can cover this many of the request that asked for it: a smaller wallet is served by a reserve per request. */
   leastHolds: number;
@@ -42,6 +42,10 @@ class Lease {
   lastCallAt = -Infinity;
   lastUseAt = performance.now();
   calling = false;
+  /** The lease call in flight, if any. */
+  pending: Promise<void> | undefined;
+  /** The give-back after a refused reserve (Leases.giveBackFor), once per lease: the refused reserves waiting on it that counted a rate slot. */
+  giving: { counted: number; sent: boolean; result: Promise<boolean> } | undefined;
   /** No more admissions (revoked, expired, closing); dropped once nothing is in use. */
   done = false;
   /** Redis has its marker: closing it gives its lock back (else the sweeper would expire it). */
@@ -132,6 +136,74 @@ export class Leases {
     c.lease.inUse -= c.amount;
   }
 
+  /**
+   * A reserve of the key was refused (402 for credit, 429 for the rate window) while this process's own lease may
+   * hold what it lacked unused: the lease admits nothing more and gives back all but what its requests in use hold,
+   * credit and rate slots, so the caller can reserve once more, exactly as without leases. Without it, a request
+   * the lease could not cover and the rest of the wallet could not either was refused although the two together
+   * could, for as long as the key kept being used (each attempt kept the lease from going idle). True if anything
+   * came back; a refusal that arrives after the give-back was sent gets false (nothing more to give). `counted`:
+   * the refused reserve passed the rate limit (a credit refusal) and counted a slot, which goes back with the
+   * lease's, so a retried request counts once.
+   */
+  giveBackFor(p: KeyPrincipal, counted: boolean): Promise<boolean> {
+    const l = this.byKey.get(p.keyId);
+    if (!l?.opened) return Promise.resolve(false);
+    if (l.giving) {
+      if (l.giving.sent) return Promise.resolve(false);
+      if (counted) l.giving.counted++;
+      return l.giving.result;
+    }
+    l.done = true;
+    this.refusedUntil.set(p.keyId, performance.now() + RETRY_MS);
+    const g: NonNullable<Lease["giving"]> = { counted: counted ? 1 : 0, sent: false, result: Promise.resolve(false) };
+    l.giving = g;
+    g.result = (async () => {
+      while (l.calling) await l.pending;
+      l.calling = true;
+      g.sent = true;
+      const window = Math.floor(Date.now() / this.s.rateLimitWindowMs);
+      const slots = l.window === window ? l.slots : 0;
+      try {
+        const r = await this.ledger.lease(l.principal, {
+          leaseId: l.id,
+          target: l.inUse,
+          floor: l.inUse,
+          sharePerMille: this.s.sharePerMille,
+          least: 0,
+          slots: 0,
+          slotsBack: slots + g.counted,
+          slotsWindow: window,
+          ttlMs: this.s.ttlMs,
+        });
+        l.slots = 0;
+        if (r.ok === false && r.refusal === "HOLD_RESOLVED") return false;
+        l.cap += r.locked - r.before;
+        if (r.locked === 0) l.opened = false;
+        return r.before > r.locked || slots > 0;
+      } catch (e) {
+        log.warn("lease give-back failed; the refusal stands", { lease: l.id, error: e });
+        return false;
+      } finally {
+        l.calling = false;
+      }
+    })();
+    this.track(g.result.then(() => {}));
+    return g.result;
+  }
+
+  /**
+   * A reserve of the key was refused for the rate window while this process's lease call was in flight: that call
+   * may just have taken the window's last slots for this very lease. Once it has answered, the lease admits the
+   * request if it can (undefined: it cannot).
+   */
+  async readmit(p: KeyPrincipal, amount: number): Promise<LeaseClaim | undefined> {
+    const l = this.byKey.get(p.keyId);
+    if (!l || l.done) return undefined;
+    while (l.calling && l.pending) await l.pending;
+    return l.slots > 0 ? this.admit(p, amount) : undefined;
+  }
+
   /** The key was revoked in this process: nothing more is admitted under its lease, at once. */
   revoked(keyId: number): void {
     const l = this.byKey.get(keyId);
@@ -139,12 +211,14 @@ export class Leases {
   }
 
   /**
-   * A reserve was refused for want of credit or budget: this process's leases on the wallet (any of its keys) stop
-   * admitting and give back what their requests do not use, so the reserve can be tried again. False when they held
-   * nothing unused.
+   * A reserve was refused for want of credit: this process's leases on the wallet's other keys (the key's own goes
+   * through giveBackFor) stop admitting and give back what their requests do not use, so the reserve can be tried
+   * again. False when they held nothing unused.
    */
-  async giveUpUnused(wallet: string): Promise<boolean> {
-    const unused = [...this.byKey.values()].filter((l) => l.principal.wallet === wallet && l.opened && l.cap > l.inUse);
+  async giveUpUnused(wallet: string, exceptKeyId: number): Promise<boolean> {
+    const unused = [...this.byKey.values()].filter(
+      (l) => l.principal.wallet === wallet && l.principal.keyId !== exceptKeyId && l.opened && l.cap > l.inUse,
+    );
     if (unused.length === 0) return false;
     for (const l of unused) l.done = true;
     await this.quiet();
@@ -204,16 +278,17 @@ export class Leases {
     l.peak = l.inUse;
     l.charged = 0;
     l.admitted = 0;
-    return this.track(
-      this.ledger
-        .lease(l.principal, ask)
-        .then((r) => this.apply(l, r, now))
-        .catch((e: unknown) => log.warn("lease call failed; requests reserve in Redis until one succeeds", { lease: l.id, error: e }))
-        .finally(() => {
-          l.calling = false;
-          l.ceiling = Infinity;
-        }),
-    );
+    l.pending = this.ledger
+      .lease(l.principal, ask)
+      .then((r) => this.apply(l, r, now))
+      .catch((e: unknown) => log.warn("lease call failed; requests reserve in Redis until one succeeds", { lease: l.id, error: e }))
+      .finally(() => {
+        l.calling = false;
+        l.ceiling = Infinity;
+        l.pending = undefined;
+      });
+    this.track(l.pending);
+    return l.pending;
   }
 
   private track(p: Promise<void>): Promise<void> {

@@ -9,6 +9,8 @@ interface Waiting<I, R> {
   item: I;
   resolve(r: R): void;
   reject(e: unknown): void;
+  /** Told once the item's call is on the connection (or could not be made). */
+  sent?: () => void;
 }
 
 /**
@@ -26,12 +28,15 @@ export class ShardBatcher<I, R> {
     private readonly cap = MAX_BATCH,
   ) {}
 
-  /** The item's own reply; rejects when its call failed (every item of that call fails alike). */
-  submit(shard: string, item: I): Promise<R> {
+  /**
+   * The item's own reply; rejects when its call failed (every item of that call fails alike). `sent` is called
+   * once the item's call is on the connection: at once, or when the call in flight for the shard has answered.
+   */
+  submit(shard: string, item: I, sent?: () => void): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       let q = this.queues.get(shard);
       if (!q) this.queues.set(shard, (q = []));
-      q.push({ item, resolve, reject });
+      q.push({ item, resolve, reject, sent });
       if (!this.inFlight.get(shard) || q.length >= this.cap) this.send(shard);
     });
   }
@@ -58,6 +63,7 @@ export class ShardBatcher<I, R> {
     } catch (e) {
       reply = Promise.reject(e);
     }
+    for (const w of batch) w.sent?.();
     reply
       .then((rs) => {
         if (rs.length !== batch.length) throw new Error(`batch of ${batch.length} answered with ${rs.length} replies`);

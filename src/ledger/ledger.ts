@@ -146,8 +146,8 @@ export class Ledger {
   }
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
-  async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<SettleOutcome> {
-    return (await this.settleWith(this.batches.settles, p.shard, { ...p, ...d, holdId, charge })).outcome;
+  async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails, sent?: () => void): Promise<SettleOutcome> {
+    return (await this.settleWith(this.batches.settles, p.shard, { ...p, ...d, holdId, charge }, sent)).outcome;
   }
 
   /**
@@ -160,23 +160,24 @@ export class Ledger {
     charge: number,
     d: ChargeDetails,
     lease: { id: string; held: number },
+    sent?: () => void,
   ): Promise<{ outcome: SettleOutcome; covered: number }> {
-    return this.settleWith(this.batches.leasedSettles, p.shard, {
-      ...p,
-      ...d,
-      holdId: chargeId,
-      charge,
-      lease: lease.id,
-      held: lease.held,
-    });
+    return this.settleWith(
+      this.batches.leasedSettles,
+      p.shard,
+      { ...p, ...d, holdId: chargeId, charge, lease: lease.id, held: lease.held },
+      sent,
+    );
   }
 
+  /** `sent`: called once the settle's batch is on the connection (a call in flight for the shard answered first). */
   private async settleWith(
     batcher: LedgerBatches["settles"],
     shard: string,
     item: SettleItem,
+    sent?: () => void,
   ): Promise<{ outcome: SettleOutcome; covered: number }> {
-    const r = await batcher.submit(shard, item).catch((e: unknown) => {
+    const r = await batcher.submit(shard, item, sent).catch((e: unknown) => {
       metrics.settles.inc({ outcome: "error" });
       throw e;
     });

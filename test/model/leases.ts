@@ -38,7 +38,8 @@ export function leaseModel(m: ReferenceModel) {
   /**
    * lease-8: a resolved id is refused; otherwise the lock moves to the target, shrinking by what the wallet or the
    * key's budget lacks (overdrawn) but never below the floor (at most the lock), and growing only for an active
-   * key, out of what is left outside every lock, up to its share of (available + its own lock). A lease not open
+   * key, out of what is left outside every lock (of the wallet, or of the key's budget when that is less), up to its
+   * share of (that + its own lock). A lease not open
    * yet opens only with `least`; one brought to 0 closes (released, one event).
    */
   function lease(k: KeyM, id: string, a: LeaseAskM): ExpectedLease {
@@ -53,7 +54,7 @@ export function leaseModel(m: ReferenceModel) {
     let label = a.target < before ? "shrunk" : "same";
     if (left < 0 && before + left < locked) [locked, label] = [before + left, "shrunk-overdrawn"];
     if (active && a.target > before && left > 0) {
-      const room = Math.min(left, Math.floor(((available + before) * a.share) / 1000) - before);
+      const room = Math.min(left, Math.floor(((left + before) * a.share) / 1000) - before);
       if (room > 0) [locked, label] = [Math.min(a.target, before + room), "grown"];
     }
     const floor = Math.min(a.floor, before);

@@ -65,12 +65,12 @@ export class Forwarder {
     }
     const headers = { "content-type": "application/json", ...call.headers };
     if (parsed.usage) {
-      this.holds.settleBehind(call, parsed.usage);
+      await this.holds.settleBehind(call, parsed.usage);
       return new Response(reshape ? reshape(parsed.json) : parsed.json, { headers });
     }
     // The provider reported no usage: the answer carries the counted usage it is billed at (the spec's usage field).
     const counted = await estimateUsage(call, parsed.generated);
-    this.holds.settleBehind(call, counted);
+    await this.holds.settleBehind(call, counted);
     const answer = JSON.parse(parsed.json) as Record<string, unknown>;
     answer.usage = (call.adapter.clientFormat?.usage ?? usageBody)(counted);
     const json = JSON.stringify(answer);

@@ -191,7 +191,8 @@ export class MeteredStream {
     this.resolved = true;
     if (ok) {
       const billed = await this.cost();
-      holds.settleBehind(this.call, billed);
+      // The stream's end leaves once its charge is on the Redis connection (see settleBehind).
+      await holds.settleBehind(this.call, billed);
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
       if (this.o.includeUsage && this.usage === undefined) {
         const chunk = usageChunk(this.call, billed);
@@ -227,7 +228,7 @@ export class MeteredStream {
     this.o.deadline.stop();
     if (this.resolved) return;
     this.resolved = true;
-    this.o.holds.settleBehind(this.call, await this.stoppedCost());
+    void this.o.holds.settleBehind(this.call, await this.stoppedCost());
     this.end();
   }
 
@@ -241,7 +242,7 @@ export class MeteredStream {
     clearInterval(this.keepHold);
     if (this.resolved) return;
     this.resolved = true;
-    this.o.holds.settleBehind(this.call, await this.stoppedCost());
+    void this.o.holds.settleBehind(this.call, await this.stoppedCost());
     this.end();
     this.o.deadline.stop();
     try {
