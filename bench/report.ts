@@ -141,7 +141,7 @@ function issueTable(
       `≤ ${ISSUE14.redisUsPerCharge.target} µs ${verdict(scriptUs <= ISSUE14.redisUsPerCharge.target)}`,
     ],
   ];
-  L.push("## Issue 14's figures (0 ms stand-in)");
+  L.push("## Issue 23's figures (0 ms stand-in; the rows issue 23 does not name keep issue 14's targets)");
   L.push("");
   L.push('| figure | gateway (this run) | baseline proxy (this run) | issue\'s "now" | target |');
   L.push("|---|---:|---:|---:|---:|");
@@ -177,7 +177,7 @@ export function report(
   L.push("");
   L.push(
     `bun ${meta.bun} · ${meta.cpus} CPU (${meta.cpuModel}) · CPU busy before start ${meta.cpuBusyBeforePct}% · loadavg before ${meta.loadavgBefore}, after ${meta.loadavgAfter} · load generator: autocannon 9 on ${meta.loadgen} · ` +
-      `Redis: private redis-server (TCP) · Postgres: ${meta.postgres} · gateway LOG_LEVEL=${meta.gatewayLogLevel} · commit ${meta.commit}`,
+      `Redis: private redis-server (TCP) · Postgres: ${meta.postgres} · gateway LOG_LEVEL=${meta.gatewayLogLevel} CREDIT_LEASES=${meta.creditLeases} · commit ${meta.commit}`,
   );
   L.push("");
   issueTable(L, meta, results, rss, w, st);

@@ -27,6 +27,7 @@ import { cleanUpOnSignals, cleanup, type Gateway, logChildTails, openWorkDir, st
 import { f0, report } from "./report.ts";
 import { DRY, log, PROFILE, RESULTS, ROOT, S, TARGETS } from "./settings.ts";
 import { streamLatency, wrk, wrkPath } from "./tail.ts";
+import { workersPhase } from "./workers.ts";
 
 /**
  * Stops the gateway (it drains its outbox), then compares the charges Postgres recorded with the answers the
@@ -127,6 +128,9 @@ async function main(): Promise<number> {
   const baselineAfter = rssKb(s.upstreams[0]!.baseline.proc.pid);
   const ledger = await ledgerCheck(s, count, redisStats);
   const profiles = await collectProfiles(s.gw);
+  // Every core: WORKERS=2 beside two plain proxies on one port, once the single-process gateway has stopped (with
+  // PGlite it lives on inside that gateway, which then keeps running beside).
+  const workers = await workersPhase(s, loadgen, false);
 
   const valid =
     results.every((r) => r.non2xx === 0 && Object.values(r.latency).every((x) => x.failures === 0)) &&
@@ -151,15 +155,28 @@ async function main(): Promise<number> {
     redisPerCharge: ledger.redisPerCharge,
     redisScriptUsPerCharge: ledger.scriptUsPerCharge,
     gatewayLogLevel: S.gatewayLogLevel,
+    creditLeases: s.gw.env.CREDIT_LEASES,
     redisStats,
     profiles,
     runtimeS: Math.round((Date.now() - started) / 1000),
   };
   const rss = { idle: idleRss, after: afterRss, baselineAfter };
-  const md = report(meta, results, rss, valid, wrkFigures, stream);
+  const md =
+    report(meta, results, rss, valid, wrkFigures, stream) +
+    `\n## Every core: WORKERS=2 against two plain proxies on one port (reusePort)\n\nJSON at concurrency 32, 0 ms stand-in.\n\n${workers.table.join("\n")}\n`;
   process.stdout.write("\n" + md);
 
-  const json = { meta, settings: S, targets: TARGETS, valid, results, wrk: wrkFigures ?? null, stream, rss };
+  const json = {
+    meta,
+    settings: S,
+    targets: TARGETS,
+    valid,
+    results,
+    wrk: wrkFigures ?? null,
+    stream,
+    rss,
+    workers: { rps: workers.rps, rss: workers.rss },
+  };
   const stamp = date.replace(/[:.]/g, "-");
   writeFileSync(join(RESULTS, "latest.md"), md);
   writeFileSync(join(RESULTS, "latest.json"), JSON.stringify(json, null, 2) + "\n");

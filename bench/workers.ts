@@ -2,14 +2,15 @@
  * Every core: `bun bench/workers.ts`. The same set-up as run.ts (stand-ins, a private Redis, a fresh database,
  * the single-process gateway and its one-process baseline proxy), plus a gateway with WORKERS=2 on the same Redis
  * and database and two baseline proxies sharing one port (reusePort). Then JSON at concurrency 32 against the 0 ms
- * stand-in, the four targets alternating per round, and one table: each gateway's req/s beside the baseline of as
- * many processes, their ratio, and the memory each worker adds.
+ * stand-in, the targets alternating per round, and one table: each gateway's req/s beside the baseline of as
+ * many processes, their ratio, and the memory each worker adds. run.ts runs the two-process half of it
+ * (`workersPhase`) after its own phases, for its second table.
  *
  * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2) size the runs.
  */
 import { autocannon, type Target, type Watch } from "./measure.ts";
-import { setUp, targetsFor } from "./phases.ts";
-import { openWorkDir, runThenClean, startBaselineGroup, startGateway } from "./processes.ts";
+import { type Setup, setUp, targetsFor } from "./phases.ts";
+import { openWorkDir, runThenClean, startBaselineGroup, startGateway, stopChild } from "./processes.ts";
 import { f0, f2 } from "./report.ts";
 import { log } from "./settings.ts";
 
@@ -25,48 +26,74 @@ async function workerRss(base: string): Promise<Record<string, number>> {
   return out;
 }
 
-async function main(): Promise<void> {
-  openWorkDir(); // catalog, data and logs of the processes it starts go there, not into the checkout
-  const s = await setUp();
+/** What workersPhase measured: req/s per target, and the RSS of each worker of each gateway. */
+export interface WorkersFigures {
+  rps: Record<string, number>;
+  rss: Record<string, Record<string, number>>;
+  table: string[];
+}
+
+/**
+ * WORKERS=2 beside two plain proxies sharing one port, alternating rounds of JSON at concurrency 32; with `single`,
+ * the set-up's one-process gateway and proxy too. Stops what it started.
+ */
+export async function workersPhase(s: Setup, loadgen: string[], single: boolean): Promise<WorkersFigures> {
   const u0 = s.upstreams[0]!;
   const gw2 = await startGateway(s.upstreams, s.redis.url, s.db, "gateway-workers2", { WORKERS: "2" });
   const pair = await startBaselineGroup(u0.standinPort, 2);
-  const node = Bun.which("node");
-  const loadgen = node ? [node] : [process.execPath];
-  const one = targetsFor(s, 0);
-  const targets: Record<string, Target> = {
-    "gateway ×1": one.gateway,
-    "baseline ×1": one.baseline,
-    "gateway ×2": { ...one.gateway, url: `${gw2.base}/v1/chat/completions` },
-    "baseline ×2": { ...one.baseline, url: `http://127.0.0.1:${pair.port}/v1/chat/completions` },
-  };
-  // CPU is watched on the first process of each target only; the figure compared is req/s.
-  const watch: Watch = { target: s.gw.child.proc.pid, standin: u0.standin.proc.pid, redis: s.redis.pid };
-  for (const t of Object.values(targets)) await autocannon(loadgen, t, CONNECTIONS, 2, watch); // warm-up
-  const rps: Record<string, number> = {};
-  const names = Object.keys(targets);
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const name of round % 2 ? [...names].reverse() : names) {
-      const r = await autocannon(loadgen, targets[name]!, CONNECTIONS, DURATION_S, watch);
-      rps[name] = (rps[name] ?? 0) + r.rps / ROUNDS;
-      log(
-        `${name} c${CONNECTIONS} round ${round + 1}: ${f0(r.rps)} req/s · non-2xx ${r.non2xx + r.errors} · machine ${f2(r.cores.machine)} cores`,
-      );
+  try {
+    const one = targetsFor(s, 0);
+    const targets: Record<string, Target> = {
+      ...(single ? { "gateway ×1": one.gateway, "baseline ×1": one.baseline } : {}),
+      "gateway ×2": { ...one.gateway, url: `${gw2.base}/v1/chat/completions` },
+      "baseline ×2": { ...one.baseline, url: `http://127.0.0.1:${pair.port}/v1/chat/completions` },
+    };
+    // CPU is watched on the first process of each target only; the figure compared is req/s.
+    const watch: Watch = { target: gw2.child.proc.pid, standin: u0.standin.proc.pid, redis: s.redis.pid };
+    for (const t of Object.values(targets)) await autocannon(loadgen, t, CONNECTIONS, 2, watch); // warm-up
+    const rps: Record<string, number> = {};
+    const names = Object.keys(targets);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const name of round % 2 ? [...names].reverse() : names) {
+        const r = await autocannon(loadgen, targets[name]!, CONNECTIONS, DURATION_S, watch);
+        rps[name] = (rps[name] ?? 0) + r.rps / ROUNDS;
+        log(
+          `${name} c${CONNECTIONS} round ${round + 1}: ${f0(r.rps)} req/s · non-2xx ${r.non2xx + r.errors} · machine ${f2(r.cores.machine)} cores`,
+        );
+      }
     }
+    const rss: Record<string, Record<string, number>> = { "×2": await workerRss(gw2.base) };
+    if (single) rss["×1"] = await workerRss(s.gw.base);
+    const table = [
+      `| processes | gateway req/s | plain proxy req/s | ratio (target ≥ 0.50) | gateway RSS per process after the load |`,
+      `|---:|---:|---:|---:|---|`,
+    ];
+    if (single)
+      table.push(
+        `| 1 | ${f0(rps["gateway ×1"]!)} | ${f0(rps["baseline ×1"]!)} | ${f2(rps["gateway ×1"]! / rps["baseline ×1"]!)} | ${Object.values(rss["×1"]!).map(f0).join(" MiB, ")} MiB |`,
+      );
+    table.push(
+      `| 2 | ${f0(rps["gateway ×2"]!)} | ${f0(rps["baseline ×2"]!)} | ${f2(rps["gateway ×2"]! / rps["baseline ×2"]!)} | ${Object.entries(
+        rss["×2"]!,
+      )
+        .map(([w, m]) => `worker ${w}: ${f0(m)} MiB`)
+        .join(", ")} |`,
+    );
+    return { rps, rss, table };
+  } finally {
+    await stopChild(gw2.child);
+    for (const c of pair.children) await stopChild(c);
   }
-  const rss1 = await workerRss(s.gw.base);
-  const rss2 = await workerRss(gw2.base);
-  const table = [
-    `| processes | gateway req/s | plain proxy req/s | ratio (target ≥ 0.50) | gateway RSS per process after the load |`,
-    `|---:|---:|---:|---:|---|`,
-    `| 1 | ${f0(rps["gateway ×1"]!)} | ${f0(rps["baseline ×1"]!)} | ${f2(rps["gateway ×1"]! / rps["baseline ×1"]!)} | ${Object.values(rss1).map(f0).join(" MiB, ")} MiB |`,
-    `| 2 | ${f0(rps["gateway ×2"]!)} | ${f0(rps["baseline ×2"]!)} | ${f2(rps["gateway ×2"]! / rps["baseline ×2"]!)} | ${Object.entries(rss2)
-      .map(([w, m]) => `worker ${w}: ${f0(m)} MiB`)
-      .join(", ")} |`,
-  ];
+}
+
+async function main(): Promise<void> {
+  openWorkDir(); // catalog, data and logs of the processes it starts go there, not into the checkout
+  const s = await setUp();
+  const node = Bun.which("node");
+  const { table } = await workersPhase(s, node ? [node] : [process.execPath], true);
   process.stdout.write(
     `\nJSON at concurrency ${CONNECTIONS}, 0 ms stand-in, ${ROUNDS} × ${DURATION_S} s per target\n\n${table.join("\n")}\n`,
   );
 }
 
-await runThenClean(main);
+if (import.meta.main) await runThenClean(main);

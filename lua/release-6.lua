@@ -32,8 +32,10 @@ if ARGV[3] == 'expire' and tonumber(redis.call('ZSCORE', KEYS[3], id) or '0') > 
 end
 
 amount = tonumber(amount)
-redis.call('HINCRBY', KEYS[1], 'locked', -amount)
-redis.call('HINCRBY', KEYS[2], 'locked', -amount)
+-- As an integer string: the negated lock of a lease its charges brought to 0 is Lua's -0, which HINCRBY refuses.
+local back = string.format('%d', -amount)
+redis.call('HINCRBY', KEYS[1], 'locked', back)
+redis.call('HINCRBY', KEYS[2], 'locked', back)
 redis.call('ZREM', KEYS[3], id)
 local state = 'released'
 if ARGV[3] == 'expire' then state = 'expired' end

@@ -80,7 +80,8 @@ describe("credit leases: revoke and budget bounds", () => {
     );
     // No request sent a bound after the revoke is served: the holder's last confirmed lease call went out before it.
     for (const a of answers) if (a.sentAt > revoked + BOUND_MS) expect(a).toMatchObject({ status: 401, error: "UNAUTHORIZED" });
-    expect(last - revoked).toBeLessThan(BOUND_MS + 300);
+    // Admitted within the bound: the last request served was sent before it (its answer may take longer on a busy machine).
+    expect(Math.max(...ok.map((a) => a.sentAt)) - revoked).toBeLessThan(BOUND_MS);
     for (const a of answers) expect([200, 401]).toContain(a.status);
     expect(answers.filter((a) => a.sentAt > revoked + BOUND_MS).length).toBeGreaterThan(0);
     // Charged once each, the lease given back by its process (idle, then closed), the books balanced.

@@ -64,4 +64,43 @@ describe("credit leases", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - total, locked: 0 });
     await expectAuditClean();
   });
+
+  test("a request refused for credit this process's lease holds unused is served: the lease gives it back", async () => {
+    const owner = await gw.newWallet(1);
+    const other = await gw.call("POST", "/v1/auth/keys", { ...(await gw.signIn(owner.account)), label: "second" });
+    expect(other.status).toBe(201);
+    const hold = 4096 * 10 + 50; // the catalog's 4,096 output tokens at 10 µUSDC, and a short prompt's bound
+    // The first key's lease opens at four of its holds.
+    await gw.openai(owner.key).chat.completions.create(ask("open", { max_tokens: 4096 }));
+    await gw.services.leases!.quiet();
+    await gw.services.chat.idle();
+    const leased = (await gw.ledgerState(owner.wallet)).locked;
+    expect(leased).toBeGreaterThanOrEqual(4 * 4096 * 10);
+    // The second key's streams hold all but less than one hold of the rest.
+    const streams: AbortController[] = [];
+    const fits = Math.floor((1_000_000 - leased) / hold) - 1;
+    for (let i = 0; i < fits; i++) {
+      const abort = new AbortController();
+      const res = await gw.handle(
+        new Request("https://gateway.test/v1/chat/completions", {
+          method: "POST",
+          headers: { authorization: `Bearer ${other.body.key}`, "content-type": "application/json" },
+          body: JSON.stringify(ask("wait", { model: "standin/hang", stream: true, max_tokens: 4096 })),
+          signal: abort.signal,
+        }),
+      );
+      expect(res.status).toBe(200);
+      streams.push(abort);
+    }
+    await gw.services.leases!.quiet();
+    const state = await gw.ledgerState(owner.wallet);
+    expect(state.balance - state.locked).toBeLessThan(2 * hold);
+    // Two more: at most one fits outside the lease; the lease gives back what it does not use, and both are served.
+    const more = await Promise.all([1, 2].map(() => gw.openai(other.body.key).chat.completions.create(ask("more", { max_tokens: 4096 }))));
+    for (const m of more) expect(m.choices[0]!.message.content).toBe("Hello from the stand-in");
+    for (const a of streams) a.abort();
+    await gw.services.chat.idle();
+    await gw.services.leases!.quiet();
+    await expectAuditClean();
+  });
 });

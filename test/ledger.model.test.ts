@@ -1,8 +1,11 @@
 /**
  * Seeded random test of the Redis Lua ledger against an in-memory reference model (TigerBeetle style): the model
- * is test/model/reference.ts, the workload (random operations on both) test/model/workload.ts. Every step runs one
- * ledger operation on a private redis-server and the same operation on the model, then this file compares all of
- * Redis' ledger state with the model and checks the ledger's invariants.
+ * is test/model/reference.ts (credit leases: leases.ts), the workload (random operations on both)
+ * test/model/workload.ts (leases: leaseWorkload.ts). Every step runs one ledger operation on a private redis-server
+ * and the same operation on the model, then this file compares all of Redis' ledger state with the model and checks
+ * the ledger's invariants: locked = Σ live holds and leases (wallet and key), balance = credits − charges, a lease
+ * grows only out of what was available, no lease resolved twice; every AUDIT_EVERY steps the audit's own
+ * comparison (src/audit) finds no difference between Redis and the model's books.
  *
  * The seed is printed; replay a failure with LEDGER_SEED=<seed> bun test test/ledger.model.test.ts.
  * LEDGER_STEPS overrides the number of steps.
@@ -14,7 +17,10 @@ import { Ledger } from "../src/ledger/ledger.ts";
 import { RedisNames } from "../src/ledger/names.ts";
 import { LedgerScripts } from "../src/ledger/scripts.ts";
 import { privateRedis } from "./helpers/services.ts";
-import { type HoldM, referenceModel } from "./model/reference.ts";
+import { auditDifferences } from "./model/audit.ts";
+import { leaseModel } from "./model/leases.ts";
+import { leaseWorkload } from "./model/leaseWorkload.ts";
+import { type HoldM, type LeaseM, referenceModel } from "./model/reference.ts";
 import { EPOCH, HOLD_TTL_MS, ledgerWorkload, randomFrom } from "./model/workload.ts";
 
 const SEED = process.env.LEDGER_SEED ? Number(process.env.LEDGER_SEED) >>> 0 : (Date.now() ^ (Math.random() * 2 ** 32)) >>> 0;
@@ -23,6 +29,9 @@ const random = randomFrom(SEED);
 const { int } = random;
 const names = new RedisNames(4);
 const m = referenceModel(names, random.pick);
+const lm = leaseModel(m);
+// The audit's comparison runs this often (and at the end): it reads every shard's whole outbox.
+const AUDIT_EVERY = 50;
 
 let server: Awaited<ReturnType<typeof privateRedis>>;
 let redis: Redis;
@@ -47,7 +56,8 @@ beforeAll(async () => {
       id++;
     }
   }
-  workload = ledgerWorkload(m, { redis, scripts, ledger, names }, random, SEED);
+  const sut = { redis, scripts, ledger, names };
+  workload = ledgerWorkload(m, sut, random, SEED, leaseWorkload(m, lm, sut, random, SEED).steps);
 });
 afterAll(async () => {
   redis?.disconnect();
@@ -56,13 +66,15 @@ afterAll(async () => {
 });
 
 /** Compares every piece of ledger state in Redis with the model, and checks the invariants against Redis. */
-async function checkAll(touched: HoldM[]) {
+async function checkAll(touched: HoldM[], leases: LeaseM[] = [], charges: string[] = []) {
   const p = redis.pipeline();
   for (const w of m.wallets) p.hmget(names.wallet(w.shard, w.addr), "balance", "locked");
   for (const k of m.keyList)
     p.hmget(k.p.apiKeyName, "revoked", "budget", "spent", "locked", "requests", "prompt_tokens", "completion_tokens", "revenue");
   for (const s of names.allShards()) p.zcard(names.holds(s)).xrange(names.outbox(s), "-", "+");
-  for (const h of touched) p.get(names.holdMarker(h.key.p.shard, h.id)).zscore(names.holds(h.key.p.shard), h.id);
+  for (const h of [...touched, ...leases]) p.get(names.holdMarker(h.key.p.shard, h.id)).zscore(names.holds(h.key.p.shard), h.id);
+  const chargeShard = (id: string) => (lm.charged.get(id)?.key ?? m.keyList[0]!).p.shard;
+  for (const id of charges) p.get(names.holdMarker(chargeShard(id), id));
   const res = (await p.exec())!.map(([err, v]) => {
     if (err) throw err;
     return v;
@@ -72,7 +84,7 @@ async function checkAll(touched: HoldM[]) {
 
   for (const w of m.wallets) {
     const [balance, locked] = res[i++] as (string | null)[];
-    // balance = Σ credits − Σ charges; locked = Σ live m.holds of the wallet
+    // balance = Σ credits − Σ charges; locked = Σ live holds and leases of the wallet
     expect({ wallet: w.addr, balance: num(balance!), locked: num(locked!) }).toEqual({
       wallet: w.addr,
       balance: w.credits - w.charges,
@@ -104,13 +116,13 @@ async function checkAll(touched: HoldM[]) {
     });
   }
   for (const s of names.allShards()) {
-    const live = m.liveHolds().filter((h) => h.key.p.shard === s).length;
+    const live = [...m.liveHolds(), ...m.liveLeases()].filter((h) => h.key.p.shard === s).length;
     const zcard = res[i++];
     // Events, not entries: a settle batch's charges share one entry.
     const outbox = (res[i++] as [string, string[]][]).reduce((n, [, f]) => n + (JSON.parse(`[${f[1]!}]`) as unknown[]).length, 0);
     expect({ shard: s, zcard, outbox }).toEqual({ shard: s, zcard: live, outbox: m.events.get(s)!.length });
   }
-  for (const h of touched) {
+  for (const h of [...touched, ...leases]) {
     const marker = res[i++];
     const score = res[i++];
     expect({ hold: h.id, marker, inZset: score !== null }).toEqual({
@@ -119,6 +131,8 @@ async function checkAll(touched: HoldM[]) {
       inZset: h.state === "live",
     });
   }
+  // A leased charge's id is posted once (its marker), an unknown lease's never.
+  for (const id of charges) expect({ charge: id, marker: res[i++] }).toEqual({ charge: id, marker: lm.charged.has(id) ? "settled" : null });
 }
 
 test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS} steps)`, async () => {
@@ -137,7 +151,8 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
     let outcome;
     try {
       outcome = await step.run();
-      if (outcome) await checkAll(outcome.touched);
+      if (outcome) await checkAll(outcome.touched, outcome.leases, outcome.charges);
+      if (outcome && n % AUDIT_EVERY === 0) expect(await auditDifferences(m, { redis, scripts, ledger, names })).toEqual([]);
     } catch (e) {
       throw new Error(`LEDGER_SEED=${SEED}: step ${n} (${step.name}) diverged from the model: ${(e as Error).message}`, { cause: e });
     }
@@ -171,9 +186,30 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
       "burst:batched-reserves",
       "burst:batched-settles",
       "burst:batched-mixed",
+      "burst:batched-leased",
+      "lease:opened",
+      "lease:not-opened",
+      "lease:grown",
+      "lease:shrunk",
+      "lease:shrunk-overdrawn",
+      "lease:floor-kept",
+      "lease:same",
+      "lease:closed",
+      "lease:HOLD_RESOLVED",
+      "settle-leased:covered-all",
+      "settle-leased:covered-part",
+      "settle-leased:uncovered",
+      "settle-leased:after-released",
+      "settle-leased:after-expired",
+      "settle-leased:repeat",
+      "settle-leased:unknown-lease",
+      "expire:lease-swept",
+      "budget:below-use",
     ]) {
       expect({ label, seen: (seen.get(label) ?? 0) > 0 }).toEqual({ label, seen: true });
     }
+    // A lease call of a revoked key that found the lease open (it shrank, closed or kept its lock, never grew).
+    expect([...seen.keys()].filter((l) => l.startsWith("lease:UNAUTHORIZED-") && l !== "lease:UNAUTHORIZED-not-opened")).not.toEqual([]);
   }
 
   // The outbox holds exactly one event per state-changing settle / release / expire, in order, per shard (a settle
@@ -184,6 +220,7 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
   );
   expect(m.changes.settle + m.changes.release + m.changes.expire).toBe(perHold);
   let eventsTotal = 0;
+  const resolutions = new Map<string, number>(); // lease id → its release and expire events in Redis's outbox
   for (const s of names.allShards()) {
     const xlen = await redis.xlen(names.outbox(s));
     const entries = await redis.xrange(names.outbox(s), "-", "+");
@@ -202,9 +239,17 @@ test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS}
       });
     });
     eventsTotal += asEvents.length;
+    for (const e of asEvents)
+      if (e.type !== "charge" && m.leases.has(e.hold!)) resolutions.set(e.hold!, (resolutions.get(e.hold!) ?? 0) + 1);
     expect(asEvents).toEqual(m.events.get(s)! as unknown as Record<string, string>[]);
   }
-  expect(eventsTotal).toBe(m.changes.settle + m.changes.release + m.changes.expire);
+  expect(eventsTotal).toBe(
+    m.changes.settle + m.changes.release + m.changes.expire + lm.counts.charge + lm.counts.release + lm.counts.expire,
+  );
+  // No lease was closed or expired twice (one event each), nor reopened after (the model answers HOLD_RESOLVED).
+  expect([...resolutions.values()].filter((n) => n !== 1)).toEqual([]);
+  expect(resolutions.size).toBe(lm.counts.release + lm.counts.expire);
+  expect(await auditDifferences(m, { redis, scripts, ledger, names })).toEqual([]);
   expect(m.changes.settle).toBe((seen.get("settle:posted") ?? 0) + (seen.get("settle:late-after-expiry") ?? 0));
   expect(m.changes.release).toBe(seen.get("release:released") ?? 0);
 }, 120_000);

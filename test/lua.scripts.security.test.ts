@@ -18,7 +18,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "settle-batch.lua": "95f50691dd73d8903795b230124a6efc1dcd141e",
   "settle-leased-batch.lua": "4945f5db9226e72c32a33d980e8cc9cba7426d3d",
   "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
-  "release-6.lua": "29cf696ba93d5357169983d01777cd45ec5c36fa",
+  "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",

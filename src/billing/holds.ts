@@ -70,13 +70,16 @@ export class Holds {
     const outcome = await this.reserveInRedis(principal, holdId, amount);
     if (outcome.ok) return outcome;
     if (!this.leases) throw refusalError(outcome);
-    // Refused for credit or rate slots this process's own lease may hold unused: the lease admits the request after
-    // all (its call in flight took the window's last slots), or gives them back and the reserve is tried once more.
+    // Refused for credit or rate slots this process's own leases may hold unused: the key's lease admits the request
+    // after all (its call in flight took the window's last slots), or the key's lease and the wallet's other keys'
+    // leases give back what their requests do not use, and the reserve is tried once more.
     const credit = outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED";
     const rate = outcome.refusal === "RATE_LIMITED";
     const late = rate ? await this.leases.readmit(principal, amount) : undefined;
     if (late) return { rateRemaining: late.rateRemaining, lease: late };
-    if ((credit || rate) && (await this.leases.giveBackFor(principal, credit))) {
+    const own = (credit || rate) && (await this.leases.giveBackFor(principal, credit));
+    const others = credit && (await this.leases.giveUpUnused(principal.wallet, principal.keyId));
+    if (own || others) {
       const again = await this.reserveInRedis(principal, holdId, amount);
       if (again.ok) return again;
       throw refusalError(again);
@@ -143,7 +146,8 @@ export class Holds {
     const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
       .then(
         ({ outcome, covered }) => {
-          if (claim) this.leases!.settled(claim, covered);
+          // A repeat (the first try's reply was lost) does not say what the first one took: assume all it held.
+          if (claim) this.leases!.settled(claim, outcome === "charged" ? covered : claim.amount);
           if (outcome !== "UNKNOWN_HOLD") return;
           // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
           log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });

@@ -115,11 +115,11 @@ export class Leases {
       l.slots--;
       l.admitted++;
       if (l.inUse > l.peak) l.peak = l.inUse;
-      if (now - l.lastCallAt >= this.s.renewMs) this.call(l, now);
+      if (now - l.lastCallAt >= this.s.renewMs) void this.call(l, now);
       metrics.leaseAdmissions.inc({ outcome: "lease" });
       return { leaseId: l.id, amount, lease: l, rateRemaining: l.rateLeft + l.slots };
     }
-    if (now - l.lastCallAt >= NEED_GAP_MS) this.call(l, now);
+    if (now - l.lastCallAt >= NEED_GAP_MS) void this.call(l, now);
     metrics.leaseAdmissions.inc({ outcome: "reserve" });
     return undefined;
   }
@@ -210,6 +210,22 @@ export class Leases {
     if (l) l.done = true;
   }
 
+  /**
+   * A reserve was refused for want of credit: this process's leases on the wallet's other keys (the key's own goes
+   * through giveBackFor) stop admitting and give back what their requests do not use, so the reserve can be tried
+   * again. False when they held nothing unused.
+   */
+  async giveUpUnused(wallet: string, exceptKeyId: number): Promise<boolean> {
+    const unused = [...this.byKey.values()].filter(
+      (l) => l.principal.wallet === wallet && l.principal.keyId !== exceptKeyId && l.opened && l.cap > l.inUse,
+    );
+    if (unused.length === 0) return false;
+    for (const l of unused) l.done = true;
+    await this.quiet();
+    await Promise.all(unused.filter((l) => l.cap > l.inUse).map((l) => this.call(l, performance.now())));
+    return true;
+  }
+
   /** Resolves once no lease call is in flight (tests wait for the background work with it, never by time). */
   async quiet(): Promise<void> {
     while (this.calls.size > 0) await Promise.all([...this.calls]);
@@ -220,7 +236,7 @@ export class Leases {
     clearInterval(this.timer);
     for (const l of this.byKey.values()) l.done = true;
     await Promise.all([...this.calls]);
-    await Promise.all([...this.byKey.values()].filter((l) => l.cap > 0 || l.inUse > 0).map((l) => this.close(l)));
+    await Promise.all([...this.byKey.values()].filter((l) => l.opened).map((l) => this.close(l)));
   }
 
   /** Renews leases in use, closes idle and finished ones. */
@@ -233,14 +249,14 @@ export class Leases {
         if (l.opened) this.track(this.close(l));
       } else if (now - l.lastCallAt >= this.s.renewMs) {
         // A finished lease still in use is kept alive (expiry), shrunk to what is in use, until its requests are done.
-        this.call(l, now);
+        void this.call(l, now);
       }
     }
     for (const [keyId, until] of this.refusedUntil) if (until <= now) this.refusedUntil.delete(keyId);
   }
 
   /** One lease-8 call in the background: size and rate slots from the last period's use. */
-  private call(l: Lease, now: number): void {
+  private call(l: Lease, now: number): Promise<void> | undefined {
     if (l.calling) return;
     l.calling = true;
     l.lastCallAt = now;
@@ -272,11 +288,13 @@ export class Leases {
         l.pending = undefined;
       });
     this.track(l.pending);
+    return l.pending;
   }
 
-  private track(p: Promise<void>): void {
+  private track(p: Promise<void>): Promise<void> {
     this.calls.add(p);
     void p.finally(() => this.calls.delete(p));
+    return p;
   }
 
   private apply(l: Lease, r: LeaseReply, sentAt: number): void {

@@ -45,6 +45,14 @@ export interface EventM {
   ct?: string;
 }
 
+/** A credit lease (lease-8): a hold whose lock moves; never settled, only closed (released) or expired. */
+export interface LeaseM {
+  id: string;
+  key: KeyM;
+  amount: number;
+  state: "live" | "released" | "expired";
+}
+
 /** What reserve must answer, in the model's terms. */
 export type ExpectedReserve =
   | { ok: true; available: number; fresh: boolean }
@@ -77,6 +85,7 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
   });
   const keyList: KeyM[] = [];
   const holds = new Map<string, HoldM>();
+  const leases = new Map<string, LeaseM>();
   const credited = new Map<string, Map<string, { wallet: WalletM; amount: number }>>(); // shard → credit id → credit
   const events = new Map<string, EventM[]>(); // shard → outbox entries in order
   const changes = { settle: 0, release: 0, expire: 0 }; // state-changing resolutions, by kind
@@ -87,16 +96,19 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
 
   const balanceOf = (w: WalletM) => w.credits - w.charges;
   const liveHolds = () => [...holds.values()].filter((h) => h.state === "live");
+  const liveLeases = () => [...leases.values()].filter((l) => l.state === "live");
+  // Every lock: the live holds' and the live leases'.
+  const locks = () => [...liveHolds(), ...liveLeases()];
   const lockedOfWallet = (w: WalletM) =>
-    liveHolds()
+    locks()
       .filter((h) => h.key.wallet === w)
       .reduce((s, h) => s + h.amount, 0);
   const lockedOfKey = (k: KeyM) =>
-    liveHolds()
+    locks()
       .filter((h) => h.key === k)
       .reduce((s, h) => s + h.amount, 0);
   const activeKeys = () => keyList.filter((k) => !k.revoked);
-  const resolution = (h: HoldM, type: "release" | "expire"): EventM => ({
+  const resolution = (h: HoldM | LeaseM, type: "release" | "expire"): EventM => ({
     type,
     hold: h.id,
     wallet: h.key.wallet.addr,
@@ -139,18 +151,23 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
     const was = h.state;
     const posts = was === "live" || was === "expired";
     if (!posts) return { posts, was };
-    const k = h.key;
     h.state = "settled";
+    changes.settle++;
+    postCharge(h.key, h.id, charge, usage);
+    return { posts, was };
+  }
+
+  /** A posted charge (of a hold or of a request a lease admitted): the wallet, the key's counters, its event. */
+  function postCharge(k: KeyM, id: string, charge: number, usage: SettleUsage): void {
     k.wallet.charges += charge;
     k.spent += charge;
     k.requests += 1;
     k.pt += usage.pt;
     k.ct += usage.ct;
     k.revenue += charge - usage.cost;
-    changes.settle++;
     events.get(k.p.shard)!.push({
       type: "charge",
-      hold: h.id,
+      hold: id,
       wallet: k.wallet.addr,
       key: String(k.id),
       model: MODEL,
@@ -159,7 +176,6 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
       pt: String(usage.pt),
       ct: String(usage.ct),
     });
-    return { posts, was };
   }
 
   /** release-6 'release': a live hold gives its lock back ({1, amount}); any other state answers itself, unchanged. */
@@ -197,17 +213,21 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
     wallets,
     keyList,
     holds,
+    leases,
     credited,
     events,
     changes,
     balanceOf,
     liveHolds,
+    liveLeases,
     lockedOfWallet,
     lockedOfKey,
     activeKeys,
     pickResolved,
+    resolution,
     reserve,
     settle,
+    postCharge,
     release,
     expire,
     credit,

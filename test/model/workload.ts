@@ -12,7 +12,7 @@ import type { ChargeDetails, Ledger, ReserveOutcome } from "../../src/ledger/led
 import type { RedisNames } from "../../src/ledger/names.ts";
 import type { LedgerScripts } from "../../src/ledger/scripts.ts";
 import { refusalError } from "../../src/billing/refusals.ts";
-import type { HoldM, KeyM, ReferenceModel } from "./reference.ts";
+import type { HoldM, KeyM, LeaseM, ReferenceModel } from "./reference.ts";
 
 /** mulberry32: a tiny 32-bit PRNG, enough to make every run replayable from its seed. */
 function mulberry32(seed: number) {
@@ -46,16 +46,29 @@ export interface LedgerUnderTest {
 }
 
 /** What one step did: its outcome's label (counted, so a run shows every path was taken) and the holds it touched. */
-export type StepOutcome = { label: string; touched: HoldM[]; labels?: string[] } | null;
-type Step = { name: string; weight: number; run(): Promise<StepOutcome> };
+export type StepOutcome = { label: string; touched: HoldM[]; labels?: string[]; leases?: LeaseM[]; charges?: string[] } | null;
+/** One kind of step, drawn with its weight. */
+export type Step = { name: string; weight: number; run(): Promise<StepOutcome> };
 
 export const HOLD_TTL_MS = 3_600_000; // no hold expires by itself during the test: expiry is forced by moving its score
 const MARKER_TTL_S = 7 * 24 * 3600;
 /** The epoch every shard's fence is open at (the test sets it up as a rebuild would leave it). */
 export const EPOCH = "1";
 
-/** The workload over one model and one ledger: the next step to run, and the credit ids it hands out. */
-export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: ReturnType<typeof randomFrom>, seed: number) {
+/** EVALSHA + EVAL calls Redis ran so far (INFO commandstats). */
+export async function evalCalls(redis: Redis): Promise<number> {
+  const info = await redis.info("commandstats");
+  return [...info.matchAll(/cmdstat_eval(?:sha)?:calls=(\d+)/g)].reduce((s, x) => s + Number(x[1]), 0);
+}
+
+/** The workload over one model and one ledger (and `more` steps, the leases'): the next step to run, and the credit ids it hands out. */
+export function ledgerWorkload(
+  m: ReferenceModel,
+  sut: LedgerUnderTest,
+  random: ReturnType<typeof randomFrom>,
+  seed: number,
+  more: Step[] = [],
+) {
   const { redis, scripts, ledger, names } = sut;
   const { rand, int, pick, chance } = random;
   let holdSeq = 0;
@@ -133,7 +146,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     const mode = pick(["reserves", "settles", "mixed"] as const);
     const checks: Promise<string>[] = [];
     const touched = new Set<HoldM>();
-    const before = await evalCalls();
+    const before = await evalCalls(redis);
     const n = int(2, 12);
     const newIds: string[] = [];
     for (let i = 0; i < n; i++) {
@@ -162,13 +175,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
       }
     }
     const labels = await Promise.all(checks);
-    return { touched: [...touched], labels, mode, calls: (await evalCalls()) - before };
-  }
-
-  /** EVALSHA + EVAL calls Redis ran so far (INFO commandstats). */
-  async function evalCalls(): Promise<number> {
-    const info = await redis.info("commandstats");
-    return [...info.matchAll(/cmdstat_eval(?:sha)?:calls=(\d+)/g)].reduce((s, x) => s + Number(x[1]), 0);
+    return { touched: [...touched], labels, mode, calls: (await evalCalls(redis)) - before };
   }
 
   async function releaseAndCheck(h: HoldM): Promise<string> {
@@ -393,6 +400,7 @@ export function ledgerWorkload(m: ReferenceModel, sut: LedgerUnderTest, random: 
     },
   ];
 
+  steps.push(...more);
   const totalWeight = steps.reduce((s, x) => s + x.weight, 0);
   function chooseStep(): Step {
     let r = rand() * totalWeight;
