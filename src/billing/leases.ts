@@ -304,7 +304,9 @@ export class Leases {
       l.cap = 0;
       return;
     }
-    l.cap += r.locked - r.before;
+    // Redis locked nothing for it when the call ran: what this process counted is gone (its charges took it, or
+    // Redis lost the marker), so the lock is what the call left, not the old count plus it.
+    l.cap = r.before === 0 ? r.locked : l.cap + r.locked - r.before;
     if (r.before > 0 || r.locked > 0) l.opened = true;
     if (!r.ok) {
       l.done = true;
