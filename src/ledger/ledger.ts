@@ -9,52 +9,8 @@ import type { KeyPrincipal } from "./names.ts";
 
 export type { KeyPrincipal } from "./names.ts";
 
-export interface LedgerLimits {
-  rateLimitRequests: number;
-  rateLimitWindowMs: number;
-  holdTtlMs: number;
-}
-
-/** What settle records beside the amount. */
-export interface ChargeDetails {
-  promptTokens: number;
-  completionTokens: number;
-  costMicro: number;
-  model: string;
-}
-
-/** Why a reserve held nothing: the key (unknown or revoked), the wallet's rate, the key's budget, the balance. */
-export type ReserveRefusal =
-  | { ok: false; refusal: "UNAUTHORIZED" }
-  | { ok: false; refusal: "RATE_LIMITED"; limit: number; windowMs: number; retryAfterMs: number }
-  | { ok: false; refusal: "KEY_BUDGET_EXCEEDED"; budgetLeft: number; required: number }
-  | { ok: false; refusal: "INSUFFICIENT_BALANCE"; available: number; required: number };
-
-/** What lease-8 is asked to do with one lease (the script's header says what each means). */
-export interface LeaseAsk {
-  leaseId: string;
-  target: number;
-  floor: number;
-  sharePerMille: number;
-  least: number;
-  slots: number;
-  /** Unused slots taken earlier in `slotsWindow`; given back only if that is still the current window. */
-  slotsBack: number;
-  slotsWindow: number;
-  ttlMs: number;
-}
-
-/** lease-8's answer (`before`: the lease's lock when the call ran), with the rate window its slots belong to. */
-export type LeaseReply =
-  | { ok: true; locked: number; before: number; available: number; slots: number; rateLeft: number; window: number }
-  | { ok: false; refusal: "UNAUTHORIZED"; locked: number; before: number; window: number }
-  | { ok: false; refusal: "HOLD_RESOLVED"; window: number };
-
-/** A settle's outcome; a leased one also says how much of the charge came out of the lease's lock. */
-export type SettleOutcome = "charged" | "settled" | "released" | "UNKNOWN_HOLD";
-
-/** A reserve's answer: the hold is open (balance left after it, rate-limit requests left), or a refusal. */
-export type ReserveOutcome = { ok: true; available: number; rateRemaining: number } | ReserveRefusal;
+export type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
+import type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, SettleOutcome } from "./types.ts";
 
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
