@@ -302,11 +302,9 @@ export async function startGateway(
     SIWE_CHAIN_IDS: "31337",
     DEPLOYMENT: "local",
     ...(db ? { DATABASE_URL: db.url } : {}),
-    // The memory hint a deployment runs with (Dockerfile, scripts/start.sh); `source` and `binary` get the
-    // runner's own only, as an operator's plain start would.
-    ...(launch === "bench" || process.env.BUN_JSC_forceRAMSize
-      ? { BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? "536870912" }
-      : {}),
+    // The gateway gives JavaScriptCore its heap hint itself (src/heapHint.ts); the runner's own value, when set,
+    // is passed on as an operator's would be, to compare.
+    ...(process.env.BUN_JSC_forceRAMSize ? { BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize } : {}),
     ...extraEnv,
     // BENCH_GATEWAY_ENV="A=1,B=2": extra gateway settings, to compare configurations with the same runner.
     ...Object.fromEntries(

@@ -1,3 +1,7 @@
+/**
+ * The commands behind the entry (main.ts): `serve`, the gateway (alone, or as the primary or a worker of
+ * WORKERS=N), and `admin`, the operator's commands; their usage texts and one-line failures.
+ */
 import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
 import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
