@@ -106,6 +106,8 @@ async function main(): Promise<void> {
   for (const launch of LAUNCHES) {
     const gw = await startGateway(s.upstreams, s.redis.url, s.db, `gateway-${launch}`, {}, s.anthropic.port, launch);
     const pid = gw.child.proc.pid;
+    await sleep(1_000); // past start-up's own garbage
+    const started = memory(pid);
     const { key } = await apiKeyWithCredit(gw);
     const headers = { "content-type": "application/json", authorization: `Bearer ${key}` };
     const url = `${gw.base}/v1/chat/completions`;
@@ -113,7 +115,7 @@ async function main(): Promise<void> {
     const stream: Target = { name: "gateway", url, headers, body: gatewayStreamBody(0) };
     const watch = { target: pid, standin: s.upstreams[0]!.standin.proc.pid, redis: s.redis.pid };
     const idle = memory(pid);
-    log(`${launch}: pid ${pid}, idle after start ${show(idle)}`);
+    log(`${launch}: pid ${pid}, idle after start ${show(started)}, after a sign-in ${show(idle)}`);
     if (launch === "stats") await heap(gw, "idle");
     // RSS sampled every 100 ms under load: its mean says more than one reading of a sawtooth.
     const samples: number[] = [];
@@ -141,7 +143,7 @@ async function main(): Promise<void> {
     const later = memory(pid);
     if (launch === "stats") await heap(gw, "after the load");
     const line =
-      `${launch}: RSS idle ${f0(idle.rss)} MiB · under load mean ${f0(underLoad)} MiB · after the load ${show(after)} · 5 s later ${f0(later.rss)} MiB · ` +
+      `${launch}: RSS at start ${f0(started.rss)} MiB, after a sign-in ${f0(idle.rss)} MiB · under load mean ${f0(underLoad)} MiB · after the load ${show(after)} · 5 s later ${f0(later.rss)} MiB · ` +
       `json ${f0(rps.json)} req/s ${f0(cpu.json)} µs · stream ${f0(rps.stream)} req/s ${f0(cpu.stream)} µs`;
     summary.push(line);
     await stopChild(gw.child);
