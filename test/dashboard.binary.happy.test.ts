@@ -73,7 +73,7 @@ test("the compiled gateway serves the dashboard from inside the binary", async (
   expect(size).toBeLessThan(200 * 1024);
 }, 120_000);
 
-// The binary gives JavaScriptCore its heap hint itself, as `bun src/main.ts serve` does (test/serve.heapHint.happy):
+// The binary gives JavaScriptCore its heap hint itself, as `bun src/main.ts serve` does (test/serve.heaphint.happy):
 // the process started above, same pid, was executed again with it.
 test("the compiled gateway serves with the heap hint in its environment", () => {
   expect(proc?.exitCode).toBeNull();
