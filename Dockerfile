@@ -20,11 +20,7 @@ COPY --from=build /out/gateway /usr/local/bin/gateway
 COPY config /app/config
 WORKDIR /app
 ENV DATA_DIR=/data PORT=8080
-# JavaScriptCore sizes its heap growth from the machine's RAM, not the container's limit: without a hint the heap
-# of a busy gateway grows well past what it keeps live before it is collected. 512 MiB (Bun's documented
-# equivalent of --max-old-space-size) keeps the peak near 150 MiB at no measured CPU cost (bench/README.md);
-# raise it with the container's memory limit.
-ENV BUN_JSC_forceRAMSize=536870912
+# The gateway gives JavaScriptCore its heap hint itself (src/heapHint.ts; README, BUN_JSC_forceRAMSize).
 VOLUME /data
 EXPOSE 8080
 STOPSIGNAL SIGTERM

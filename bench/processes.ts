@@ -258,7 +258,17 @@ export interface Gateway {
   profileDir: string;
   /** Where the gateway's event-loop monitor writes its histogram on SIGUSR2 (bench/loopStall.preload.ts). */
   loopFile: string;
+  /** Where bench/heapStats.preload.ts writes its figures on SIGUSR2 (the `stats` launch). */
+  heapFile: string;
 }
+
+/**
+ * How the gateway is started: `bench` is `bun src/main.ts serve` with the loop monitor preloaded (and the CPU
+ * profiler under BENCH_PROFILE); `source` is exactly `bun src/main.ts serve`, `binary` is `dist/gateway serve`
+ * (`bun run build`), both with nothing added, as an operator starts them (bench/memory.ts); `stats` is `source`
+ * with bench/heapStats.preload.ts, which writes heap figures to `heapFile` on SIGUSR2 (a diagnostic).
+ */
+export type Launch = "bench" | "source" | "binary" | "stats";
 
 /**
  * `bun src/main.ts serve` on a free port, on the given Redis (a URL, or the environment naming a Redis Cluster)
@@ -271,6 +281,7 @@ export async function startGateway(
   name = "gateway",
   extraEnv: Record<string, string> = {},
   anthropicPort?: number,
+  launch: Launch = "bench",
 ): Promise<Gateway> {
   const modelsFile = join(workDir, "models.json");
   writeFileSync(modelsFile, JSON.stringify(catalog(upstreams, anthropicPort), null, 2));
@@ -293,8 +304,9 @@ export async function startGateway(
     SIWE_CHAIN_IDS: "31337",
     DEPLOYMENT: "local",
     ...(db ? { DATABASE_URL: db.url } : {}),
-    // The memory hint a deployment runs with (Dockerfile, scripts/start.sh).
-    BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? "536870912",
+    // The gateway gives JavaScriptCore its heap hint itself (src/heapHint.ts); the runner's own value, when set,
+    // is passed on as an operator's would be, to compare.
+    ...(process.env.BUN_JSC_forceRAMSize ? { BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize } : {}),
     ...extraEnv,
     // BENCH_GATEWAY_ENV="A=1,B=2": extra gateway settings, to compare configurations with the same runner.
     ...Object.fromEntries(
@@ -310,10 +322,18 @@ export async function startGateway(
   const loopFile = join(workDir, `loop-stall-${name}.json`);
   const loopEnv = { BENCH_LOOP_FILE: loopFile, BENCH_LOOP_RESOLUTION_MS: String(S.loopResolutionMs) };
   const preload = ["--preload", "./bench/loopStall.preload.ts"];
-  const child = spawnChild(name, [process.execPath, ...profFlags, ...preload, "src/main.ts", "serve"], { env: { ...env, ...loopEnv } });
+  const heapFile = join(workDir, `heap-${name}.json`);
+  const commands: Record<Launch, string[]> = {
+    bench: [process.execPath, ...profFlags, ...preload, "src/main.ts", "serve"],
+    source: [process.execPath, "src/main.ts", "serve"],
+    binary: [join(ROOT, "dist", "gateway"), "serve"],
+    stats: [process.execPath, "--preload", "./bench/heapStats.preload.ts", "src/main.ts", "serve"],
+  };
+  const extra: Record<string, string> = launch === "bench" ? loopEnv : launch === "stats" ? { BENCH_HEAP_FILE: heapFile } : {};
+  const child = spawnChild(name, commands[launch], { env: { ...env, ...extra } });
   const base = `http://${domain}`;
   await waitHealthy(child, base);
-  return { child, base, domain, env, profileDir, loopFile };
+  return { child, base, domain, env, profileDir, loopFile, heapFile };
 }
 
 async function waitHealthy(gw: Child, base: string, timeoutMs = 60_000): Promise<void> {

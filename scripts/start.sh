@@ -4,6 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The gateway's memory hint for JavaScriptCore's heap growth (see the Dockerfile); an operator's value wins.
-export BUN_JSC_forceRAMSize="${BUN_JSC_forceRAMSize:-536870912}"
 exec bun src/main.ts serve

@@ -100,7 +100,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const reachability = new ProviderReachability(config.catalog, config.providerProbeIntervalMs);
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
-  const topup = new TopupService(config.payments, sql, credits);
+  const topup = await TopupService.open(config.payments, sql, credits);
   const keys = new KeyService(sql, ledger, credits, apiKeyAuth, leases);
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error

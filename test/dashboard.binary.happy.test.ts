@@ -1,8 +1,9 @@
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freshDatabase } from "./helpers/services.ts";
+import { HEAP_HINT_ENV, heapHintBytes } from "../src/heapHint.ts";
 
 // The single binary (`bun build --compile`, as `bun run build` makes it) carries the dashboard: started from an
 // empty directory, with no source tree beside it, it serves the page and its script.
@@ -71,3 +72,11 @@ test("the compiled gateway serves the dashboard from inside the binary", async (
   expect(size).toBeGreaterThan(10_000);
   expect(size).toBeLessThan(200 * 1024);
 }, 120_000);
+
+// The binary gives JavaScriptCore its heap hint itself, as `bun src/main.ts serve` does (test/serve.heaphint.happy):
+// the process started above, same pid, was executed again with it.
+test("the compiled gateway serves with the heap hint in its environment", () => {
+  expect(proc?.exitCode).toBeNull();
+  const environ = readFileSync(`/proc/${proc!.pid}/environ`, "utf8").split("\0");
+  expect(environ).toContain(`${HEAP_HINT_ENV}=${heapHintBytes()}`);
+});

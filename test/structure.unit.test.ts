@@ -22,7 +22,9 @@ const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
 const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
   [
     "composition root",
-    (f) => ["main.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts", "workers.ts"].includes(f) || f.startsWith("admin/"),
+    (f) =>
+      ["main.ts", "heapHint.ts", "cli.ts", "app.ts", "wiring.ts", "stack.ts", "startup.ts", "workers.ts"].includes(f) ||
+      f.startsWith("admin/"),
   ],
   [
     "routes",

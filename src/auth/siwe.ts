@@ -1,5 +1,4 @@
-import { type Hex, isHex, recoverMessageAddress } from "viem";
-import { createSiweMessage, parseSiweMessage } from "viem/siwe";
+import type { Hex } from "viem";
 import { ApiError } from "../errors.ts";
 import type { RedisNames } from "../ledger/names.ts";
 import type { RedisCommands } from "../redis/connect.ts";
@@ -64,6 +63,12 @@ export class SiweVerifier {
   }
 
   private async check({ message, signature }: SiweCredentials, use: SiweUse): Promise<string> {
+    // viem's SIWE and signature code (~250 modules, ~8 MiB resident) is loaded with the first sign-in, not at
+    // start; from viem/utils rather than viem, whose index loads ~430 (bench/README.md, "Memory").
+    const [{ isHex, recoverMessageAddress }, { createSiweMessage, parseSiweMessage }] = await Promise.all([
+      import("viem/utils"),
+      import("viem/siwe"),
+    ]);
     if (typeof message !== "string" || typeof signature !== "string") throw new SiweRejected("message and signature are required");
     if (Buffer.byteLength(message) > MAX_MESSAGE_BYTES)
       throw new SiweRejected(`malformed: the message is longer than ${MAX_MESSAGE_BYTES} bytes`);

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "./promClient.ts";
 
 /**
  * The process's Prometheus metrics. Everything counted on the request path is an in-memory counter (no Redis

@@ -1,6 +1,7 @@
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from "prom-client";
+import type { MetricObjectWithValues, MetricValue } from "prom-client";
+import { AggregatorRegistry } from "./promClient.ts";
 import { registry } from "./metrics.ts";
 
 type Snapshot = MetricObjectWithValues<MetricValue<string>>[];

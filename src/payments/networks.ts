@@ -1,4 +1,5 @@
-import { getAddress, isAddress, type Address } from "viem";
+import type { Address } from "viem";
+import { getAddress, isAddress } from "./address.ts";
 
 /**
  * How the payer's signature moves the token:

@@ -1,6 +1,6 @@
-import { x402ExactPermit2ProxyAddress } from "@x402/evm";
-import { getAddress, isAddress, verifyTypedData, type Address, type Hex } from "viem";
+import type { Address, Hex } from "viem";
 import { BareError } from "../errors.ts";
+import { getAddress, isAddress } from "./address.ts";
 import { type Asset, fromAtomic, type PaymentNetwork } from "./networks.ts";
 import type { Requirement } from "./requirements.ts";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "./typedData.ts";
@@ -55,6 +55,12 @@ export type MatchedPayment = SignedTransfer & {
 export function paymentHeaderOf(headers: Headers): string | null {
   return headers.get("payment-signature") ?? headers.get("x-payment");
 }
+
+/**
+ * x402's exact Permit2 proxy, the spender a Permit2 payment names (`x402ExactPermit2ProxyAddress` of `@x402/evm`,
+ * which a gateway that takes no payment does not load; test/payments.address.unit.test.ts checks they agree).
+ */
+export const X402_PERMIT2_PROXY = "0x402085c248EeA27D92E8b30b2C58ed07f9E20001";
 
 const MAX_HEADER = 16 * 1024;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -136,7 +142,7 @@ function checkTerms(m: SignedTransfer, r: Requirement): void {
     const a = m.inner.permit2Authorization;
     if (!same(a.witness.to, r.v2.payTo)) throw mismatched("payTo");
     if (!same(a.permitted.token, r.v2.asset)) throw mismatched("asset");
-    if (!same(a.spender, x402ExactPermit2ProxyAddress)) throw mismatched("spender");
+    if (!same(a.spender, X402_PERMIT2_PROXY)) throw mismatched("spender");
     if (BigInt(a.permitted.amount) !== r.atomic) throw mismatched("amount");
   } else {
     const p = m.inner.permit;
@@ -209,6 +215,8 @@ export async function matchPayment(decoded: Record<string, unknown>, offered: Re
 async function bySignature(p: Eip3009Payload, candidates: Requirement[], chainId: number): Promise<Requirement[]> {
   const a = p.authorization;
   if (!isAddress(a.from) || !isAddress(a.to)) return [];
+  // viem's signature code is loaded with the first payment, not at start.
+  const { verifyTypedData } = await import("viem/utils");
   for (const r of candidates) {
     const ok = await verifyTypedData({
       address: getAddress(a.from),

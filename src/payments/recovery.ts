@@ -1,15 +1,14 @@
-import { type Address, createPublicClient, getAbiItem, getAddress, type Hex, http } from "viem";
+import type { Address, Hex } from "viem";
+import { getAddress } from "./address.ts";
 import type { PaymentsConfig } from "./config.ts";
 import { log, redactText } from "../log.ts";
 import type { Credits } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import type { TransferMethod } from "./networks.ts";
 import type { MatchedPayment } from "./payment.ts";
-import { tokenAbi, transferred } from "./token.ts";
+import type * as ChainModule from "./chain.ts";
 import { topupEventId } from "./topupId.ts";
 import { withDeadline } from "../deadline.ts";
-
-const AUTHORIZATION_USED = getAbiItem({ abi: tokenAbi, name: "AuthorizationUsed" });
 
 // Log searches go back in windows small enough for public RPCs, and not further than a week of Base blocks.
 const LOG_WINDOW = 10_000n;
@@ -51,22 +50,27 @@ export interface CheckTarget {
  * transferFrom receipt decides; Permit2 likewise, its proxy transaction's receipt (recorded as method `permit`). Needs RPC_URL; without it the checks wait in Postgres for an operator.
  */
 export class PaymentRecovery {
-  private readonly client;
+  /** The chain client and its ABI (chain.ts, viem), loaded once RPC_URL is known to be set. */
+  private chainLoaded?: Promise<Chain>;
 
   constructor(
     private readonly cfg: PaymentsConfig,
     private readonly sql: Sql,
     private readonly credits: Credits,
   ) {
-    this.client = cfg.rpcUrl
-      ? createPublicClient({ transport: http(cfg.rpcUrl, { timeout: cfg.facilitatorTimeoutMs, retryCount: 1 }) })
-      : undefined;
+    // Loaded now, so the first payment does not wait for it; a failure shows on first use.
+    if (cfg.rpcUrl) this.chain().catch(() => {});
+  }
+
+  private chain(): Promise<Chain> {
+    const rpcUrl = this.cfg.rpcUrl!;
+    return (this.chainLoaded ??= import("./chain.ts").then((m) => ({ m, client: m.chainClient(rpcUrl, this.cfg.facilitatorTimeoutMs) })));
   }
 
   /** The chain's height now (undefined without RPC_URL or when it does not answer within 2 s). */
   async height(): Promise<bigint | undefined> {
-    if (!this.client) return undefined;
-    const client = this.client;
+    if (!this.cfg.rpcUrl) return undefined;
+    const { client } = await this.chain();
     return withDeadline(
       2_000,
       () => client.getBlockNumber({ cacheTime: 0 }),
@@ -135,7 +139,7 @@ export class PaymentRecovery {
 
   /** Settles what the chain now knows about open checks; returns how many were closed. */
   async checkPending(): Promise<number> {
-    if (!this.client) return 0;
+    if (!this.cfg.rpcUrl) return 0;
     const rows = await this.sql<CheckRow[]>`
       SELECT id, network, asset, payer, pay_to, amount_usdc, atomic, method, nonce, valid_before, tx_hash, from_block, wallet
       FROM payment_checks WHERE state = 'pending' ORDER BY last_checked_at NULLS FIRST, id LIMIT ${BATCH}`;
@@ -156,13 +160,13 @@ export class PaymentRecovery {
   }
 
   private async eip3009Outcome(row: CheckRow): Promise<Outcome> {
-    const client = this.client!;
+    const { client, m } = await this.chain();
     const asset = getAddress(row.asset);
     const authorizer = getAddress(row.payer);
     const nonce = row.nonce as Hex;
     const used = await client.readContract({
       address: asset,
-      abi: tokenAbi,
+      abi: m.tokenAbi,
       functionName: "authorizationState",
       args: [authorizer, nonce],
     });
@@ -180,7 +184,7 @@ export class PaymentRecovery {
       const from = to - LOG_WINDOW + 1n > floor ? to - LOG_WINDOW + 1n : floor;
       const logs = await client.getLogs({
         address: asset,
-        event: AUTHORIZATION_USED,
+        event: m.AUTHORIZATION_USED,
         args: { authorizer, nonce },
         fromBlock: from,
         toBlock: to,
@@ -200,13 +204,14 @@ export class PaymentRecovery {
 
   /** A transfer transaction's receipt: success with the expected Transfer log is money in; reverted is void. */
   private async receiptOutcome(row: CheckRow, tx: Hex): Promise<Outcome> {
-    const receipt = await this.client!.getTransactionReceipt({ hash: tx }).catch((e: Error) => {
+    const { client, m } = await this.chain();
+    const receipt = await client.getTransactionReceipt({ hash: tx }).catch((e: Error) => {
       if (e.name === "TransactionReceiptNotFoundError") return undefined;
       throw e;
     });
     if (!receipt) return { kind: "pending" };
     if (receipt.status !== "success") return { kind: "void", why: `transaction ${tx} reverted` };
-    if (!transferred(receipt.logs, row.asset as Address, row.payer as Address, row.pay_to as Address, BigInt(row.atomic)))
+    if (!m.transferred(receipt.logs, row.asset as Address, row.payer as Address, row.pay_to as Address, BigInt(row.atomic)))
       return { kind: "void", why: `transaction ${tx} did not transfer the payment to PAY_TO` };
     return { kind: "moved", tx: tx.toLowerCase() };
   }
@@ -240,5 +245,7 @@ export class PaymentRecovery {
       WHERE id = ${id} AND state = 'pending'`;
   }
 }
+
+type Chain = { m: typeof ChainModule; client: ReturnType<typeof ChainModule.chainClient> };
 
 type Outcome = { kind: "pending" } | { kind: "void"; why: string } | { kind: "moved"; tx: string };

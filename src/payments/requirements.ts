@@ -1,4 +1,5 @@
-import { getAddress, type Address } from "viem";
+import type { Address } from "viem";
+import { getAddress } from "./address.ts";
 import { type Asset, type PaymentNetwork, toAtomic, type TransferMethod } from "./networks.ts";
 
 /** Seconds a signed authorization may stay open (clients set validBefore / deadline = now + this). */

@@ -1,5 +1,4 @@
 import { Elysia } from "elysia";
-import { generateSiweNonce } from "viem/siwe";
 import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../../auth/siwe.ts";
 import { doc, json } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
@@ -11,7 +10,9 @@ import type { Services } from "../services.ts";
 export const siweRoutes = (s: Services) =>
   new Elysia({ tags: ["keys"] }).get(
     "/v1/auth/siwe",
-    ({ request, set }) => {
+    async ({ request, set }) => {
+      // viem's SIWE helpers are loaded with the first sign-in, not at start.
+      const { generateSiweNonce } = await import("viem/siwe");
       const url = new URL(request.url);
       const domain = s.siwe.domainFor(request.headers.get("host") ?? url.host);
       // Locally the scheme is whatever the client used; deployed gateways sit behind TLS.

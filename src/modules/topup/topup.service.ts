@@ -5,7 +5,7 @@ import { parseUsd } from "../../billing/money.ts";
 import type { PaymentsConfig } from "../../payments/config.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
 import { HttpFacilitator } from "../../payments/http.ts";
-import { LocalFacilitator } from "../../payments/local.ts";
+import type { LocalFacilitator } from "../../payments/local.ts";
 import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
 import { PaymentIds } from "../../payments/paymentIds.ts";
@@ -70,15 +70,30 @@ export class TopupService {
   /** x402 payment-identifier idempotency: /v1/topup and the paid calls go through `ids.once`. */
   readonly ids: PaymentIds;
 
-  constructor(
+  /**
+   * The service on this configuration. The in-process facilitator (x402's, on viem) is loaded only when it is
+   * configured (RPC_URL, RELAYER_PRIVATE_KEY and PAY_TO): a gateway without it never loads either.
+   */
+  static async open(cfg: PaymentsConfig, sql: Sql, credits: Credits): Promise<TopupService> {
+    const local =
+      cfg.rpcUrl && cfg.relayerPrivateKey && cfg.payTo
+        ? new (await import("../../payments/local.ts")).LocalFacilitator(
+            cfg.chain,
+            cfg.rpcUrl,
+            cfg.relayerPrivateKey,
+            cfg.payTo as Address,
+            cfg.facilitatorTimeoutMs,
+          )
+        : undefined;
+    return new TopupService(cfg, sql, credits, local);
+  }
+
+  private constructor(
     private readonly cfg: PaymentsConfig,
     private readonly sql: Sql,
     private readonly credits: Credits,
+    local: LocalFacilitator | undefined,
   ) {
-    const local =
-      cfg.rpcUrl && cfg.relayerPrivateKey && cfg.payTo
-        ? new LocalFacilitator(cfg.chain, cfg.rpcUrl, cfg.relayerPrivateKey, cfg.payTo as Address, cfg.facilitatorTimeoutMs)
-        : undefined;
     this.permit = local;
     this.recovery = new PaymentRecovery(cfg, sql, credits);
     this.ids = new PaymentIds(sql);

@@ -1,0 +1,190 @@
+/**
+ * The commands behind the entry (main.ts): `serve`, the gateway (alone, or as the primary or a worker of
+ * WORKERS=N), and `admin`, the operator's commands; their usage texts and one-line failures.
+ */
+import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
+import { createApp } from "./app.ts";
+import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { ApiError, errorResponse } from "./errors.ts";
+import { bufferStdout, log, logToStderr, redactText, setLogLevel, shareStdout } from "./log.ts";
+import { serverLimits } from "./requestBody.ts";
+import { buildServices, type Services } from "./wiring.ts";
+import { openStack, type Stack } from "./stack.ts";
+import { checkDependencies, listenError, StartupError } from "./startup.ts";
+import { setWorkerLabel } from "./observe/metrics.ts";
+import { joinPeers, leavePeers } from "./observe/peers.ts";
+import { announceListening, onPrimaryGone, WorkerPool, workerRole } from "./workers.ts";
+
+// Longer than a settle's retries (~1 min), shorter than a patient orchestrator's grace period.
+const SHUTDOWN_DEADLINE_MS = 90_000;
+
+const USAGE = `usage: bun src/main.ts [serve | admin <command>] [--help]   (the compiled binary: gateway …)
+
+  serve            the gateway (the default command): HTTP on HOST:PORT (0.0.0.0:8080)
+  admin <command>  operator commands (grant, balance, keys, codes, referrals); admin --help lists them
+
+Configuration is by environment variables; README.md lists them.`;
+
+const SERVE_USAGE = `usage: bun src/main.ts serve
+
+  Starts the gateway on HOST:PORT (0.0.0.0:8080). Without REDIS_URL / DATABASE_URL it runs a private
+  redis-server and an embedded Postgres (PGlite) keeping their data in DATA_DIR (./data).
+  Main variables: PORT, HOST, WORKERS, DATA_DIR, REDIS_URL, DATABASE_URL, MODELS_FILE, DEPLOYMENT, SIWE_DOMAIN,
+  SIWE_CHAIN_IDS, CORS_ORIGINS, LOG_LEVEL; payments: X402_NETWORK, PAY_TO, FACILITATOR_URL, FACILITATOR,
+  RPC_URL, RELAYER_PRIVATE_KEY, ASSETS_FILE, CHAIN_ID. README.md describes each.
+  SIGTERM or Ctrl-C stops it gracefully.`;
+
+/** Which providers serve and which are off, once at start: the first thing to look at when a model is missing. */
+function logProviders(config: Config): void {
+  const { providers, models } = config.catalog;
+  const on = providers.filter((p) => p.state !== "off").map((p) => (p.state === "keyless" ? `${p.name} (keyless)` : p.name));
+  const off = providers.filter((p) => p.state === "off").map((p) => `${p.name} (${p.apiKeyEnv} unset)`);
+  log.info("providers", { on, off, models: models.size, catalog: config.modelsFile });
+  if (models.size === 0) {
+    log.warn(
+      "no model is served: set a provider's API key variable, or MODELS_FILE=config/models.local.json for a local model server (README)",
+    );
+  }
+}
+
+async function serve(config: Config): Promise<void> {
+  bufferStdout(); // one access-log line per request: written in batches, not one write each
+  const role = workerRole(config);
+  // Workers share the port with the primary (the kernel spreads connections over them).
+  const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits(config) };
+  // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
+  // Until the services are up, requests get 503.
+  let server: ReturnType<typeof Bun.serve>;
+  try {
+    server = Bun.serve({
+      ...options,
+      fetch: () => errorResponse(new ApiError({ code: "SERVICE_UNAVAILABLE", message: "The gateway is starting" })),
+    });
+  } catch (e) {
+    throw listenError(e, config);
+  }
+  if (role.kind !== "worker") {
+    logProviders(config);
+    // Said once, where it matters: a serving gateway answers POST /v1/topup 503. Admin commands build the same
+    // services and have nothing to do with top-ups, so they stay quiet about it (and so do a primary's workers).
+    if (!config.payments.enabled) log.warn("top-ups are disabled: set PAY_TO, a facilitator and (on a local chain) ASSETS_FILE");
+  }
+  let stack: Stack | undefined;
+  let services: Services;
+  let pool: WorkerPool | undefined;
+  try {
+    // A worker joins the embedded redis-server and Postgres its primary started in DATA_DIR.
+    stack = await openStack(config);
+    await checkDependencies(stack.connections);
+    services = await buildServices(config, stack.connections);
+    if (role.kind !== "single") {
+      shareStdout();
+      setWorkerLabel(role.kind === "worker" ? role.index : 0);
+      joinPeers(role.dir, role.kind === "worker" ? role.index : 0);
+    }
+    if (role.kind === "primary") {
+      pool = new WorkerPool(role, server.port!);
+      await pool.start();
+    }
+  } catch (e) {
+    void server.stop(true);
+    await pool?.stop();
+    await stack?.stop(); // never leave the embedded redis-server behind
+    throw e;
+  }
+  // The flusher, the sweeper and the repair jobs run in one process only.
+  if (role.kind !== "worker") services.startBackground();
+  // Every process that answers GET /v1/models keeps its own view of which keyless providers answer.
+  else services.reachability.start();
+  const app = createApp(services);
+  server.reload({ ...options, fetch: app.fetch });
+  if (role.kind === "worker") {
+    log.info("worker listening", { worker: role.index, pid: process.pid });
+    announceListening();
+  } else {
+    const workers = role.kind === "primary" ? role.count : 1;
+    log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size, workers });
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down", { signal, ...(role.kind === "worker" ? { worker: role.index } : {}) });
+    // With Redis or Postgres gone, the final settles and drain could wait forever; what is left stays in the Redis
+    // outbox (and pending_settles) for the next start.
+    setTimeout(() => {
+      log.error("shutdown did not finish in time; exiting with work left for the next start", { after_ms: SHUTDOWN_DEADLINE_MS });
+      void Promise.race([services.chat.keepInFlight(), Bun.sleep(5_000)])
+        .then(() => Promise.race([stack!.stop(), Bun.sleep(5_000)])) // no orphaned redis-server
+        .finally(() => process.exit(1));
+    }, SHUTDOWN_DEADLINE_MS).unref();
+    // The workers finish their requests while this process finishes its own; the drain comes after both.
+    await Promise.all([pool?.stop(), server.stop()]); // server.stop waits for in-flight requests, so their holds settle
+    leavePeers();
+    await services.close();
+    await stack!.stop();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  if (role.kind === "worker") onPrimaryGone(() => void shutdown("primary gone"));
+}
+
+/** What an operator reads when a command fails: one line, never a stack trace or a secret. */
+function oneLine(e: unknown): string {
+  // A Redis the ledger cannot trust (it may evict keys, or another LEDGER_SHARDS) is a configuration problem.
+  if (e instanceof ConfigError) return `configuration error: ${e.message}`;
+  if (e instanceof StartupError || e instanceof AdminFailure || e instanceof ApiError) return e.message;
+  const message = e instanceof Error ? e.message : String(e);
+  return `error: ${redactText(message).split("\n")[0]!.slice(0, 300)}`;
+}
+
+function exit(code: number, text: string): never {
+  (code === 0 ? process.stdout : process.stderr).write(text + "\n");
+  process.exit(code);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command = "serve", ...rest] = argv;
+  const wantsHelp = rest.includes("--help") || rest.includes("-h");
+  if (command === "--help" || command === "-h" || command === "help") exit(0, USAGE);
+  if (command === "serve" && wantsHelp) exit(0, SERVE_USAGE);
+  if (command === "serve" && rest.length > 0) exit(2, `serve takes no arguments (configuration is by environment)\n\n${SERVE_USAGE}`);
+  if (command !== "serve" && command !== "admin") exit(2, `unknown command "${command}"\n\n${USAGE}`);
+  if (command === "admin") {
+    // Arguments (and --help) are settled before the configuration is read or anything is opened.
+    try {
+      parseAdmin(rest);
+    } catch (e) {
+      if (e instanceof AdminHelp) exit(0, e.message);
+      if (e instanceof AdminUsageError) exit(2, e.message);
+      throw e;
+    }
+  }
+
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) exit(1, `configuration error: ${e.message}`);
+    throw e;
+  }
+  setLogLevel(config.logLevel);
+  try {
+    if (command === "serve") return await serve(config);
+    // The answer alone on stdout; logs on stderr, and only warnings unless LOG_LEVEL asks for more.
+    logToStderr();
+    if (!process.env.LOG_LEVEL) setLogLevel("warn");
+    exit(0, await runAdmin(config, rest));
+  } catch (e) {
+    if (e instanceof AdminUsageError) exit(2, e.message);
+    if (e instanceof AdminFailedReport) {
+      process.stdout.write(e.report + "\n");
+      process.exit(1);
+    }
+    exit(1, oneLine(e));
+  }
+}
+
+await main(process.argv.slice(2));
