@@ -86,7 +86,7 @@ export class MeteredStream {
     private readonly o: MeterOptions,
   ) {
     this.reader = upstream.getReader();
-    this.translate = call.adapter.openStream(o.includeUsage, call.model.id);
+    this.translate = call.adapter.openStream(o.includeUsage, call.model.id, o.door !== undefined);
     this.format = call.adapter.clientFormat ?? CHAT_FORMAT;
     this.door = o.door;
     this.opening = o.door?.open() ?? "";
@@ -163,10 +163,9 @@ export class MeteredStream {
         if (step.promptTokens !== undefined) this.promptTokens = step.promptTokens;
         if (step.usage) this.usage = step.usage;
         if (step.generated) this.generated += step.generated;
-        if (step.chunk) {
-          if (door) out += door.next(step.chunk);
-          else out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
-        }
+        if (door) {
+          if (step.parsed || step.chunk) out += door.next(step.parsed ?? step.chunk!);
+        } else if (step.chunk) out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
         if (step.done) done = true;
       }
       // What arrived before a failure in the same read still reaches the client.

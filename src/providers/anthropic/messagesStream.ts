@@ -23,7 +23,7 @@ type Open = { kind: "text" | "thinking" | "tool_use"; index: number } | undefine
  * each stopped before the next starts; at [DONE] message_delta with the stop_reason and the billed usage (the chat
  * usage chunk, which the door asked for) and message_stop. The chat stream's error event → an `error` event.
  */
-export function messagesEvents(model: string): (payload: string) => string {
+export function messagesEvents(model: string): (payload: string | object) => string {
   let started = false;
   let ended = false;
   let open: Open;
@@ -110,7 +110,7 @@ export function messagesEvents(model: string): (payload: string) => string {
     }
     let chunk: ChatCompletionChunk & { error?: unknown };
     try {
-      chunk = JSON.parse(payload) as typeof chunk;
+      chunk = (typeof payload === "string" ? JSON.parse(payload) : payload) as typeof chunk;
     } catch {
       // A provider's garbled chunk, which chat passes on as text (README, failures): nothing a Messages client can read.
       return "";
