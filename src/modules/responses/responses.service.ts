@@ -10,7 +10,7 @@ import type { RequestTrace } from "../../observe/trace.ts";
 import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
-import { frameJson, type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
+import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
 import type { AnswerShape, ChatService, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
 
@@ -69,7 +69,7 @@ export class ResponsesService {
       },
       // Queued on the store's connection before the client reads response.completed, so a next turn's read (same
       // connection, same slot) comes after it.
-      stream: () => responsesStream(frameJson(frame), (output, json) => void save(output, json)),
+      stream: () => responsesStream(frame, (output, json) => void save(output, json)),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape, pay);
     // Kept before the answer leaves: then whoever reads the store next (a next turn on any process or connection)
