@@ -46,6 +46,8 @@ export interface ParsedCompletion {
   usage: Usage | null;
   /** Generated text (content, reasoning, tool-call names and arguments), to count when the provider gave no usage; may be empty when it did. */
   generated: string;
+  /** `json` as an object when the adapter built or parsed it (a front door reads it instead of parsing `json`). */
+  answer?: object;
 }
 
 /** One upstream stream event translated to OpenAI shape. */

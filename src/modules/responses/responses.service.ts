@@ -52,7 +52,7 @@ export class ResponsesService {
     if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
 
     const id = newId("resp");
-    const frame = responseFrame(id, body);
+    const frame = responseFrame(id, body, body.stream === true);
     const keep = body.store !== false;
     // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
     const save = async (output: Item[], outputJson: string[]) => {
@@ -63,8 +63,8 @@ export class ResponsesService {
     };
     let answer: ReturnType<typeof responseObject> | undefined;
     const shape: AnswerShape = {
-      json: (chat) => {
-        answer = responseObject(frame, chat);
+      json: (chat, parsed) => {
+        answer = responseObject(frame, chat, parsed);
         return answer.json;
       },
       // Queued on the store's connection before the client reads response.completed, so a next turn's read (same

@@ -39,10 +39,11 @@ function outputItems(choice: ChatCompletion["choices"][number] | undefined): Ite
 
 /**
  * The `response` object (JSON text) for a chat answer, in the request's frame (wire.ts responseFrame); its output
- * items too, and each one's JSON (the store keeps them as the client read them).
+ * items too, and each one's JSON (the store keeps them as the client read them). `parsed`: the chat JSON as an object,
+ * when the adapter had it.
  */
-export function responseObject(frame: Frame, chatJson: string): { json: string; output: Item[]; outputJson: string[] } {
-  const chat = JSON.parse(chatJson) as ChatCompletion;
+export function responseObject(frame: Frame, chatJson: string, parsed?: object): { json: string; output: Item[]; outputJson: string[] } {
+  const chat = (parsed ?? JSON.parse(chatJson)) as ChatCompletion;
   const choice = chat.choices?.[0];
   const output = outputItems(choice);
   const outputJson = output.map((item) => JSON.stringify(item));

@@ -127,9 +127,9 @@ const or = (v: unknown, fallback: string) => (v === undefined || v === null ? fa
  * One answer's frame, the `response` object without its output, status and usage, echoing the request's settings
  * as OpenAI does, written as text once per request: `(error, details, rest)` → the object's JSON with those
  * error and incomplete_details values in their places and `rest` (its own fields, each `,"key":value`) after the
- * frame's. The JSON answer and every stream lifecycle event share it.
+ * frame's. The JSON answer and every stream lifecycle event share it (`stream`: the frame is for a stream).
  */
-export function responseFrame(id: string, body: ResponsesRequest): Frame {
+export function responseFrame(id: string, body: ResponsesRequest, stream = false): Frame {
   const pre = `{"id":"${id}","object":"response","created_at":${Math.floor(Date.now() / 1000)},"model":${JSON.stringify(body.model)},"error":`;
   const r = body.reasoning;
   const post =
@@ -139,9 +139,11 @@ export function responseFrame(id: string, body: ResponsesRequest): Frame {
     `,"temperature":${or(body.temperature, "1")},"text":${or(body.text, '{"format":{"type":"text"}}')}` +
     `,"tool_choice":${or(body.tool_choice, '"auto"')},"tools":${or(body.tools, "[]")},"top_p":${or(body.top_p, "1")}` +
     `,"truncation":"disabled","user":null,"metadata":${or(body.metadata, "{}")}`;
-  // Flat once here: the three lifecycle events of a stream each hold them.
-  flat(pre);
-  flat(post);
+  // A stream's three lifecycle events each hold them: flat once here (sse.ts flat), not copied piece by piece thrice.
+  if (stream) {
+    flat(pre);
+    flat(post);
+  }
   return (error, details, rest) => `${pre}${error},"incomplete_details":${details}${post}${rest}}`;
 }
 
