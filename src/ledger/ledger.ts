@@ -58,6 +58,19 @@ export class Ledger {
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
   }
 
+  /**
+   * Runs `put` (commands for the shard's connection, e.g. the Responses store's writes) in the same write as the
+   * shard's next settles (batcher.ts ride): they cost no round trip of their own.
+   */
+  alongside(shard: string, put: () => void): void {
+    this.batches.settles.ride(shard, put);
+  }
+
+  /** Sends a shard's queued reserves and settles now, and what rides with them: a read sent next comes after them. */
+  flushShard(shard: string): void {
+    this.batches.flush(shard);
+  }
+
   /** Sends every shard's queued reserves and settles now (a drain of the outbox follows). */
   flushQueued(): void {
     for (const shard of this.names.allShards()) this.batches.flush(shard);
