@@ -19,8 +19,8 @@ export interface Alongside {
 /**
  * Stored responses and their items, per wallet. On the ledger's hot-path connection (Bun's client, a third of
  * ioredis' CPU per call): writes and reads of one wallet go out on one connection to one slot, so a next turn's
- * read comes after the write queued before the previous answer was sent. The writes go out with the answer's
- * settle (`ledger`): one write to Redis and one reply read for both, not a round trip of their own (~5 µs).
+ * read comes after the write queued before the previous answer was sent. A stream's writes go out with its settle
+ * (`ledger`, `ride`): one write to Redis and one reply read for both, not a round trip of their own.
  */
 export class ConversationStore {
   private readonly ttl: string;
@@ -73,11 +73,11 @@ export class ConversationStore {
 
   /**
    * Keeps a response (its conversation then its output) and each output item, for the store's lifetime.
-   * `outputJson` is each output item's JSON as the client read it, written as it is. The writes leave with the
-   * wallet's shard's next settle (the answer's own, queued before this) or now; a read of the store sends them
-   * first. The promise says whether Redis took them.
+   * `outputJson` is each output item's JSON as the client read it, written as it is. With `ride`, the writes leave
+   * with the wallet's shard's next settle (the answer's own, queued before this) or now, and a read of the store
+   * sends them first; without, now. The promise says whether Redis took them.
    */
-  save(wallet: string, responseId: string, conversation: Item[], output: Item[], outputJson: string[]): Promise<unknown> {
+  save(wallet: string, responseId: string, conversation: Item[], output: Item[], outputJson: string[], ride = false): Promise<unknown> {
     const shard = this.names.shardOf(wallet);
     const items = outputJson.join(",");
     const past = conversation.length ? JSON.stringify(conversation).slice(1, -1) : "";
@@ -94,7 +94,7 @@ export class ConversationStore {
       }
       return Promise.all(writes);
     };
-    if (!this.ledger) return put();
+    if (!ride || !this.ledger) return put();
     return new Promise((resolve, reject) => this.ledger!.alongside(shard, () => void put().then(resolve, reject)));
   }
 }
