@@ -58,10 +58,7 @@ export class Ledger {
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
   }
 
-  /**
-   * Runs `put` (commands for the shard's connection, e.g. the Responses store's writes) in the same write as the
-   * shard's next settles (batcher.ts ride): they cost no round trip of their own.
-   */
+  /** Runs `put` (commands for the shard's connection) in the same write as its next settles (batcher.ts ride). */
   alongside(shard: string, put: () => void): void {
     this.batches.settles.ride(shard, put);
   }
