@@ -15,7 +15,11 @@ const wire = await import(`${tree}/src/providers/responses/wire.ts`);
 const { responseFrame, newId } = wire;
 // Since the doors run inside the metered stream (DoorStream), a door is an option of MeteredStream, not a stream.
 const inside = responsesStream.length === 2;
-const frameOf = () => (inside ? wire.frameJson(responseFrame(newId("resp"), request)) : responseFrame(newId("resp"), request));
+// Since the frame is written as text, responseFrame gives the function frameJson made of its object before.
+const frameOf = () => {
+  const frame = responseFrame(newId("resp"), request);
+  return inside && typeof frame !== "function" ? wire.frameJson(frame) : frame;
+};
 const jsonAnswer = (r: { json?: string; body?: unknown }) => r.json ?? JSON.stringify(r.body);
 const { messagesStream } = await import(`${tree}/src/providers/anthropic/messagesStream.ts`);
 const { messageOf } = await import(`${tree}/src/providers/anthropic/messagesAnswer.ts`);

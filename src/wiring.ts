@@ -143,7 +143,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     paidCalls: new PaidCalls(config.payments, topup, ledger),
     chat,
     reachability,
-    responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS)),
+    responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS, ledger)),
     pendingSettles,
     flusher,
     startBackground() {

@@ -51,4 +51,21 @@ describe("OpenAI stream translation", () => {
     expect(t("[DONE]")).toEqual({ done: true });
     expect(t.generated!()).toBe(`${words.join("")}lookup{"q":1}`);
   });
+
+  test("for a door: every chunk comes parsed (not renamed), counted as chat's, a `{…}` that is not JSON as text", () => {
+    const t = openOpenaiStream(false, "oa/gpt", true);
+    expect(t(chunk("gpt-4o", { content: "Hi" }))).toEqual({ parsed: JSON.parse(chunk("gpt-4o", { content: "Hi" })), usage: undefined });
+    // What chat passes on unparsed reaches the door as text, and is counted whole; anything else fails the stream.
+    expect(t("{not json}")).toEqual({ chunk: "{not json}" });
+    expect(() => t("<html>bad gateway</html>")).toThrow();
+    expect(t('{"error":{"message":"overloaded"}}')).toEqual({ failed: true });
+    expect(t.generated!()).toBe("Hi{not json}");
+    // The client did not ask for usage: a usage-only chunk is dropped, a content chunk loses its usage.
+    const usage = { prompt_tokens: 7, completion_tokens: 3 };
+    expect(t(JSON.stringify({ id: "c1", model: "gpt-4o", choices: [], usage }))).toEqual({ usage });
+    const last = t(chunk("gpt-4o", { content: "!" }, { usage }));
+    expect(last).toEqual({ parsed: JSON.parse(chunk("gpt-4o", { content: "!" })), usage });
+    expect(t("[DONE]")).toEqual({ done: true });
+    expect(t.generated!()).toBe("");
+  });
 });

@@ -22,6 +22,7 @@ interface Waiting<I, R> {
 export class ShardBatcher<I, R> {
   private readonly queues = new Map<string, Waiting<I, R>[]>();
   private readonly inFlight = new Map<string, number>();
+  private readonly riders = new Map<string, (() => void)[]>();
 
   constructor(
     private readonly call: (shard: string, items: I[]) => Promise<R[]>,
@@ -39,6 +40,18 @@ export class ShardBatcher<I, R> {
       q.push({ item, resolve, reject, sent });
       if (!this.inFlight.get(shard) || q.length >= this.cap) this.send(shard);
     });
+  }
+
+  /**
+   * Runs `put` (commands for the shard's connection that need no reply in order with the batch) with the shard's
+   * next call, so they leave in the same write: now when no item waits (a call just went, or none is needed), else
+   * right after the waiting items are put on the connection. Saves a write and a read of their own.
+   */
+  ride(shard: string, put: () => void): void {
+    if (!this.queues.get(shard)?.length) return put();
+    let r = this.riders.get(shard);
+    if (!r) this.riders.set(shard, (r = []));
+    r.push(put);
   }
 
   /**
@@ -64,6 +77,11 @@ export class ShardBatcher<I, R> {
       reply = Promise.reject(e);
     }
     for (const w of batch) w.sent?.();
+    const riders = this.riders.get(shard);
+    if (riders) {
+      this.riders.delete(shard);
+      for (const put of riders) put();
+    }
     reply
       .then((rs) => {
         if (rs.length !== batch.length) throw new Error(`batch of ${batch.length} answered with ${rs.length} replies`);

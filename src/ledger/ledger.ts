@@ -37,6 +37,16 @@ export class Ledger {
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
   }
 
+  /** Runs `put` (commands for the shard's connection) in the same write as its next settles (batcher.ts ride). */
+  alongside(shard: string, put: () => void): void {
+    this.batches.settles.ride(shard, put);
+  }
+
+  /** Sends a shard's queued reserves and settles now, and what rides with them: a read sent next comes after them. */
+  flushShard(shard: string): void {
+    this.batches.flush(shard);
+  }
+
   /** Sends every shard's queued reserves and settles now (a drain of the outbox follows). */
   flushQueued(): void {
     for (const shard of this.names.allShards()) this.batches.flush(shard);

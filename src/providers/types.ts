@@ -46,6 +46,8 @@ export interface ParsedCompletion {
   usage: Usage | null;
   /** Generated text (content, reasoning, tool-call names and arguments), to count when the provider gave no usage; may be empty when it did. */
   generated: string;
+  /** `json` as an object when the adapter built or parsed it (a front door reads it instead of parsing `json`). */
+  answer?: object;
 }
 
 /** One upstream stream event translated to OpenAI shape. */
@@ -64,6 +66,12 @@ export interface StreamStep {
   failed?: boolean;
   /** The SSE event name `chunk` is sent under (a client reading the provider's own events); none for chat chunks. */
   event?: string;
+  /**
+   * The chunk as an object, from a translator opened for a front door (openStream's `door`): the door reads it
+   * instead of parsing `chunk` again (openai/wire.ts ChatCompletionChunk, or a StreamErrorEvent), and `chunk` may
+   * then be left out.
+   */
+  parsed?: object;
 }
 
 /**
@@ -88,8 +96,11 @@ export interface ProviderAdapter {
    * asked for: the answer names it, not the provider's own model name.
    */
   parse(text: string, modelId: string): ParsedCompletion;
-  /** Starts translating one stream; `includeUsage` says whether the client asked for the usage chunk. */
-  openStream(includeUsage: boolean, modelId: string): StreamTranslator;
+  /**
+   * Starts translating one stream; `includeUsage` says whether the client asked for the usage chunk. `door`: the
+   * chunks go to a front door's DoorStream, which needs each one's object (StreamStep.parsed), not its text.
+   */
+  openStream(includeUsage: boolean, modelId: string, door?: boolean): StreamTranslator;
   /** The spec's error for a non-2xx upstream answer; its body is read only to classify, never passed on. */
   upstreamError(status: number, body: string): ApiError;
   /**
@@ -122,7 +133,8 @@ export interface DoorStream {
   open(): string;
   /**
    * One `data:` payload of the chat SSE, in order (chunk JSON, the usage chunk, a StreamErrorEvent, `[DONE]` last),
-   * → the door's SSE text for it (may be empty; empty for anything after the door's own end).
+   * → the door's SSE text for it (may be empty; empty for anything after the door's own end). A chunk the
+   * translator already parsed comes as its object (StreamStep.parsed).
    */
-  next(payload: string): string;
+  next(payload: string | object): string;
 }

@@ -15,8 +15,11 @@ import type { Forwarder } from "./forward.ts";
  * door only rewrites what the client reads. Its request reaches `complete` already as a chat-completions request.
  */
 export interface AnswerShape {
-  /** The JSON answer, from the chat-completions JSON (text). */
-  json(chat: string): string;
+  /**
+   * The JSON answer, from the chat-completions JSON (text); `answer` is that JSON already parsed when the adapter
+   * had it (ParsedCompletion.answer), to read instead of parsing `chat` again.
+   */
+  json(chat: string, answer?: object): string;
   /**
    * The SSE answer: a translator of the chat-completions stream (which carries a usage chunk: a door asks for
    * include_usage), one per stream, run inside the metered stream (providers/types.ts DoorStream).

@@ -43,7 +43,7 @@ export class Forwarder {
    * A JSON answer: the provider's usage is the charge, or the counted usage when it reports none. `reshape` is a
    * front door's (AnswerShape.json): the chat answer's text → what its client reads.
    */
-  async single(call: Call, url: string, init: RequestInit, reshape?: (chat: string) => string): Promise<Response> {
+  async single(call: Call, url: string, init: RequestInit, reshape?: (chat: string, answer?: object) => string): Promise<Response> {
     let text: string;
     const sent = performance.now();
     try {
@@ -66,7 +66,7 @@ export class Forwarder {
     const headers = { "content-type": "application/json", ...call.headers };
     if (parsed.usage) {
       await this.holds.settleBehind(call, parsed.usage);
-      return new Response(reshape ? reshape(parsed.json) : parsed.json, { headers });
+      return new Response(reshape ? reshape(parsed.json, parsed.answer) : parsed.json, { headers });
     }
     // The provider reported no usage: the answer carries the counted usage it is billed at (the spec's usage field).
     const counted = await estimateUsage(call, parsed.generated);
@@ -74,7 +74,7 @@ export class Forwarder {
     const answer = JSON.parse(parsed.json) as Record<string, unknown>;
     answer.usage = (call.adapter.clientFormat?.usage ?? usageBody)(counted);
     const json = JSON.stringify(answer);
-    return new Response(reshape ? reshape(json) : json, { headers });
+    return new Response(reshape ? reshape(json, answer) : json, { headers });
   }
 
   /** An SSE stream, metered as it passes (and translated by a front door's `door`); settled at its end. */

@@ -86,7 +86,7 @@ export class MeteredStream {
     private readonly o: MeterOptions,
   ) {
     this.reader = upstream.getReader();
-    this.translate = call.adapter.openStream(o.includeUsage, call.model.id);
+    this.translate = call.adapter.openStream(o.includeUsage, call.model.id, o.door !== undefined);
     this.format = call.adapter.clientFormat ?? CHAT_FORMAT;
     this.door = o.door;
     this.opening = o.door?.open() ?? "";
@@ -166,23 +166,27 @@ export class MeteredStream {
         if (step.promptTokens !== undefined) this.promptTokens = step.promptTokens;
         if (step.usage) this.usage = step.usage;
         if (step.generated) this.generated += step.generated;
-        if (step.chunk) {
-          if (door) out += door.next(step.chunk);
-          else out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
-        }
+        if (door) {
+          if (step.parsed || step.chunk) out += door.next(step.parsed ?? step.chunk!);
+        } else if (step.chunk) out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
         if (step.done) done = true;
       }
+      // An upstream that closes without its end marker failed mid-answer, unless it already sent its usage.
+      const ok = !failed && (done || (read.done && this.usage !== undefined));
+      // A door's last events leave with this read's text once the charge is known: one encode, one write.
+      if (ok && door) return this.finish(ctrl, true, out);
       // What arrived before a failure in the same read still reaches the client.
       if (out) ctrl.enqueue(encoder.encode(out));
-      if (failed) return this.finish(ctrl, false);
-      // An upstream that closes without its end marker failed mid-answer, unless it already sent its usage.
-      if (done || read.done) return this.finish(ctrl, done || this.usage !== undefined);
+      if (failed || done || read.done) return this.finish(ctrl, ok);
       if (out) return;
     }
   }
 
-  /** The upstream ended (ok) or failed: settle or release, then close the client's stream. */
-  private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean): Promise<void> {
+  /**
+   * The upstream ended (ok) or failed: settle or release, then close the client's stream. `text`: a door's events
+   * of the last read, not sent yet (they leave with its last frames).
+   */
+  private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean, text = ""): Promise<void> {
     const { deadline, holds } = this.o;
     deadline.close();
     clearInterval(this.keepHold);
@@ -196,7 +200,8 @@ export class MeteredStream {
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
       if (this.o.includeUsage && this.usage === undefined) {
         const chunk = usageChunk(this.call, billed);
-        ctrl.enqueue(encoder.encode(this.door ? this.door.next(chunk) : `data: ${chunk}\n\n`));
+        if (this.door) text += this.door.next(chunk);
+        else ctrl.enqueue(encoder.encode(`data: ${chunk}\n\n`));
       }
     } else {
       // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
@@ -204,15 +209,15 @@ export class MeteredStream {
       deadline.stop();
       await holds.release(this.call);
     }
-    const last = this.door ? this.doorLast(ok ? [] : [STREAM_ERROR_EVENT]) : ok ? this.format.done : this.format.failed;
+    const last = this.door ? this.doorLast(ok ? [] : [STREAM_ERROR_EVENT], text) : ok ? this.format.done : this.format.failed;
     if (last.length > 0) ctrl.enqueue(last);
     ctrl.close();
     this.end();
   }
 
-  /** A door's last frames: what it makes of chat's (the StreamErrorEvent on a failure, then `[DONE]`). */
-  private doorLast(before: string[]): Uint8Array {
-    let out = this.opening;
+  /** A door's last frames after `text`: what it makes of chat's (the StreamErrorEvent on a failure, then `[DONE]`). */
+  private doorLast(before: string[], text = ""): Uint8Array {
+    let out = this.opening + text;
     this.opening = "";
     for (const payload of before) out += this.door!.next(payload);
     return encoder.encode(out + this.door!.next("[DONE]"));

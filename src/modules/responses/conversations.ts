@@ -10,10 +10,17 @@ import type { KeyRouter } from "../../redis/router.ts";
 import type { Item } from "../../providers/responses/wire.ts";
 import { StoredItemMissing } from "./errors.ts";
 
+/** The ledger's batches of a shard, which the store's writes ride with (Ledger.alongside, Ledger.flushShard). */
+export interface Alongside {
+  alongside(shard: string, put: () => void): void;
+  flushShard(shard: string): void;
+}
+
 /**
  * Stored responses and their items, per wallet. On the ledger's hot-path connection (Bun's client, a third of
  * ioredis' CPU per call): writes and reads of one wallet go out on one connection to one slot, so a next turn's
- * read comes after the write queued before the previous answer was sent.
+ * read comes after the write queued before the previous answer was sent. A stream's writes go out with its settle
+ * (`ledger`, `ride`): one write to Redis and one reply read for both, not a round trip of their own.
  */
 export class ConversationStore {
   private readonly ttl: string;
@@ -22,6 +29,7 @@ export class ConversationStore {
     private readonly redis: KeyRouter,
     private readonly names: RedisNames,
     ttlS: number,
+    private readonly ledger?: Alongside,
   ) {
     this.ttl = String(ttlS);
   }
@@ -33,6 +41,8 @@ export class ConversationStore {
    */
   async resolve(wallet: string, previousId: unknown, input: Item[]): Promise<Item[]> {
     const shard = this.names.shardOf(wallet);
+    // Writes of this wallet still waiting to ride with a settle go first: this read comes after them.
+    this.ledger?.flushShard(shard);
     let chain: Item[] = [];
     if (previousId !== undefined && previousId !== null) {
       const key = typeof previousId === "string" ? this.names.storedResponse(shard, wallet, previousId) : undefined;
@@ -63,22 +73,28 @@ export class ConversationStore {
 
   /**
    * Keeps a response (its conversation then its output) and each output item, for the store's lifetime.
-   * `outputJson` is each output item's JSON as the client read it, written as it is. The writes are queued on the connection
-   * when this returns (the caller need not wait); the promise says whether Redis took them.
+   * `outputJson` is each output item's JSON as the client read it, written as it is. With `ride`, the writes leave
+   * with the wallet's shard's next settle (the answer's own, queued before this) or now, and a read of the store
+   * sends them first; without, now. The promise says whether Redis took them.
    */
-  save(wallet: string, responseId: string, conversation: Item[], output: Item[], outputJson: string[]): Promise<unknown> {
+  save(wallet: string, responseId: string, conversation: Item[], output: Item[], outputJson: string[], ride = false): Promise<unknown> {
     const shard = this.names.shardOf(wallet);
     const items = outputJson.join(",");
     const past = conversation.length ? JSON.stringify(conversation).slice(1, -1) : "";
     const whole = `[${past}${past && items ? "," : ""}${items}]`;
     const key = this.names.storedResponse(shard, wallet, responseId);
-    // One shard tag for all of them: one slot, so one connection on a Redis Cluster too.
-    const writes = [this.redis.send("SET", [key, whole, "EX", this.ttl], key)];
-    output.forEach(({ id }, i) => {
-      if (!id) return;
-      const itemKey = this.names.storedItem(shard, wallet, id);
-      writes.push(this.redis.send("SET", [itemKey, outputJson[i]!, "EX", this.ttl], itemKey));
-    });
-    return Promise.all(writes);
+    const put = () => {
+      // One shard tag for all of them: one slot, so one connection on a Redis Cluster too.
+      const writes = [this.redis.send("SET", [key, whole, "EX", this.ttl], key)];
+      for (let i = 0; i < output.length; i++) {
+        const id = output[i]!.id;
+        if (!id) continue;
+        const itemKey = this.names.storedItem(shard, wallet, id);
+        writes.push(this.redis.send("SET", [itemKey, outputJson[i]!, "EX", this.ttl], itemKey));
+      }
+      return Promise.all(writes);
+    };
+    if (!ride || !this.ledger) return put();
+    return new Promise((resolve, reject) => this.ledger!.alongside(shard, () => void put().then(resolve, reject)));
   }
 }

@@ -10,7 +10,7 @@ import type { RequestTrace } from "../../observe/trace.ts";
 import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
-import { frameJson, type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
+import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
 import type { AnswerShape, ChatService, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
 
@@ -52,28 +52,29 @@ export class ResponsesService {
     if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
 
     const id = newId("resp");
-    const frame = responseFrame(id, body);
+    const frame = responseFrame(id, body, body.stream === true);
     const keep = body.store !== false;
     // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged.
-    const save = async (output: Item[], outputJson: string[]) => {
+    const save = async (output: Item[], outputJson: string[], ride = false) => {
       if (!keep || !trace.wallet) return;
       await this.store
-        .save(trace.wallet, id, items, output, outputJson)
+        .save(trace.wallet, id, items, output, outputJson, ride)
         .catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
     };
     let answer: ReturnType<typeof responseObject> | undefined;
     const shape: AnswerShape = {
-      json: (chat) => {
-        answer = responseObject(frame, chat);
+      json: (chat, parsed) => {
+        answer = responseObject(frame, chat, parsed);
         return answer.json;
       },
-      // Queued on the store's connection before the client reads response.completed, so a next turn's read (same
-      // connection, same slot) comes after it.
-      stream: () => responsesStream(frameJson(frame), (output, json) => void save(output, json)),
+      // Sent with the stream's settle (a stream's writes alone cost a Redis round trip each): a next turn's read on
+      // this process sends them first if they still wait, so it comes after them.
+      stream: () => responsesStream(frame, (output, json) => void save(output, json, true)),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape, pay);
     // Kept before the answer leaves: then whoever reads the store next (a next turn on any process or connection)
-    // finds it. One Redis round trip of latency; the CPU is the same either way.
+    // finds it. One Redis round trip of latency; the CPU is the same either way. Not with the settle: that could
+    // wait for the settle in flight, and a JSON answer's writes already share their write with others (bench).
     if (answer && res.ok) await save(answer.output, answer.outputJson);
     return res;
   }

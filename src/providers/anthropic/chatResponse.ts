@@ -101,5 +101,5 @@ export function parseMessage(text: string, modelId: string): ParsedCompletion {
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(msg.stop_reason) }],
   };
   if (usage) body.usage = openaiUsage(usage, cached);
-  return { json: JSON.stringify(body), usage, generated };
+  return { json: JSON.stringify(body), usage, generated, answer: body };
 }

@@ -14,7 +14,7 @@ import type { Message, StreamEvent, Usage as AnthropicUsage } from "./wire.ts";
  *   message_stop → the usage chunk when the client asked for it, then the end
  *   error → a failed stream; ping, content_block_stop and event types added later carry nothing to forward.
  */
-export function openAnthropicStream(includeUsage: boolean, model: string): StreamTranslator {
+export function openAnthropicStream(includeUsage: boolean, model: string, door = false): StreamTranslator {
   let id = "";
   const created = Math.floor(Date.now() / 1000);
   let promptTokens = 0;
@@ -23,14 +23,14 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
   // Anthropic numbers content blocks across text, thinking and tools; OpenAI numbers tool calls alone.
   const toolIndex = new Map<number, number>();
 
-  const chunk = (delta: ChunkDelta, finish: string | null = null) =>
-    JSON.stringify({
-      id,
-      object: "chat.completion.chunk",
-      created,
-      model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    } satisfies ChatCompletionChunk);
+  // A chunk into the step `s`: its JSON for a chat client, the object itself for a door (which would only parse it).
+  const put = (c: ChatCompletionChunk, s: StreamStep = {}): StreamStep => {
+    if (door) s.parsed = c;
+    else s.chunk = JSON.stringify(c);
+    return s;
+  };
+  const chunk = (delta: ChunkDelta, finish: string | null = null, s?: StreamStep): StreamStep =>
+    put({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }, s);
 
   return (payload): StreamStep => {
     const ev = JSON.parse(payload) as StreamEvent;
@@ -41,7 +41,7 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
         const u: AnthropicUsage = msg.usage ?? {};
         promptTokens = promptTokensOf(u);
         cached = Number.isSafeInteger(u.cache_read_input_tokens) ? (u.cache_read_input_tokens as number) : 0;
-        return { chunk: chunk({ role: "assistant", content: "" }), promptTokens };
+        return chunk({ role: "assistant", content: "" }, null, { promptTokens });
       }
       case "content_block_start": {
         const block = ev.content_block;
@@ -50,30 +50,30 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
           toolIndex.set(Number(ev.index), index);
           const name = String(block.name ?? "");
           const call: ToolCallDelta = { index, id: block.id, type: "function", function: { name, arguments: "" } };
-          return { chunk: chunk({ tool_calls: [call] }), generated: name };
+          return chunk({ tool_calls: [call] }, null, { generated: name });
         }
         if (block?.type === "redacted_thinking") {
-          return { chunk: chunk({ thinking_blocks: [{ type: "redacted_thinking", data: block.data }] }) };
+          return chunk({ thinking_blocks: [{ type: "redacted_thinking", data: block.data }] });
         }
         // a text or thinking block may open with text already in it
         if (block?.type === "text" && typeof block.text === "string" && block.text) {
-          return { chunk: chunk({ content: block.text }), generated: block.text };
+          return chunk({ content: block.text }, null, { generated: block.text });
         }
         return {};
       }
       case "content_block_delta": {
         const d = ev.delta;
-        if (d?.type === "text_delta" && typeof d.text === "string") return { chunk: chunk({ content: d.text }), generated: d.text };
+        if (d?.type === "text_delta" && typeof d.text === "string") return chunk({ content: d.text }, null, { generated: d.text });
         if (d?.type === "input_json_delta" && typeof d.partial_json === "string") {
           const index = toolIndex.get(Number(ev.index));
           if (index === undefined || d.partial_json === "") return { generated: d.partial_json };
-          return { chunk: chunk({ tool_calls: [{ index, function: { arguments: d.partial_json } }] }), generated: d.partial_json };
+          return chunk({ tool_calls: [{ index, function: { arguments: d.partial_json } }] }, null, { generated: d.partial_json });
         }
         if (d?.type === "thinking_delta" && typeof d.thinking === "string") {
-          return { chunk: chunk({ reasoning_content: d.thinking }), generated: d.thinking };
+          return chunk({ reasoning_content: d.thinking }, null, { generated: d.thinking });
         }
         if (d?.type === "signature_delta" && typeof d.signature === "string") {
-          return { chunk: chunk({ thinking_blocks: [{ type: "thinking", thinking: "", signature: d.signature }] }) };
+          return chunk({ thinking_blocks: [{ type: "thinking", thinking: "", signature: d.signature }] });
         }
         return {}; // citations and later delta types: nothing an OpenAI client reads
       }
@@ -82,7 +82,7 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
         // Newer API versions repeat the input counts here, cumulative like output_tokens.
         if (Number.isSafeInteger(u.input_tokens)) promptTokens = promptTokensOf(u);
         if (Number.isSafeInteger(u.output_tokens)) usage = { prompt_tokens: promptTokens, completion_tokens: u.output_tokens as number };
-        return { chunk: chunk({}, finishReason(ev.delta?.stop_reason)), usage };
+        return chunk({}, finishReason(ev.delta?.stop_reason), { usage });
       }
       case "message_stop":
         if (includeUsage && usage) {
@@ -94,7 +94,7 @@ export function openAnthropicStream(includeUsage: boolean, model: string): Strea
             choices: [],
             usage: openaiUsage(usage, cached),
           };
-          return { chunk: JSON.stringify(last), done: true };
+          return put(last, { done: true });
         }
         return { done: true };
       case "error":

@@ -51,10 +51,11 @@ function toolInput(args: unknown): Record<string, unknown> {
 /**
  * A chat completion (JSON text, as the core answered and billed it) → a Messages API answer: thinking first
  * (signed thinking_blocks, else reasoning text as an unsigned thinking block), then the text, then tool calls as
- * tool_use blocks; finish_reason → stop_reason; the billed usage as input/output tokens.
+ * tool_use blocks; finish_reason → stop_reason; the billed usage as input/output tokens. `parsed`: that JSON as an
+ * object, when the adapter had it.
  */
-export function messageOf(chatJson: string): string {
-  const chat = JSON.parse(chatJson) as ChatCompletion;
+export function messageOf(chatJson: string, parsed?: object): string {
+  const chat = (parsed ?? JSON.parse(chatJson)) as ChatCompletion;
   const choice = chat.choices?.[0];
   const m = choice?.message;
   const content: Record<string, unknown>[] = [];

@@ -3,7 +3,7 @@ import type { DoorStream } from "../types.ts";
 import { messageId, messagesUsage, stopReason } from "./messagesAnswer.ts";
 
 const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
-// The frequent events as text, as `event` would write them.
+// The frequent events as text, as `event` would write them (test/messages.wire.unit.test.ts holds them to it).
 const TEXT_BLOCK = '{"type":"text","text":""}';
 const blockStart = (index: number, block: string) =>
   `event: content_block_start\ndata: {"type":"content_block_start","index":${index},"content_block":${block}}\n\n`;
@@ -11,6 +11,10 @@ const blockStop = (index: number) => `event: content_block_stop\ndata: {"type":"
 const textDelta = (index: number, text: string) =>
   `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}\n\n`;
 const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+/** messagesUsage's JSON (its four counts are always whole numbers). */
+const usageJson = (u: ReturnType<typeof messagesUsage>) =>
+  `{"input_tokens":${u.input_tokens},"output_tokens":${u.output_tokens},"cache_creation_input_tokens":${u.cache_creation_input_tokens},"cache_read_input_tokens":${u.cache_read_input_tokens}}`;
+const NO_USAGE = usageJson(messagesUsage(null));
 
 /** What a client reads when the provider fails mid-stream: a fixed message, never the provider's detail. */
 export const STREAM_FAILED = { type: "api_error", message: "The model provider failed during the stream" };
@@ -23,7 +27,7 @@ type Open = { kind: "text" | "thinking" | "tool_use"; index: number } | undefine
  * each stopped before the next starts; at [DONE] message_delta with the stop_reason and the billed usage (the chat
  * usage chunk, which the door asked for) and message_stop. The chat stream's error event → an `error` event.
  */
-export function messagesEvents(model: string): (payload: string) => string {
+export function messagesEvents(model: string): (payload: string | object) => string {
   let started = false;
   let ended = false;
   let open: Open;
@@ -32,20 +36,14 @@ export function messagesEvents(model: string): (payload: string) => string {
   let usage: Partial<ChatUsage> | null | undefined;
   const toolBlocks = new Map<number, number>();
 
+  const modelJson = JSON.stringify(model);
   const start = (id: unknown) => {
     if (started) return "";
     started = true;
-    const message = {
-      id: messageId(id),
-      type: "message",
-      role: "assistant",
-      model,
-      content: [],
-      stop_reason: null,
-      stop_sequence: null,
-      usage: messagesUsage(null),
-    };
-    return event("message_start", { message });
+    return (
+      `event: message_start\ndata: {"type":"message_start","message":{"id":${JSON.stringify(messageId(id))},"type":"message","role":"assistant",` +
+      `"model":${modelJson},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${NO_USAGE}}}\n\n`
+    );
   };
   const stop = () => {
     if (!open) return "";
@@ -105,12 +103,13 @@ export function messagesEvents(model: string): (payload: string) => string {
     if (payload === "[DONE]") {
       ended = true;
       const out = start(undefined) + stop();
-      const delta = { stop_reason: stopReason(finish ?? "stop"), stop_sequence: null };
-      return out + event("message_delta", { delta, usage: messagesUsage(usage) }) + MESSAGE_STOP;
+      const delta = `{"stop_reason":${JSON.stringify(stopReason(finish ?? "stop"))},"stop_sequence":null}`;
+      const last = `event: message_delta\ndata: {"type":"message_delta","delta":${delta},"usage":${usageJson(messagesUsage(usage))}}\n\n`;
+      return out + last + MESSAGE_STOP;
     }
     let chunk: ChatCompletionChunk & { error?: unknown };
     try {
-      chunk = JSON.parse(payload) as typeof chunk;
+      chunk = (typeof payload === "string" ? JSON.parse(payload) : payload) as typeof chunk;
     } catch {
       // A provider's garbled chunk, which chat passes on as text (README, failures): nothing a Messages client can read.
       return "";

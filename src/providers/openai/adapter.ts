@@ -51,9 +51,10 @@ export const openaiAdapter: ProviderAdapter = {
     let json = text;
     if (obj.model !== modelId) {
       json = renamedModel(text, obj.model, modelId) ?? JSON.stringify({ ...obj, model: modelId });
+      obj.model = modelId;
     }
     // The generated text is only counted when usage is missing: skip the walk over the answer otherwise.
-    return { json, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join("") };
+    return { json, usage, generated: usage ? "" : obj.choices.map((c) => generatedText(c.message)).join(""), answer: obj };
   },
 
   openStream: openOpenaiStream,

@@ -72,7 +72,7 @@ const UNREAD_CHARS = 64 * 1024;
  * an object (`{…}`) but is not JSON reaches the client as sent instead of failing the stream (anything else, an
  * HTML page or a cut-off chunk, still fails it).
  */
-export function openOpenaiStream(includeUsage: boolean, modelId: string): StreamTranslator {
+export function openOpenaiStream(includeUsage: boolean, modelId: string, door = false): StreamTranslator {
   const to = `"model":${JSON.stringify(modelId)}`;
   // The upstream's last `"model":"…"` pair, and whether it must be renamed (it names another model).
   let seenPair = "";
@@ -96,8 +96,9 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string): Stream
     return counted;
   };
 
-  // The current translation, for what the text edit does not cover.
-  const parsed = (payload: string): StreamStep => {
+  // A chunk read whole: its usage taken, its output counted (until usage came), its usage dropped when the client
+  // did not ask for it. No `obj`: a failure, or a usage-only chunk the client did not ask for (nothing to send).
+  const read = (payload: string): { obj?: Partial<ChatCompletionChunk & StreamError>; usage?: Usage; failed?: true } => {
     const obj = JSON.parse(payload) as Partial<ChatCompletionChunk & StreamError>;
     if (obj.error) return { failed: true };
     const usage = usageOf(obj.usage) ?? undefined;
@@ -111,11 +112,20 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string): Stream
       countUnread(); // the text is counted in the order it came
       for (const c of choices) counted += generatedText(c.delta);
     }
-    const renamed = "model" in obj && obj.model !== modelId; // every chunk names the model the client asked for
     if (usage && !includeUsage) {
       // The client did not ask for usage: drop the usage-only chunk, strip it from a content chunk.
       if (choices.length === 0) return { usage };
       delete obj.usage;
+    }
+    return { obj, usage };
+  };
+
+  // The current translation, for what the text edit does not cover.
+  const parsed = (payload: string): StreamStep => {
+    const { obj, usage, failed } = read(payload);
+    if (!obj) return failed ? { failed } : { usage };
+    const renamed = "model" in obj && obj.model !== modelId; // every chunk names the model the client asked for
+    if (usage && !includeUsage) {
       if (renamed) obj.model = modelId;
       return { chunk: JSON.stringify(obj), usage };
     }
@@ -154,5 +164,18 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string): Stream
     const chunk = edited(payload);
     return chunk === undefined ? parsed(payload) : { chunk };
   };
-  return Object.assign(translate, { generated: () => (usageSeen ? "" : countUnread()) });
+  // A door reads every chunk's object: each is parsed once, here, and its text is not edited. A payload the chat
+  // path would pass on unparsed (`{…}` that is not JSON) goes to the door as text, as it did, and is counted alike.
+  const forDoor = (payload: string): StreamStep => {
+    if (payload === "[DONE]") return { done: true };
+    let r: ReturnType<typeof read>;
+    try {
+      r = read(payload);
+    } catch (e) {
+      if (edited(payload) === undefined) throw e;
+      return { chunk: payload };
+    }
+    return r.obj ? { parsed: r.obj, usage: r.usage } : r.failed ? { failed: true } : { usage: r.usage };
+  };
+  return Object.assign(door ? forDoor : translate, { generated: () => (usageSeen ? "" : countUnread()) });
 }

@@ -3,7 +3,7 @@
  * message item, each tool call as a function_call item, the usage in the Responses API's names.
  */
 import type { ChatCompletion } from "../openai/wire.ts";
-import { type Item, newId, outputText, responsesUsage } from "./wire.ts";
+import { type Frame, type Item, newId, outputText, responsesUsageJson } from "./wire.ts";
 
 /** A finish reason that cut the answer short, as the Responses API reports it (null: the answer is complete). */
 export function incompleteReason(finish: string | null | undefined): string | null {
@@ -39,20 +39,17 @@ function outputItems(choice: ChatCompletion["choices"][number] | undefined): Ite
 
 /**
  * The `response` object (JSON text) for a chat answer, in the request's frame (wire.ts responseFrame); its output
- * items too, and each one's JSON (the store keeps them as the client read them).
+ * items too, and each one's JSON (the store keeps them as the client read them). `parsed`: the chat JSON as an object,
+ * when the adapter had it.
  */
-export function responseObject(frame: Record<string, unknown>, chatJson: string): { json: string; output: Item[]; outputJson: string[] } {
-  const chat = JSON.parse(chatJson) as ChatCompletion;
+export function responseObject(frame: Frame, chatJson: string, parsed?: object): { json: string; output: Item[]; outputJson: string[] } {
+  const chat = (parsed ?? JSON.parse(chatJson)) as ChatCompletion;
   const choice = chat.choices?.[0];
   const output = outputItems(choice);
+  const outputJson = output.map((item) => JSON.stringify(item));
   const reason = incompleteReason(choice?.finish_reason);
-  const body = {
-    ...frame,
-    status: reason ? "incomplete" : "completed",
-    incomplete_details: reason ? { reason } : null,
-    output,
-    output_text: outputText(output),
-    usage: chat.usage ? responsesUsage(chat.usage) : null,
-  };
-  return { json: JSON.stringify(body), output, outputJson: output.map((item) => JSON.stringify(item)) };
+  const rest =
+    `,"status":"${reason ? "incomplete" : "completed"}","output":[${outputJson.join(",")}]` +
+    `,"output_text":${JSON.stringify(outputText(output))},"usage":${chat.usage ? responsesUsageJson(chat.usage) : "null"}`;
+  return { json: frame("null", reason ? `{"reason":"${reason}"}` : "null", rest), output, outputJson };
 }

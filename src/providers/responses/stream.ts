@@ -5,14 +5,18 @@
  * failed mid-stream. It runs inside the core's metered stream (a DoorStream), so it reads as fast as its client
  * reads, and a client that leaves is billed by the core as for chat.
  *
- * Every event is written from text templates: the response frame is serialised once per stream (wire.ts frameJson),
- * an item's id and index once per item, so a delta costs the chunk's parse and its own JSON string. (Reading a
- * plain content chunk as text instead of parsing it was tried: JSON.parse of a ~200-byte chunk is the cheaper.)
+ * Every event is written from text templates: the response frame is written once per request (wire.ts responseFrame),
+ * an item's id and index once per item, so a delta costs its own JSON string. Chunks come parsed by the provider's
+ * stream translator, which then skips its own text edit (StreamStep.parsed): one JSON.parse per chunk in all.
+ * (Reading a plain content chunk as text instead of parsing it was tried: JSON.parse of a ~200-byte chunk is the
+ * cheaper.)
  */
 import type { ChatCompletionChunk, ToolCallDelta } from "../openai/wire.ts";
+import { flat } from "../sse.ts";
 import type { DoorStream } from "../types.ts";
 import { incompleteReason } from "./answer.ts";
-import { type frameJson, type Item, newId, outputText, responsesUsage, type ResponsesUsage } from "./wire.ts";
+import type { Usage } from "../openai/wire.ts";
+import { type Frame, type Item, newId, responsesUsageJson } from "./wire.ts";
 
 /** What a client reads when the provider failed after the stream started: no upstream detail. */
 export const STREAM_FAILED = "The model provider failed during the stream";
@@ -23,7 +27,7 @@ const EMPTY_PART = '{"type":"output_text","text":"","annotations":[],"logprobs":
 type Open = { item: Item; index: number; text: string; json?: string; ids: string };
 
 /** `event: type` and the start of its data, up to the sequence number. */
-const head = (type: string) => `event: ${type}\ndata: {"type":"${type}","sequence_number":`;
+const head = (type: string) => flat(`event: ${type}\ndata: {"type":"${type}","sequence_number":`);
 const ADDED = head("response.output_item.added");
 const ITEM_DONE = head("response.output_item.done");
 const PART_ADDED = head("response.content_part.added");
@@ -32,12 +36,17 @@ const TEXT_DELTA = head("response.output_text.delta");
 const TEXT_DONE = head("response.output_text.done");
 const ARGS_DELTA = head("response.function_call_arguments.delta");
 const ARGS_DONE = head("response.function_call_arguments.done");
+const CREATED = head("response.created");
+const IN_PROGRESS = head("response.in_progress");
+const COMPLETED = head("response.completed");
+const INCOMPLETE = head("response.incomplete");
+const FAILED = head("response.failed");
 
 /**
  * Translates one chat stream; `finished` gets the output items of a completed answer and each one's JSON (the
  * store keeps them), before the client reads response.completed.
  */
-export function responsesStream(response: ReturnType<typeof frameJson>, finished: (output: Item[], json: string[]) => void): DoorStream {
+export function responsesStream(response: Frame, finished: (output: Item[], json: string[]) => void): DoorStream {
   const output: Item[] = [];
   const outputJson: string[] = [];
   const open: Open[] = [];
@@ -45,12 +54,16 @@ export function responsesStream(response: ReturnType<typeof frameJson>, finished
   let message: Open | undefined;
   let seq = 0;
   let out = "";
-  let usage: ResponsesUsage | undefined;
+  let usage: Partial<Usage> | undefined;
+  // output_text: every message's text, and its JSON when there is one message (as it went out in its done events).
+  let allText = "";
+  let textJson: string | undefined;
+  let messages = 0;
   let finish: string | null = null;
   let ended = false;
-  /** A lifecycle event: the frame with these error and incomplete_details, then `rest` (its own fields). */
+  /** A lifecycle event (its head): the frame with these error and incomplete_details, then `rest` (its own fields). */
   const lifecycle = (type: string, error: string, details: string, rest: string) => {
-    out += `${head(type)}${seq++},"response":${response(error, details, rest)}}\n\n`;
+    out += `${type}${seq++},"response":${response(error, details, rest)}}\n\n`;
   };
 
   function close(o: Open): void {
@@ -58,11 +71,14 @@ export function responsesStream(response: ReturnType<typeof frameJson>, finished
     item.status = "completed";
     if (item.type === "message") {
       const text = JSON.stringify(o.text);
+      allText += o.text;
+      textJson = text;
+      messages++;
       const part = `{"type":"output_text","text":${text},"annotations":[],"logprobs":[]}`;
       out += `${TEXT_DONE}${seq++}${o.ids},"content_index":0,"text":${text},"logprobs":[]}\n\n`;
       out += `${PART_DONE}${seq++}${o.ids},"content_index":0,"part":${part}}\n\n`;
       item.content = [{ type: "output_text", text: o.text, annotations: [], logprobs: [] } as never];
-      o.json = `{"id":"${item.id}","type":"message","status":"completed","role":"assistant","content":[${part}]}`;
+      o.json = flat(`{"id":"${item.id}","type":"message","status":"completed","role":"assistant","content":[${part}]}`);
     } else {
       out += `${ARGS_DONE}${seq++}${o.ids},"arguments":${JSON.stringify(item.arguments)}}\n\n`;
       o.json = JSON.stringify(item);
@@ -75,7 +91,7 @@ export function responsesStream(response: ReturnType<typeof frameJson>, finished
 
   function add(item: Item, json: string): Open {
     const index = output.length;
-    const o = { item, index, text: "", ids: `,"item_id":"${item.id}","output_index":${index}` };
+    const o = { item, index, text: "", ids: flat(`,"item_id":"${item.id}","output_index":${index}`) };
     output.push(item);
     open.push(o);
     out += `${ADDED}${seq++},"output_index":${index},"item":${json}}\n\n`;
@@ -119,11 +135,11 @@ export function responsesStream(response: ReturnType<typeof frameJson>, finished
   }
 
   /** One chat payload: more to come, the end ([DONE]), or a failure (a StreamErrorEvent). */
-  function step(payload: string): "more" | "done" | "failed" {
+  function step(payload: string | object): "more" | "done" | "failed" {
     if (payload === "[DONE]") return "done";
-    const chunk = JSON.parse(payload) as ChatCompletionChunk & { error?: unknown };
+    const chunk = (typeof payload === "string" ? JSON.parse(payload) : payload) as ChatCompletionChunk & { error?: unknown };
     if (chunk.error) return "failed";
-    if (chunk.usage) usage = responsesUsage(chunk.usage);
+    if (chunk.usage) usage = chunk.usage;
     const choice = chunk.choices?.[0];
     if (choice?.delta?.content) text(choice.delta.content);
     for (const d of choice?.delta?.tool_calls ?? []) toolCall(d);
@@ -142,18 +158,19 @@ export function responsesStream(response: ReturnType<typeof frameJson>, finished
       const reason = incompleteReason(finish);
       const status = reason ? "incomplete" : "completed";
       const details = reason ? `{"reason":"${reason}"}` : "null";
-      const rest = `,"status":"${status}","output":${items},"output_text":${JSON.stringify(outputText(output))},"usage":${JSON.stringify(usage)}`;
-      lifecycle(`response.${status}`, "null", details, rest);
+      const text = messages === 1 ? textJson : JSON.stringify(allText);
+      const rest = `,"status":"${status}","output":${items},"output_text":${text},"usage":${responsesUsageJson(usage)}`;
+      lifecycle(reason ? INCOMPLETE : COMPLETED, "null", details, rest);
     } else {
-      lifecycle("response.failed", FAILED_ERROR, "null", `,"status":"failed","output":${items},"usage":null`);
+      lifecycle(FAILED, FAILED_ERROR, "null", `,"status":"failed","output":${items},"usage":null`);
     }
   }
 
   return {
     open() {
       const rest = ',"status":"in_progress","output":[],"usage":null';
-      lifecycle("response.created", "null", "null", rest);
-      lifecycle("response.in_progress", "null", "null", rest);
+      lifecycle(CREATED, "null", "null", rest);
+      lifecycle(IN_PROGRESS, "null", "null", rest);
       const text = out;
       out = "";
       return text;

@@ -3,6 +3,7 @@
  * What comes off the wire is not checked by its type: the readers test each field they use, so these types name
  * fields rather than promise them. Field notes: /work/notes/wire-formats.md §1–§4 (from the SDKs' own source).
  */
+import { flat } from "../sse.ts";
 
 /** A content part of an input or output message. */
 export interface ContentPart {
@@ -86,6 +87,20 @@ export function responsesUsage(u: {
   };
 }
 
+/** responsesUsage's JSON: written as text when the four counts are safe integers (as usage comes), else serialised. */
+export function responsesUsageJson(u: Parameters<typeof responsesUsage>[0]): string {
+  const input = u.prompt_tokens ?? 0;
+  const output = u.completion_tokens ?? 0;
+  const cached = u.prompt_tokens_details?.cached_tokens ?? 0;
+  const reasoning = u.completion_tokens_details?.reasoning_tokens ?? 0;
+  if (!(Number.isSafeInteger(input) && Number.isSafeInteger(output) && Number.isSafeInteger(cached) && Number.isSafeInteger(reasoning)))
+    return JSON.stringify(responsesUsage(u));
+  return (
+    `{"input_tokens":${input},"input_tokens_details":{"cached_tokens":${cached},"cache_write_tokens":0},"output_tokens":${output}` +
+    `,"output_tokens_details":{"reasoning_tokens":${reasoning}},"total_tokens":${input + output}}`
+  );
+}
+
 // Random bytes drawn a few kilobytes at a time: one crypto call per 256 ids instead of a randomUUID (and its dashes
 // taken out) per id.
 const ID_BYTES = 16;
@@ -102,50 +117,34 @@ export function newId(prefix: "resp" | "msg" | "fc"): string {
   return `${prefix}_${pool.toString("hex", poolAt - ID_BYTES, poolAt)}`;
 }
 
-/**
- * One answer's frame: the `response` object without its output, status and usage, echoing the request's settings
- * as OpenAI does. Built once per request; the JSON answer and every stream lifecycle event share it.
- */
-export function responseFrame(id: string, body: ResponsesRequest): Record<string, unknown> {
-  return {
-    id,
-    object: "response",
-    created_at: Math.floor(Date.now() / 1000),
-    model: body.model,
-    error: null,
-    incomplete_details: null,
-    instructions: body.instructions ?? null,
-    max_output_tokens: body.max_output_tokens ?? null,
-    parallel_tool_calls: body.parallel_tool_calls ?? true,
-    previous_response_id: body.previous_response_id ?? null,
-    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
-    store: body.store !== false,
-    temperature: body.temperature ?? 1,
-    text: body.text ?? { format: { type: "text" } },
-    tool_choice: body.tool_choice ?? "auto",
-    tools: body.tools ?? [],
-    top_p: body.top_p ?? 1,
-    truncation: "disabled",
-    user: null,
-    metadata: body.metadata ?? {},
-  };
-}
+/** A `response` object's JSON with these error and incomplete_details values (JSON text) and `rest` after the frame. */
+export type Frame = (error: string, details: string, rest: string) => string;
 
-// Placeholders for the frame's two fields an answer replaces: a nonce of this process, so no client-chosen value in
-// the frame (instructions, metadata) can be mistaken for one.
-const MARK = `\u0000${crypto.randomUUID()}`;
-const MARK_JSON = JSON.stringify(MARK);
+// A request's value as JSON, or the default the Responses API reports when it is absent (JSON text).
+const or = (v: unknown, fallback: string) => (v === undefined || v === null ? fallback : JSON.stringify(v));
 
 /**
- * A frame (responseFrame) serialised once: `(error, details, rest)` → the `response` object's JSON with these
- * error and incomplete_details values (JSON text) in their places and `rest` (its own fields, each `,"key":value`)
- * after the frame's, as `{...frame, error, incomplete_details, ...rest}` would serialise.
+ * One answer's frame, the `response` object without its output, status and usage, echoing the request's settings
+ * as OpenAI does, written as text once per request: `(error, details, rest)` → the object's JSON with those
+ * error and incomplete_details values in their places and `rest` (its own fields, each `,"key":value`) after the
+ * frame's. The JSON answer and every stream lifecycle event share it (`stream`: the frame is for a stream).
  */
-export function frameJson(frame: Record<string, unknown>): (error: string, details: string, rest: string) => string {
-  const [pre, mid, post] = JSON.stringify({ ...frame, error: MARK, incomplete_details: MARK })
-    .slice(0, -1)
-    .split(MARK_JSON) as [string, string, string];
-  return (error, details, rest) => `${pre}${error}${mid}${details}${post}${rest}}`;
+export function responseFrame(id: string, body: ResponsesRequest, stream = false): Frame {
+  const pre = `{"id":"${id}","object":"response","created_at":${Math.floor(Date.now() / 1000)},"model":${JSON.stringify(body.model)},"error":`;
+  const r = body.reasoning;
+  const post =
+    `,"instructions":${or(body.instructions, "null")},"max_output_tokens":${or(body.max_output_tokens, "null")}` +
+    `,"parallel_tool_calls":${or(body.parallel_tool_calls, "true")},"previous_response_id":${or(body.previous_response_id, "null")}` +
+    `,"reasoning":{"effort":${or(r?.effort, "null")},"summary":${or(r?.summary, "null")}},"store":${body.store !== false}` +
+    `,"temperature":${or(body.temperature, "1")},"text":${or(body.text, '{"format":{"type":"text"}}')}` +
+    `,"tool_choice":${or(body.tool_choice, '"auto"')},"tools":${or(body.tools, "[]")},"top_p":${or(body.top_p, "1")}` +
+    `,"truncation":"disabled","user":null,"metadata":${or(body.metadata, "{}")}`;
+  // A stream's three lifecycle events each hold them: flat once here (sse.ts flat), not copied piece by piece thrice.
+  if (stream) {
+    flat(pre);
+    flat(post);
+  }
+  return (error, details, rest) => `${pre}${error},"incomplete_details":${details}${post}${rest}}`;
 }
 
 /** The text of every output_text part of every message item (what openai-node exposes as `output_text`). */
