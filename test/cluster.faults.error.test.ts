@@ -189,13 +189,19 @@ describe("a Redis Cluster losing a node", () => {
     expect(odd).toEqual([]);
     for (const r of rounds) for (const ms of Object.values(r.servedAfterMs)) expect(ms).toBeLessThan(10_000);
 
-    // Money: each wallet's books are its grant less exactly the charges its answers reported, nothing held.
+    // Money: each wallet's books are its grant less exactly the charges its answers reported, nothing held; except
+    // a charge whose hold the promoted replica never received (its reserve ran on the killed master just before
+    // the kill: Redis replicates asynchronously), which settle keeps in pending_settles, marked for an operator
+    // (README "Redis Cluster"), never dropped: so each reported charge is in Redis or kept there.
     for (const w of wallets) {
       const reported = answers.filter((a) => a.wallet === w.wallet).reduce((sum, a) => sum + a.charge, 0);
       await settled(w.wallet);
+      const [kept] = await gw.services.sql<{ sum: string }[]>`
+        SELECT COALESCE(sum(charge_usdc), 0)::text AS sum FROM pending_settles WHERE wallet = ${w.wallet} AND unresolved`;
+      if (Number(kept!.sum) > 0) console.log(`${w.wallet}: ${kept!.sum} µUSDC of charges kept for an operator (holds lost in a failover)`);
       expect({ wallet: w.wallet, ...(await gw.ledgerState(w.wallet)) }).toEqual({
         wallet: w.wallet,
-        balance: 5_000_000 - reported,
+        balance: 5_000_000 - reported + Number(kept!.sum),
         locked: 0,
       });
     }
