@@ -112,9 +112,18 @@ const CLK_TCK = Number(Bun.spawnSync(["getconf", "CLK_TCK"]).stdout.toString().t
 
 /** CPU seconds a process has used so far (all threads), from /proc/<pid>/stat. */
 export function cpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
+  return statCpuSeconds(pid === undefined ? undefined : `/proc/${pid}/stat`);
+}
+
+/** CPU seconds of a process's main thread alone (its JS thread under Bun; GC and JIT helpers run beside it). */
+export function jsThreadCpuSeconds(pid: number | undefined): number {
+  return statCpuSeconds(pid === undefined ? undefined : `/proc/${pid}/task/${pid}/stat`);
+}
+
+function statCpuSeconds(path: string | undefined): number {
+  if (path === undefined) return NaN;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const stat = readFileSync(path, "utf8");
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14 and 15)
   } catch {
@@ -166,9 +175,17 @@ export interface Watch {
 
 /**
  * Concurrency N for a fixed duration with autocannon in its own process (so it never shares our event loop),
- * run by `loadgen` (node, or bun).
+ * run by `loadgen` (node, or bun); at most `rate` requests per second when given.
  */
-export async function autocannon(loadgen: string[], t: Target, connections: number, durationS: number, watch: Watch): Promise<LoadResult> {
+export async function autocannon(
+  loadgen: string[],
+  t: Target,
+  connections: number,
+  durationS: number,
+  watch: Watch,
+  /** Requests per second over all connections (autocannon -R); none: as many as the target answers. */
+  rate?: number,
+): Promise<LoadResult> {
   const args = [
     ...loadgen,
     join(ROOT, "node_modules", "autocannon", "autocannon.js"),
@@ -180,6 +197,7 @@ export async function autocannon(loadgen: string[], t: Target, connections: numb
     String(durationS),
     "-t",
     "10",
+    ...(rate ? ["-R", String(rate)] : []),
     "-m",
     "POST",
     ...Object.entries(t.headers).flatMap(([k, v]) => ["-H", `${k}=${v}`]),
@@ -233,7 +251,9 @@ export async function autocannon(loadgen: string[], t: Target, connections: numb
   return {
     cores,
     machineUsPerRequest: ((cpu1.machine - cpu0.machine) / Math.max(1, r["2xx"])) * 1e6,
-    cpuUsPerRequest: ((cores.target * wallS) / Math.max(1, r["2xx"])) * 1e6,
+    // The target's whole CPU delta: it only works while the load runs. (Taken as cores × wall time it was inflated
+    // by the load generator's start-up, wall ÷ load time: 3–8 % that moved from run to run.)
+    cpuUsPerRequest: ((cpu1.target - cpu0.target) / Math.max(1, r["2xx"])) * 1e6,
     redisUsPerRequest: ((cpu1.redis - cpu0.redis) / Math.max(1, r["2xx"])) * 1e6,
     rps: r.requests.average,
     total: r.requests.total,
