@@ -50,4 +50,17 @@ describe("ShardBatcher riders", () => {
     b.flush("s1");
     expect(order).toEqual(["call s1 a", "call s1 b", "rider"]);
   });
+
+  test("waiting: true only while a shard's items queue behind its call in flight (what Ledger.alongside rides on)", () => {
+    const { b, answers } = recorded();
+    expect(b.waiting("s1")).toBe(false);
+    void b.submit("s1", "a"); // sent at once: in flight, nothing waits
+    expect(b.waiting("s1")).toBe(false);
+    void b.submit("s1", "b");
+    expect(b.waiting("s1")).toBe(true);
+    expect(b.waiting("s2")).toBe(false);
+    b.flush("s1");
+    expect(b.waiting("s1")).toBe(false);
+    expect(answers.length).toBe(2);
+  });
 });

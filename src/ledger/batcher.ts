@@ -54,6 +54,11 @@ export class ShardBatcher<I, R> {
     r.push(put);
   }
 
+  /** Whether items of `shard` wait for the call in flight (the next call would carry what rides). */
+  waiting(shard: string): boolean {
+    return (this.queues.get(shard)?.length ?? 0) > 0;
+  }
+
   /**
    * Sends what waits for `shard` now, even while a call is in flight: whatever is sent for the shard after this
    * (a balance read, a release of a hold whose reserve is queued) runs in Redis after these items.

@@ -37,9 +37,13 @@ export class Ledger {
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
   }
 
-  /** Runs `put` (commands for the shard's connection) in the same write as its next settles (batcher.ts ride). */
+  /**
+   * Runs `put` (commands for the shard's connection) in the same write as its next settles (batcher.ts ride): a
+   * lease's settles when those wait (a leased request's own settle is one of them), else the others.
+   */
   alongside(shard: string, put: () => void): void {
-    this.batches.settles.ride(shard, put);
+    const { leasedSettles, settles } = this.batches;
+    (leasedSettles.waiting(shard) ? leasedSettles : settles).ride(shard, put);
   }
 
   /** Sends a shard's queued reserves and settles now, and what rides with them: a read sent next comes after them. */

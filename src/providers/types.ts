@@ -137,4 +137,10 @@ export interface DoorStream {
    * translator already parsed comes as its object (StreamStep.parsed).
    */
   next(payload: string | object): string;
+  /**
+   * The answer's charge is queued on the ledger (its settle submitted, not yet sent when a batch is in flight): the
+   * door's own Redis writes sent now leave in the same write as the settle (Ledger.alongside). Called once, only
+   * for a stream that ends well, before its last frames leave; the door's end may come before or after it.
+   */
+  settled?(): void;
 }

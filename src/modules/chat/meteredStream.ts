@@ -196,7 +196,9 @@ export class MeteredStream {
     if (ok) {
       const billed = await this.cost();
       // The stream's end leaves once its charge is on the Redis connection (see settleBehind).
-      await holds.settleBehind(this.call, billed);
+      const onWire = holds.settleBehind(this.call, billed);
+      this.door?.settled?.();
+      await onWire;
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
       if (this.o.includeUsage && this.usage === undefined) {
         const chunk = usageChunk(this.call, billed);

@@ -44,7 +44,8 @@ const FAILED = head("response.failed");
 
 /**
  * Translates one chat stream; `finished` gets the output items of a completed answer and each one's JSON (the
- * store keeps them), before the client reads response.completed.
+ * store keeps them) once the answer's charge is queued (DoorStream.settled), before the client reads
+ * response.completed.
  */
 export function responsesStream(response: Frame, finished: (output: Item[], json: string[]) => void): DoorStream {
   const output: Item[] = [];
@@ -61,6 +62,9 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
   let messages = 0;
   let finish: string | null = null;
   let ended = false;
+  // A completed answer is kept once its charge is queued (`settled`), so the store's writes ride with the settle.
+  let charged = false;
+  let keep: (() => void) | undefined;
   /** A lifecycle event (its head): the frame with these error and incomplete_details, then `rest` (its own fields). */
   const lifecycle = (type: string, error: string, details: string, rest: string) => {
     out += `${type}${seq++},"response":${response(error, details, rest)}}\n\n`;
@@ -154,7 +158,8 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
     // No usage before [DONE]: the core stopped the stream (its time cap), so the answer is not complete.
     if (ok && usage) {
       // Kept before the client reads response.completed: the store's write is queued ahead of a next turn's read.
-      finished(output, outputJson);
+      keep = () => finished(output, outputJson);
+      if (charged) keep();
       const reason = incompleteReason(finish);
       const status = reason ? "incomplete" : "completed";
       const details = reason ? `{"reason":"${reason}"}` : "null";
@@ -174,6 +179,10 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
       const text = out;
       out = "";
       return text;
+    },
+    settled() {
+      charged = true;
+      keep?.();
     },
     next(payload) {
       if (ended) return "";
