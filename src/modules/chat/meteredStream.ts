@@ -212,6 +212,7 @@ export class MeteredStream {
       await holds.release(this.call);
     }
     const last = this.door ? this.doorLast(ok ? [] : [STREAM_ERROR_EVENT], text) : ok ? this.format.done : this.format.failed;
+    if (ok) await this.door?.stored?.();
     if (last.length > 0) ctrl.enqueue(last);
     ctrl.close();
     this.end();
