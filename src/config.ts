@@ -3,17 +3,17 @@ import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
-import { parseUsd } from "./billing/money.ts";
+import { type Deployment, type Env, int, oneOf, url } from "./config/env.ts";
+import { loadPayments } from "./config/payments.ts";
 import { ConfigError, type ErrorShape } from "./errors.ts";
 import type { LogLevel } from "./log.ts";
 import type { PaymentsConfig } from "./payments/config.ts";
-import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "./payments/networks.ts";
 import type { ClusterTarget } from "./redis/target.ts";
 
 // Declared in errors.ts (lower floors raise it too); start-up code imports it from here with the rest of the config.
 export { ConfigError };
-
-export type Deployment = "production" | "staging" | "local";
+// Declared in config/env.ts beside the readers, since the payment rules (config/payments.ts) turn on it too.
+export type { Deployment };
 
 /** Everything the gateway reads from its environment, validated once (design §7). */
 export interface Config {
@@ -62,77 +62,6 @@ export interface Config {
   payments: PaymentsConfig;
 }
 
-const DEFAULT_NETWORK: Record<Deployment, NetworkId> = { production: "base", staging: "base-sepolia", local: "local" };
-
-/** Validates the payment variables (design §7); throws ConfigError naming the first bad one. */
-function loadPayments(env: Env, deployment: Deployment, chainId: number): PaymentsConfig {
-  const network = oneOf(env, "X402_NETWORK", NETWORK_IDS, DEFAULT_NETWORK[deployment]);
-  if (deployment === "production" && network !== "base")
-    throw new ConfigError("X402_NETWORK", `production settles on a mainnet (base), got "${network}"`);
-  if (deployment === "staging" && network === "base")
-    throw new ConfigError("X402_NETWORK", "staging settles on a testnet, got the mainnet base");
-  let assets;
-  if (env.ASSETS_FILE) {
-    try {
-      assets = parseAssets(JSON.parse(readFileSync(resolve(env.ASSETS_FILE), "utf8")));
-    } catch (e) {
-      const why =
-        e instanceof SyntaxError ? `invalid JSON (${e.message})` : e instanceof Error && !("code" in e) ? e.message : "cannot be read";
-      throw new ConfigError("ASSETS_FILE", `${env.ASSETS_FILE}: ${why}`);
-    }
-  }
-  const chain = paymentNetwork(network, chainId, assets);
-  if (network !== "local" && env.CHAIN_ID && Number(env.CHAIN_ID) !== chain.chainId) {
-    throw new ConfigError("CHAIN_ID", `${network} is chain ${chain.chainId}, got ${env.CHAIN_ID}`);
-  }
-  const address = (name: string): `0x${string}` | undefined => {
-    const raw = env[name];
-    if (!raw) return undefined;
-    if (!/^0x[0-9a-fA-F]{40}$/.test(raw)) throw new ConfigError(name, "must be a 0x-prefixed 20-byte address");
-    return raw.toLowerCase() as `0x${string}`;
-  };
-  const payTo = address("PAY_TO");
-  const relayerPrivateKey = env.RELAYER_PRIVATE_KEY || undefined;
-  if (relayerPrivateKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerPrivateKey))
-    throw new ConfigError("RELAYER_PRIVATE_KEY", "must be 0x followed by 64 hex digits");
-  const facilitatorUrl = url(env, "FACILITATOR_URL", ["http:", "https:"]);
-  const rpcUrl = url(env, "RPC_URL", ["http:", "https:"]);
-  const facilitator = env.FACILITATOR ? oneOf(env, "FACILITATOR", ["local", "http"] as const, "http") : facilitatorUrl ? "http" : undefined;
-  if (facilitator === "local" && !rpcUrl) throw new ConfigError("RPC_URL", "is required with FACILITATOR=local");
-  if (facilitator === "local" && !relayerPrivateKey) throw new ConfigError("RELAYER_PRIVATE_KEY", "is required with FACILITATOR=local");
-  if (facilitator === "http" && !facilitatorUrl) throw new ConfigError("FACILITATOR_URL", "is required with FACILITATOR=http");
-  // Permit assets settle through the relayer (it is the permit's spender), whatever settles EIP-3009.
-  if (chain.assets.some((a) => a.transfer === "permit") && !(rpcUrl && relayerPrivateKey)) {
-    throw new ConfigError("ASSETS_FILE", "permit assets need RELAYER_PRIVATE_KEY and RPC_URL (the relayer settles them)");
-  }
-  if (deployment !== "local" && !payTo) throw new ConfigError("PAY_TO", `is required for DEPLOYMENT=${deployment}`);
-  if (deployment !== "local" && !facilitator)
-    throw new ConfigError("FACILITATOR_URL", `or FACILITATOR=local is required for DEPLOYMENT=${deployment}`);
-  return {
-    network,
-    payTo,
-    facilitatorUrl,
-    facilitator,
-    rpcUrl,
-    relayerPrivateKey: relayerPrivateKey as `0x${string}` | undefined,
-    assetsFile: env.ASSETS_FILE,
-    chain,
-    facilitatorTimeoutMs: int(env, "FACILITATOR_TIMEOUT_MS", 30_000, 100, 600_000),
-    callMinMicro: callMinimum(env),
-    enabled: Boolean(payTo && facilitator && chain.assets.length > 0),
-  };
-}
-
-/** X402_CALL_MIN_USD: the least a paid model call tops up (the offer on its 402); at least the 1 USD minimum top-up. */
-function callMinimum(env: Env): number {
-  const raw = env.X402_CALL_MIN_USD;
-  if (raw === undefined || raw === "") return 1_000_000;
-  const micro = parseUsd(raw);
-  if (micro === null || micro < 1_000_000 || micro > 1_000_000_000_000)
-    throw new ConfigError("X402_CALL_MIN_USD", `must be a USD amount from 1 to 1000000 with at most 6 decimals, got "${raw}"`);
-  return micro;
-}
-
 // Local uses Base Sepolia's id like the dev chain of scripts/dev.sh: x402 v1 clients sign only for networks on their
 // fixed list, so one id serves SIWE and top-ups in both local scripts.
 const DEFAULT_CHAIN: Record<Deployment, number> = { production: 8453, staging: 84532, local: 84532 };
@@ -165,8 +94,6 @@ function corsOrigins(env: Env): "*" | string[] {
   });
 }
 
-type Env = Record<string, string | undefined>;
-
 /** REDIS_CLUSTER_NODES: `host:port` seeds of a Redis Cluster; it and REDIS_URL name two different Redis setups. */
 function redisCluster(env: Env): ClusterTarget | undefined {
   const raw = env.REDIS_CLUSTER_NODES?.trim();
@@ -198,35 +125,6 @@ function workers(env: Env): number {
   if (env.WORKERS === "auto") return availableParallelism();
   if (env.WORKERS && !/^\d+$/.test(env.WORKERS)) throw new ConfigError("WORKERS", `must be a whole number or "auto", got "${env.WORKERS}"`);
   return int(env, "WORKERS", 1, 1, 64);
-}
-
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
-  return n;
-}
-
-function url(env: Env, name: string, protocols: string[]): string | undefined {
-  const raw = env[name];
-  if (!raw) return undefined;
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new ConfigError(name, "is not a URL");
-  }
-  if (!protocols.includes(u.protocol)) throw new ConfigError(name, `must start with ${protocols.join(" or ")}`);
-  return raw;
-}
-
-function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  if (!(values as readonly string[]).includes(raw)) throw new ConfigError(name, `must be one of ${values.join(", ")}, got "${raw}"`);
-  return raw as T;
 }
 
 /** Reads and validates the whole configuration; throws ConfigError naming the first bad variable. */

@@ -36,7 +36,7 @@ const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
       f === "requestBody.ts",
   ],
   ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
-  ["config", (f) => f === "config.ts"],
+  ["config", (f) => f === "config.ts" || f.startsWith("config/")],
   ["billing, rebuild, audit", (f) => /^(billing|rebuild|audit)\//.test(f)],
   ["ledger, providers, payments, store", (f) => /^(ledger|providers|payments|store|embedded)\//.test(f)],
   ["redis clients", (f) => f.startsWith("redis/")],
