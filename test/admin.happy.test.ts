@@ -80,7 +80,7 @@ describe("against the running gateway's services", () => {
     const r = await admin("grant", wallet, "2.5", "--reason", "support ticket 7");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^granted 2\.500000 USD to 0x[0-9a-f]{40} \(credit #\d+\); balance 2\.500000 USD\n$/);
-    expect(await gateway.ledger.balance(wallet)).toEqual({ balance: 2_500_000, locked: 0 });
+    expect(await gateway.ledger.reads.balance(wallet)).toEqual({ balance: 2_500_000, locked: 0 });
     // Nothing but warnings or errors reaches stderr, and never on stdout.
     for (const line of r.stderr.split("\n").filter(Boolean)) expect(JSON.parse(line).level).toMatch(/^(warn|error)$/);
   }, 30_000);

@@ -56,9 +56,10 @@ async function pgCharges(wallet: string): Promise<{ n: number; total: number }> 
 
 /** The key's spent and locked counters in Redis. */
 async function keyState(wallet: string, keyId: number): Promise<{ spent: number; locked: number }> {
-  const [[spent, locked]] = (await gw.services.ledger.keyCounters([gw.services.ledger.principal(keyId, wallet)], ["spent", "locked"])) as [
-    number[],
-  ];
+  const [[spent, locked]] = (await gw.services.ledger.reads.keyCounters(
+    [gw.services.ledger.principal(keyId, wallet)],
+    ["spent", "locked"],
+  )) as [number[]];
   return { spent: spent!, locked: locked! };
 }
 

@@ -44,7 +44,7 @@ async function expectNothingHeld(wallet: string, keyId: number, balance: number)
   await gw.services.chat.idle();
   await gw.services.ledger.sweepExpired();
   expect(await gw.ledgerState(wallet)).toEqual({ balance, locked: 0 });
-  const [keyLocked] = (await gw.services.ledger.keyCounters([gw.services.ledger.principal(keyId, wallet)], ["locked"]))[0]!;
+  const [keyLocked] = (await gw.services.ledger.reads.keyCounters([gw.services.ledger.principal(keyId, wallet)], ["locked"]))[0]!;
   expect(keyLocked).toBe(0);
 }
 

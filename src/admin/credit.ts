@@ -46,7 +46,7 @@ export function balance(rest: string[]): AdminCommand {
   const [walletArgument, ...more] = rest;
   const wallet = walletArg(walletArgument);
   return noArgs(more, async (s) => {
-    const { balance, locked } = await s.ledger.balance(wallet);
+    const { balance, locked } = await s.ledger.reads.balance(wallet);
     return [
       "wallet\tbalance_usd\tlocked_usd\tavailable_usd",
       [wallet, formatUsd(balance), formatUsd(locked), formatUsd(balance - locked)].join("\t"),

@@ -4,6 +4,7 @@ import { ApiKeyState } from "./apiKeyState.ts";
 import { LedgerBatches, type SettleItem } from "./batcher.ts";
 import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
+import { LedgerReads } from "./reads.ts";
 import type { LedgerScripts } from "./scripts.ts";
 import type { KeyPrincipal } from "./names.ts";
 
@@ -24,6 +25,8 @@ export class Ledger {
   readonly fence: LedgerFence;
   /** API keys in Redis: hash → key mapping and each key's state. */
   readonly apiKeys: ApiKeyState;
+  /** Reads that run no script (reads.ts): a wallet's balance, keys' counters and budget left, Redis's clock. */
+  readonly reads: LedgerReads;
   private readonly batches: LedgerBatches;
 
   constructor(
@@ -35,6 +38,7 @@ export class Ledger {
     this.fence = new LedgerFence(scripts.client, names);
     this.apiKeys = new ApiKeyState(redis, names, (keyId, wallet) => this.principal(keyId, wallet));
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
+    this.reads = new LedgerReads(scripts.client, names, (shard) => this.batches.flush(shard));
   }
 
   /**
@@ -101,15 +105,6 @@ export class Ledger {
     return [p.walletName, p.apiKeyName, k.holds(p.shard), k.holdMarker(p.shard, holdId), k.outbox(p.shard), k.fence(p.shard)];
   }
 
-  /**
-   * Redis's clock in ms, of the node holding `shard`: hold expiries (reserve-batch, the sweeper, extendHold) all use
-   * it, never a gateway's.
-   */
-  private async redisNowMs(shard: string): Promise<number> {
-    const [sec, usec] = (await this.scripts.client.send("TIME", [], this.names.holds(shard))) as [string, string];
-    return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
-  }
-
   /** Posts the hold as the actual charge. Returns false when the hold was already resolved (a retry) or unknown. */
   async settle(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails): Promise<boolean> {
     return (await this.settleOutcome(p, holdId, charge, d)) === "charged";
@@ -169,7 +164,7 @@ export class Ledger {
    */
   async extendHold(p: KeyPrincipal, holdId: string): Promise<boolean> {
     // Redis's clock, like reserve-batch and the sweeper: a gateway clock running behind must not make this a no-op.
-    const now = await this.redisNowMs(p.shard);
+    const now = await this.reads.redisNowMs(p.shard);
     const holds = this.names.holds(p.shard);
     const changed = await this.scripts.client.send("ZADD", [holds, "XX", "GT", "CH", String(now + this.limits.holdTtlMs), holdId], holds);
     return Number(changed) === 1;
@@ -237,49 +232,12 @@ export class Ledger {
     return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
-  /** Balance and locked credit of a wallet; an unknown wallet has both 0. */
-  async balance(wallet: string): Promise<{ balance: number; locked: number }> {
-    const shard = this.names.shardOf(wallet);
-    const key = this.names.wallet(shard, wallet);
-    // Settles queued behind answers already given go first, so a read after an answer sees its charge.
-    this.batches.flush(shard);
-    const [b, l] = (await this.scripts.client.send("HMGET", [key, "balance", "locked"], key)) as (string | null)[];
-    return { balance: Number(b ?? 0), locked: Number(l ?? 0) };
-  }
-
-  /**
-   * Counter fields of API keys (missing ones are 0). Read on the connection the settles go through, after the
-   * shard's queued settles, so a usage report asked for after an answer already counts that answer's settle.
-   */
-  async keyCounters(keys: KeyPrincipal[], fields: readonly string[]): Promise<number[][]> {
-    for (const k of keys) this.batches.flush(k.shard);
-    const replies = await Promise.all(
-      keys.map((k) => this.scripts.client.send("HMGET", [k.apiKeyName, ...fields], k.apiKeyName) as Promise<(string | null)[]>),
-    );
-    return replies.map((r) => r.map((x) => Number(x ?? 0)));
-  }
-
-  /**
-   * What a key's own budget has left (budget − spent − locked), or null for a key without a budget: a paid call
-   * looks before it pays, since paying cannot lift a key's budget. Advisory: the reserve decides.
-   */
-  async keyBudgetLeft(key: KeyPrincipal): Promise<number | null> {
-    this.batches.flush(key.shard);
-    const [budget, spent, locked] = (await this.scripts.client.send(
-      "HMGET",
-      [key.apiKeyName, "budget", "spent", "locked"],
-      key.apiKeyName,
-    )) as (string | null)[];
-    if (budget === null || budget === "") return null;
-    return Number(budget) - Number(spent ?? 0) - Number(locked ?? 0);
-  }
-
   /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
   async sweepExpired(batch = 200): Promise<number> {
     let released = 0;
     for (const shard of this.names.allShards()) {
       this.batches.flush(shard);
-      const now = await this.redisNowMs(shard);
+      const now = await this.reads.redisNowMs(shard);
       const ids = await this.redis.zrangebyscore(this.names.holds(shard), 0, now, "LIMIT", 0, batch);
       for (const holdId of ids) {
         const marker = await this.redis.get(this.names.holdMarker(shard, holdId));

@@ -255,7 +255,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     async grant(wallet, micro) {
       await services.credits.add({ eventId: `grant:${crypto.randomUUID()}`, wallet, kind: "grant", amountUsdc: micro, reason: "test" });
     },
-    ledgerState: (wallet) => services.ledger.balance(wallet),
+    ledgerState: (wallet) => services.ledger.reads.balance(wallet),
     sharedEnv() {
       if (opts.cluster) return { ...configEnv, REDIS_CLUSTER_NODES: opts.cluster.seeds, DATABASE_URL: db.database.url };
       if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");

@@ -9,7 +9,7 @@ export const balanceRoutes = (s: Services) =>
     "/v1/balance/:wallet",
     async ({ params }) => {
       const wallet = params.wallet.toLowerCase();
-      const { balance, locked } = await s.ledger.balance(wallet);
+      const { balance, locked } = await s.ledger.reads.balance(wallet);
       return { wallet, available_usdc: balance - locked };
     },
     {

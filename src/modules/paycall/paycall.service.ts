@@ -62,7 +62,7 @@ export class PaidCalls {
     let receipt: Record<string, string> | undefined;
     const pay: PayHook = async (principal, required) => {
       const wallet = principal.wallet;
-      const { balance, locked } = await this.ledger.balance(wallet);
+      const { balance, locked } = await this.ledger.reads.balance(wallet);
       const available = balance - locked;
       const refuse = (reason: string, headers?: Record<string, string>) =>
         new ApiError({
@@ -73,7 +73,7 @@ export class PaidCalls {
         });
       if (!this.topup.enabled) throw refuse("this gateway takes no payments");
       // A key whose own budget cannot cover the request would pay for nothing it can use: refused before any money moves.
-      const budgetLeft = await this.ledger.keyBudgetLeft(principal);
+      const budgetLeft = await this.ledger.reads.keyBudgetLeft(principal);
       if (budgetLeft !== null && budgetLeft < required)
         throw refusalError({ ok: false, refusal: "KEY_BUDGET_EXCEEDED", budgetLeft, required });
       try {

@@ -22,8 +22,8 @@ export class UsageService {
   async live(wallet: string) {
     const keys = await this.keys.list(wallet);
     const [{ balance, locked }, counters] = await Promise.all([
-      this.ledger.balance(wallet),
-      this.ledger.keyCounters(
+      this.ledger.reads.balance(wallet),
+      this.ledger.reads.keyCounters(
         keys.map((k) => this.ledger.principal(k.id, wallet)),
         COUNTERS,
       ),
