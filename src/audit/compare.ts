@@ -1,59 +1,18 @@
+/**
+ * The audit's comparison: each wallet's and key's fields in Redis set against the sums expected.ts builds, with the
+ * totals and the money on its way that the report prints.
+ */
 import type { RedisNames } from "../ledger/names.ts";
 import type { CreditInput } from "../store/credits.ts";
-import type { ChargeEvent, LateWrites, LedgerNames, ShardBooks } from "./redis.ts";
+import { auditScope, expectedCharges, expectedCredits, zero } from "./expected.ts";
+import type { LateWrites, LedgerNames, ShardBooks } from "./redis.ts";
 import type { PostgresBooks } from "./postgres.ts";
-
-/** A field where Redis disagrees with what it should hold (from Postgres and the outbox, or from the live holds). */
-export interface Difference {
-  /** What disagrees: "wallet 0x…", "key 12", "credit <event id>", "redis <key name>". */
-  subject: string;
-  field: string;
-  redis: number | string | null;
-  expected: number | string | null;
-  unit: "usd" | "count" | "text";
-  /** Redis state Postgres does not know, which a rebuild (it writes only what Postgres has) would leave behind. */
-  stray?: { key: string; field?: string };
-}
-
-/** One compared sum: Redis's and the expected one. */
-export interface Total {
-  label: string;
-  redis: number;
-  expected: number;
-  unit: "usd" | "count";
-}
-
-/** Money on its way, not a difference: in the outbox, held, deferred or waiting to be applied. */
-export interface InFlight {
-  label: string;
-  count: number;
-  usdc: number;
-  note?: string;
-}
-
-export interface AuditPass {
-  differences: Difference[];
-  totals: Total[];
-  inFlight: InFlight[];
-}
-
-type Sums = { amount: number; count: number; pt: number; ct: number; revenue: number };
-const zero = (): Sums => ({ amount: 0, count: 0, pt: 0, ct: 0, revenue: 0 });
-const fromEvent = (e: Omit<ChargeEvent, "eventId">): Sums => ({
-  amount: e.amount,
-  count: 1,
-  pt: e.pt,
-  ct: e.ct,
-  revenue: e.amount - e.cost,
-});
+import type { AuditPass, Difference, Total } from "./types.ts";
 
 /** Writes Postgres shows and the shard read did not: maybe their Redis half only came later (`writtenSinceRead`). */
 export function lateCandidates(redisNames: RedisNames, names: LedgerNames, shards: ShardBooks[], pg: PostgresBooks) {
-  const shard = new Map(shards.map((s) => [s.shard, s]));
-  const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
-  const credits = pg.credits.filter(
-    (c) => c.applied && audited(c.wallet) && !shard.get(redisNames.shardOf(c.wallet))!.credited.has(c.eventId),
-  );
+  const { audited, books } = auditScope(redisNames, names, shards);
+  const credits = pg.credits.filter((c) => c.applied && audited(c.wallet) && !books(c.wallet).credited.has(c.eventId));
   const changedKeys: { id: number; wallet: string; revoked: boolean }[] = [];
   for (const s of shards) {
     for (const [id, r] of s.keys) {
@@ -79,95 +38,14 @@ export function compareBooks(
   late: LateWrites,
 ): AuditPass {
   const diffs: Difference[] = [];
-  const shardOf = new Map(shards.map((s) => [s.shard, s]));
-  const books = (wallet: string) => shardOf.get(redisNames.shardOf(wallet))!;
-  const audited = (wallet: string) => names.byShard.get(redisNames.shardOf(wallet))?.wallets.has(wallet) ?? false;
+  const scope = auditScope(redisNames, names, shards);
+  const { audited } = scope;
   const misplacedShard = (name: string) => redisNames.parseRecord(name)?.shard ?? "?";
   for (const m of names.misplaced)
     diffs.push({ subject: `redis ${m.redisKey}`, field: "shard", redis: misplacedShard(m.redisKey), expected: m.belongsIn, unit: "text" });
 
-  // Charges as of each shard's read.
-  const byKey = new Map<number, Sums>();
-  const byWallet = new Map<string, number>();
-  const add = (wallet: string, keyId: number, s: Sums, sign: 1 | -1) => {
-    const k = byKey.get(keyId) ?? zero();
-    ((k.amount += sign * s.amount),
-      (k.count += sign * s.count),
-      (k.pt += sign * s.pt),
-      (k.ct += sign * s.ct),
-      (k.revenue += sign * s.revenue));
-    byKey.set(keyId, k);
-    byWallet.set(wallet, (byWallet.get(wallet) ?? 0) + sign * s.amount);
-  };
-  const outbox = new Map<string, ChargeEvent>(shards.flatMap((s) => s.outboxCharges.map((e) => [e.eventId, e] as const)));
-  const since = Math.min(...shards.map((s) => s.nowMs));
-  let flushed = zero();
-  const count = (wallet: string, keyId: number, s: Sums, sign: 1 | -1) => {
-    add(wallet, keyId, s, sign);
-    flushed = { ...flushed, amount: flushed.amount + sign * s.amount, count: flushed.count + sign * s.count };
-  };
-  for (const c of pg.chargesBefore) if (audited(c.wallet)) count(c.wallet, c.keyId, c, 1);
-  // A charge stamped at or after its shard's read was settled after it (Redis's balance does not show it yet).
-  for (const r of pg.chargesSince)
-    if (audited(r.wallet) && !outbox.has(r.eventId) && r.at < books(r.wallet).nowMs) count(r.wallet, r.keyId, fromEvent(r), 1);
-  // In the outbox and already in Postgres: counted once, from the outbox.
-  for (const x of pg.chargesInOutbox) {
-    if (!audited(x.wallet)) continue;
-    if (x.at < since) count(x.wallet, x.keyId, fromEvent(x), -1);
-    const o = outbox.get(x.eventId)!;
-    if (o.amount !== x.amount)
-      diffs.push({ subject: `charge ${x.eventId}`, field: "amount", redis: o.amount, expected: x.amount, unit: "usd" });
-  }
-  const queued = zero();
-  for (const o of outbox.values()) {
-    if (!audited(o.wallet)) continue;
-    add(o.wallet, o.keyId, fromEvent(o), 1);
-    ((queued.amount += o.amount), queued.count++);
-  }
-
-  // Credits: Postgres records them before Redis applies them; one only in Redis is in Redis's credit outbox.
-  const creditsOf = new Map<string, number>();
-  const pgCredits = new Map(pg.credits.map((c) => [c.eventId, c]));
-  const applied = { count: 0, usdc: 0 };
-  const unapplied = { count: 0, usdc: 0 };
-  const counts = (wallet: string, amount: number) => {
-    creditsOf.set(wallet, (creditsOf.get(wallet) ?? 0) + amount);
-    (applied.count++, (applied.usdc += amount));
-  };
-  for (const c of pg.credits) {
-    if (!audited(c.wallet)) continue;
-    const inRedis = books(c.wallet).credited.get(c.eventId);
-    if (inRedis !== undefined) {
-      counts(c.wallet, c.amount);
-      if (inRedis !== c.amount)
-        diffs.push({ subject: `credit ${c.eventId}`, field: "amount", redis: inRedis, expected: c.amount, unit: "usd" });
-    } else if (c.applied && !late.credits.has(c.eventId)) {
-      counts(c.wallet, c.amount); // so the wallet's balance shows what is missing
-      diffs.push({ subject: `credit ${c.eventId}`, field: "applied", redis: "missing", expected: "applied", unit: "text" });
-    } else {
-      (unapplied.count++, (unapplied.usdc += c.amount));
-    }
-  }
-  const deferred = { count: 0, usdc: 0 };
-  for (const s of shards) {
-    for (const [eventId, amount] of s.credited) {
-      if (pgCredits.has(eventId)) continue;
-      const d = creditOutbox.get(eventId);
-      if (d && redisNames.shardOf(d.wallet) === s.shard) {
-        if (audited(d.wallet)) counts(d.wallet, amount);
-        (deferred.count++, (deferred.usdc += amount));
-      } else {
-        diffs.push({
-          subject: `credit ${eventId}`,
-          field: "amount",
-          redis: amount,
-          expected: null,
-          unit: "usd",
-          stray: { key: redisNames.credited(s.shard), field: eventId },
-        });
-      }
-    }
-  }
+  const { byKey, byWallet, flushed, queued } = expectedCharges(scope, pg, diffs);
+  const { creditsOf, applied, unapplied, deferred } = expectedCredits(scope, pg, creditOutbox, late, diffs);
 
   const totals = new Map<string, Total>();
   const total = (label: string, unit: Total["unit"], redis: number, expected: number) => {

@@ -1,5 +1,5 @@
 import { formatUsd } from "../billing/money.ts";
-import type { AuditPass, Difference } from "./compare.ts";
+import type { AuditPass, Difference } from "./types.ts";
 
 /** Plain-text table: columns padded to their widest cell, numbers right-aligned. */
 export function table(rows: string[][], rightAligned: boolean[]): string {

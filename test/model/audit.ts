@@ -4,7 +4,8 @@
  * hold, taken from the reference model (every credit applied, every key as created or revoked, every charge still
  * in the outbox: this test runs no flusher).
  */
-import { compareBooks, type Difference } from "../../src/audit/compare.ts";
+import { compareBooks } from "../../src/audit/compare.ts";
+import type { Difference } from "../../src/audit/types.ts";
 import type { PostgresBooks } from "../../src/audit/postgres.ts";
 import { readShard } from "../../src/audit/redis.ts";
 import type { LedgerUnderTest } from "./workload.ts";
