@@ -70,16 +70,12 @@ export class Holds {
     const outcome = await this.reserveInRedis(principal, holdId, amount);
     if (outcome.ok) return outcome;
     if (!this.leases) throw refusalError(outcome);
-    // Refused for credit or rate slots this process's own leases may hold unused: the key's lease admits the request
-    // after all (its call in flight took the window's last slots), or the key's lease and the wallet's other keys'
-    // leases give back what their requests do not use, and the reserve is tried once more.
-    const credit = outcome.refusal === "INSUFFICIENT_BALANCE" || outcome.refusal === "KEY_BUDGET_EXCEEDED";
-    const rate = outcome.refusal === "RATE_LIMITED";
-    const late = rate ? await this.leases.readmit(principal, amount) : undefined;
+    // Refused for credit or rate slots this process's own leases on the wallet may hold unused (leaseGiveBack.ts):
+    // the key's lease admits the request after all (its call in flight took the window's last slots), or the
+    // wallet's leases give back what their requests do not use, and the reserve is tried once more.
+    const late = outcome.refusal === "RATE_LIMITED" ? await this.leases.onRefusal.readmit(principal, amount) : undefined;
     if (late) return { rateRemaining: late.rateRemaining, lease: late };
-    const own = (credit || rate) && (await this.leases.giveBackFor(principal, credit));
-    const others = credit && (await this.leases.giveUpUnused(principal.wallet, principal.keyId));
-    if (own || others) {
+    if (await this.leases.onRefusal.giveBack(principal, outcome.refusal)) {
       const again = await this.reserveInRedis(principal, holdId, amount);
       if (again.ok) return again;
       throw refusalError(again);

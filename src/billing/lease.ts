@@ -38,8 +38,8 @@ export class Lease {
   calling = false;
   /** The lease call in flight, if any. */
   pending: Promise<void> | undefined;
-  /** The give-back after a refused reserve (Leases.giveBackFor), once per lease: the refused reserves waiting on it that counted a rate slot. */
-  giving: { counted: number; sent: boolean; result: Promise<boolean> } | undefined;
+  /** The give-back after a refused reserve (LeaseGiveBack, leaseGiveBack.ts), once per lease: the refused reserves waiting on it that counted a rate slot, sent and answered by Redis yet. */
+  giving: { counted: number; sent: boolean; answered: boolean; result: Promise<boolean> } | undefined;
   /** No more admissions (revoked, expired, closing); dropped once nothing is in use. */
   done = false;
   /** Redis has its marker: closing it gives its lock back (else the sweeper would expire it). */

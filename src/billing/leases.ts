@@ -2,6 +2,7 @@ import type { KeyPrincipal, LeaseReply, Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
 import { metrics } from "../observe/metrics.ts";
 import { Lease, type LeaseClaim, type LeaseSettings } from "./lease.ts";
+import { LeaseGiveBack } from "./leaseGiveBack.ts";
 
 export { LEASE_DEFAULTS, type LeaseClaim, type LeaseSettings } from "./lease.ts";
 
@@ -24,6 +25,8 @@ export class Leases {
   private readonly calls = new Set<Promise<void>>();
   private seq = 0;
   private readonly prefix = `L${process.pid.toString(36)}.${crypto.randomUUID().slice(0, 8)}.`;
+  /** A reserve was refused 402/429: the wallet's leases here give back what it lacked (leaseGiveBack.ts). */
+  readonly onRefusal: LeaseGiveBack;
 
   constructor(
     private readonly ledger: Ledger,
@@ -31,6 +34,15 @@ export class Leases {
   ) {
     this.timer = setInterval(() => this.tick(), s.renewMs);
     this.timer.unref?.();
+    this.onRefusal = new LeaseGiveBack({
+      ledger,
+      settings: s,
+      of: (keyId) => this.byKey.get(keyId),
+      onWallet: (wallet) => [...this.byKey.values()].filter((l) => l.principal.wallet === wallet),
+      admit: (p, amount) => this.admit(p, amount),
+      holdOff: (keyId) => this.refusedUntil.set(keyId, performance.now() + RETRY_MS),
+      track: (p) => void this.track(p),
+    });
   }
 
   /** Admits a request of `amount` under the key's lease, in memory; undefined: reserve it in Redis instead. */
@@ -73,94 +85,10 @@ export class Leases {
     c.lease.inUse -= c.amount;
   }
 
-  /**
-   * A reserve of the key was refused (402 for credit, 429 for the rate window) while this process's own lease may
-   * hold what it lacked unused: the lease admits nothing more and gives back all but what its requests in use hold,
-   * credit and rate slots, so the caller can reserve once more, exactly as without leases. Without it, a request
-   * the lease could not cover and the rest of the wallet could not either was refused although the two together
-   * could, for as long as the key kept being used (each attempt kept the lease from going idle). True if anything
-   * came back; a refusal that arrives after the give-back was sent gets false (nothing more to give). `counted`:
-   * the refused reserve passed the rate limit (a credit refusal) and counted a slot, which goes back with the
-   * lease's, so a retried request counts once.
-   */
-  giveBackFor(p: KeyPrincipal, counted: boolean): Promise<boolean> {
-    const l = this.byKey.get(p.keyId);
-    if (!l?.opened) return Promise.resolve(false);
-    if (l.giving) {
-      if (l.giving.sent) return Promise.resolve(false);
-      if (counted) l.giving.counted++;
-      return l.giving.result;
-    }
-    l.done = true;
-    this.refusedUntil.set(p.keyId, performance.now() + RETRY_MS);
-    const g: NonNullable<Lease["giving"]> = { counted: counted ? 1 : 0, sent: false, result: Promise.resolve(false) };
-    l.giving = g;
-    g.result = (async () => {
-      while (l.calling) await l.pending;
-      l.calling = true;
-      g.sent = true;
-      const window = Math.floor(Date.now() / this.s.rateLimitWindowMs);
-      const slots = l.window === window ? l.slots : 0;
-      try {
-        const r = await this.ledger.lease(l.principal, {
-          leaseId: l.id,
-          target: l.inUse,
-          floor: l.inUse,
-          sharePerMille: this.s.sharePerMille,
-          least: 0,
-          slots: 0,
-          slotsBack: slots + g.counted,
-          slotsWindow: window,
-          ttlMs: this.s.ttlMs,
-        });
-        l.slots = 0;
-        if (r.ok === false && r.refusal === "HOLD_RESOLVED") return false;
-        l.cap += r.locked - r.before;
-        if (r.locked === 0) l.opened = false;
-        return r.before > r.locked || slots > 0;
-      } catch (e) {
-        log.warn("lease give-back failed; the refusal stands", { lease: l.id, error: e });
-        return false;
-      } finally {
-        l.calling = false;
-      }
-    })();
-    this.track(g.result.then(() => {}));
-    return g.result;
-  }
-
-  /**
-   * A reserve of the key was refused for the rate window while this process's lease call was in flight: that call
-   * may just have taken the window's last slots for this very lease. Once it has answered, the lease admits the
-   * request if it can (undefined: it cannot).
-   */
-  async readmit(p: KeyPrincipal, amount: number): Promise<LeaseClaim | undefined> {
-    const l = this.byKey.get(p.keyId);
-    if (!l || l.done) return undefined;
-    while (l.calling && l.pending) await l.pending;
-    return l.slots > 0 ? this.admit(p, amount) : undefined;
-  }
-
   /** The key was revoked in this process: nothing more is admitted under its lease, at once. */
   revoked(keyId: number): void {
     const l = this.byKey.get(keyId);
     if (l) l.done = true;
-  }
-
-  /**
-   * A reserve was refused for want of credit: this process's leases on the wallet's other keys (the key's own goes
-   * through giveBackFor) stop admitting and give back what their requests do not use, so the reserve can be tried
-   * again. False when they held nothing unused.
-   */
-  async giveUpUnused(wallet: string, exceptKeyId: number): Promise<boolean> {
-    const unused = [...this.byKey.values()].filter(
-      (l) => l.principal.wallet === wallet && l.principal.keyId !== exceptKeyId && l.opened && l.cap > l.inUse,
-    );
-    if (unused.length === 0) return false;
-    for (const l of unused) l.done = true;
-    await this.quiet();
-    await Promise.all(unused.filter((l) => l.cap > l.inUse).map((l) => this.call(l, performance.now())));
-    return true;
   }
 
   /** Resolves once no lease call is in flight (tests wait for the background work with it, never by time). */
