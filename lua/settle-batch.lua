@@ -33,6 +33,7 @@
 --- @include "includes/fence"
 --- @include "includes/numbers"
 --- @include "includes/wallets"
+--- @include "includes/charges"
 local refused = fenceRefusal(KEYS[3])
 if refused then return refused end
 local n = (#KEYS - 3) / 3
@@ -46,24 +47,10 @@ for i = 1, valid and n or 0 do
 end
 if not valid then return redis.error_reply('settle-batch: bad arguments') end
 
--- Read once per batch, by key name (items of one wallet share them); written back once at the end.
-local keys, markers = {}, {}
-local keyOrder, posted, zrem = {}, {}, {}
-local FIELDS = {'locked', 'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue'}
-local function apiKey(name)
-  local k = keys[name]
-  if not k then
-    local v = redis.call('HMGET', name, unpack(FIELDS))
-    k = {}
-    for f = 1, #FIELDS do k[f] = tonumber(v[f]) or 0 end
-    keys[name] = k
-    keyOrder[#keyOrder + 1] = name
-  end
-  return k
-end
-
-local at
-local results, events = {1}, {}
+-- Markers read once per batch, by key name (wallets and keys: the includes); written back once at the end.
+local markers = {}
+local posted, zrem = {}, {}
+local results = {1}
 for i = 1, n do
   local b, a = 3 + 3 * (i - 1), 2 + 8 * (i - 1)
   local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
@@ -83,41 +70,16 @@ for i = 1, n do
       zrem[#zrem + 1] = id
     end
     w.balance = w.balance - charge
-    local k = apiKey(KEYS[b + 2])
-    k[1], k[2], k[3] = k[1] - held, k[2] + charge, k[3] + 1
-    k[4], k[5], k[6] = k[4] + tonumber(ARGV[a + 3]), k[5] + tonumber(ARGV[a + 4]), k[6] + charge - tonumber(ARGV[a + 5])
+    chargeKey(KEYS[b + 2], a, held)
     markers[name] = 'settled'
     posted[#posted + 1] = name
-    if not at then
-      local t = redis.call('TIME')
-      at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-    end
-    events[#events + 1] = '{"type":"charge","hold":' .. cjson.encode(id) .. ',"wallet":'
-      .. cjson.encode(ARGV[a + 7]) .. ',"key":' .. int(tonumber(ARGV[a + 8])) .. ',"model":' .. cjson.encode(ARGV[a + 6])
-      .. ',"amount":' .. int(charge) .. ',"cost":' .. int(tonumber(ARGV[a + 5])) .. ',"pt":' .. int(tonumber(ARGV[a + 3]))
-      .. ',"ct":' .. int(tonumber(ARGV[a + 4])) .. ',"at":' .. at .. '}'
     results[i + 1] = {1, w.balance}
   end
 end
 
-for _, name in ipairs(walletsRead) do
-  local w = wallets[name]
-  if w.lockedChanged then
-    redis.call('HSET', name, 'balance', int(w.balance), 'locked', int(w.locked))
-  else
-    redis.call('HSET', name, 'balance', int(w.balance))
-  end
-end
-for _, name in ipairs(keyOrder) do
-  local k, fields = keys[name], {}
-  for f = 1, #FIELDS do
-    fields[#fields + 1] = FIELDS[f]
-    fields[#fields + 1] = int(k[f])
-  end
-  redis.call('HSET', name, unpack(fields))
-end
+writeWalletsAndKeys()
 if #zrem > 0 then redis.call('ZREM', KEYS[1], unpack(zrem)) end
-if #events > 0 then redis.call('XADD', KEYS[2], '*', 'e', table.concat(events, ',')) end
+appendCharges(KEYS[2])
 local ttl = tonumber(ARGV[2])
 for _, name in ipairs(posted) do redis.call('SET', name, 'settled', 'EX', ttl) end
 return results

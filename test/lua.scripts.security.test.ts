@@ -15,8 +15,8 @@ import { privateRedis } from "./helpers/services.ts";
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "277e24687441aa48f52c8d94ff819bcd37678f1f",
-  "settle-batch.lua": "95f50691dd73d8903795b230124a6efc1dcd141e",
-  "settle-leased-batch.lua": "4945f5db9226e72c32a33d980e8cc9cba7426d3d",
+  "settle-batch.lua": "d6b1c873fe7c42a9c48ee72fdd0d166e150e7097",
+  "settle-leased-batch.lua": "ff49f3555cab1804565f17e66fd96317e1cd8db3",
   "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
   "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",

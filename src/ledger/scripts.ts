@@ -8,6 +8,7 @@ import release from "../../lua/release-6.lua" with { type: "text" };
 import reserveBatch from "../../lua/reserve-batch.lua" with { type: "text" };
 import settleBatch from "../../lua/settle-batch.lua" with { type: "text" };
 import settleLeasedBatch from "../../lua/settle-leased-batch.lua" with { type: "text" };
+import chargesInclude from "../../lua/includes/charges.lua" with { type: "text" };
 import fenceInclude from "../../lua/includes/fence.lua" with { type: "text" };
 import numbersInclude from "../../lua/includes/numbers.lua" with { type: "text" };
 import walletsInclude from "../../lua/includes/wallets.lua" with { type: "text" };
@@ -28,6 +29,7 @@ const FILES = {
 
 /** Code shared by several scripts (lua/includes/), pulled in where a script says `--- @include "includes/<name>"`. */
 const INCLUDES: Record<string, string> = {
+  "includes/charges": chargesInclude,
   "includes/fence": fenceInclude,
   "includes/numbers": numbersInclude,
   "includes/wallets": walletsInclude,
