@@ -39,6 +39,12 @@ export interface TestCluster {
   masters(): Promise<{ address: string; port: number; slots: [number, number][] }[]>;
   /** The replica of a master, as the cluster sees it now. */
   replicaOf(port: number): Promise<number>;
+  /**
+   * Resolves once the replica of master `port` holds every write the master took so far, else throws after
+   * `timeoutMs`. Redis Cluster replicates asynchronously: a test that kills the master counts on what it set up
+   * before (wallets, grants, keys) being on the replica that takes over.
+   */
+  replicated(port: number, timeoutMs?: number): Promise<void>;
   /** kill -9 of one node (no persistence: its data is gone with it). */
   kill(port: number): Promise<void>;
   /** Starts a killed node again on its own port, directory and nodes.conf, empty. */
@@ -89,6 +95,18 @@ async function cli(port: number, ...args: string[]): Promise<string> {
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`redis-cli -p ${port} ${args.join(" ")} exited ${code}: ${err}${out}`);
   return out.trim();
+}
+
+/** Runs `commands` (one a line) through one redis-cli connection to one node; returns its replies, one a line. */
+async function cliSession(port: number, commands: string[]): Promise<string[]> {
+  const p = Bun.spawn(["redis-cli", "-h", "127.0.0.1", "-p", String(port)], {
+    stdin: new TextEncoder().encode(commands.join("\n") + "\n"),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`redis-cli -p ${port} exited ${code}: ${err}${out}`);
+  return out.trim().split("\n");
 }
 
 async function until(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
@@ -178,6 +196,22 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
       const replica = lines.find((l) => l[3] === master[0] && !l[2]!.includes("fail"));
       if (!replica) throw new Error(`master ${p} has no live replica`);
       return Number(replica[1]!.split("@")[0]!.split(":")[1]);
+    },
+    async replicated(p, timeoutMs = 10_000) {
+      const master = (await cluster.masters()).find((m) => m.port === p);
+      if (!master) throw new Error(`${p} is not a master`);
+      // A key of a slot this master owns (outside the gateway's gw: names): WAIT counts from the write its own
+      // connection made last, and the replication stream is one per master, so it covers every earlier write.
+      let key = "";
+      for (let i = 0; ; i++) {
+        key = `test:replicated:${i}`;
+        const slot = keySlot(key);
+        if (master.slots.some(([lo, hi]) => slot >= lo && slot <= hi)) break;
+      }
+      const replies = await cliSession(p, [`SET ${key} ${Date.now()}`, `WAIT 1 ${timeoutMs}`]);
+      if (replies[0] !== "OK" || replies[1] !== "1") {
+        throw new Error(`cluster: master ${p}'s replica did not acknowledge its writes within ${timeoutMs} ms: ${replies.join(" ")}`);
+      }
     },
     async kill(p) {
       const n = nodes.find((x) => x.port === p)!;
