@@ -213,8 +213,13 @@ export class MeteredStream {
     }
     const last = this.door ? this.doorLast(ok ? [] : [STREAM_ERROR_EVENT], text) : ok ? this.format.done : this.format.failed;
     if (ok) await this.door?.stored?.();
-    if (last.length > 0) ctrl.enqueue(last);
-    ctrl.close();
+    try {
+      if (last.length > 0) ctrl.enqueue(last);
+      ctrl.close();
+    } catch {
+      // The client left while the charge (or a door's write) went out: it is resolved above all the same, and the
+      // stream's end must still be told (the access-log line waits for it).
+    }
     this.end();
   }
 
