@@ -5,6 +5,7 @@
  * last test asserts that no node counted one while all of this ran.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Cluster } from "ioredis";
 import { keySlot } from "../src/redis/slot.ts";
 import { ClusterRouter } from "../src/redis/router.ts";
 import { checkEvictionPolicy } from "../src/rebuild/redisChecks.ts";
@@ -65,6 +66,29 @@ describe("Redis Cluster mode", () => {
     // The hot path holds one connection per master, found from ioredis' slot map.
     const router = gw.services.scripts.client as ClusterRouter;
     expect(router.masters().sort()).toEqual(masters.map((m) => m.address).sort());
+  });
+
+  test("commands of one slot run in the order they were sent when the route changes between them: a command detoured through the Cluster client is not overtaken by the next one sent on the master's own connection", async () => {
+    // A router of its own: its Bun connections to the masters are opened by the first command for each, so a first
+    // command goes through ioredis' Cluster client (the route a failover or a stale map takes too).
+    const commands = new Cluster(cluster.seeds.split(",").map((a) => ({ host: "127.0.0.1", port: Number(a.split(":")[1]) })));
+    const router = new ClusterRouter(commands);
+    try {
+      await commands.ping();
+      const list = "{order}:list";
+      // The detoured command waits on the server behind a blocking command of the Cluster client's connection.
+      const blocking = commands.blpop("{order}:never", 0.5);
+      const first = router.send("RPUSH", [list, "first"], list);
+      await router.onConnect(async () => {});
+      // The master's own connection is up now: the next command of the slot would take it and run at once.
+      const second = router.send("RPUSH", [list, "second"], list);
+      await Promise.all([blocking, first, second]);
+      expect(await commands.lrange(list, 0, -1)).toEqual(["first", "second"]);
+      await commands.del(list);
+    } finally {
+      router.close();
+      commands.disconnect();
+    }
   });
 
   test("chat JSON and stream charge exactly; balance and usage agree with Postgres after the flush", async () => {

@@ -1,5 +1,6 @@
 import { RedisClient } from "bun";
 import type { Cluster } from "ioredis";
+import { withDeadline } from "../deadline.ts";
 import { log } from "../log.ts";
 import { DependencyDown } from "../outage.ts";
 import { keySlot } from "./slot.ts";
@@ -81,6 +82,16 @@ export class SingleRouter implements KeyRouter {
 
 // Replies that say the slot map this process routes by is out of date, or the cluster is between owners.
 const REROUTE = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+const SLOTS = 16384;
+// A slot's route through ioredis' Cluster client; CHANGED matches no route, so the slot's next command waits for
+// the one before it.
+const DETOUR = "cluster";
+const CHANGED = "changed";
+const noop = () => {};
+// A command that waits for the one before it waits this long at most (a failover's detour takes a few seconds): a
+// command the Cluster client keeps queued through a long outage must not hold up its slot for good once a master
+// answers again (order is then no longer promised).
+const ORDER_WAIT_MS = 10_000;
 
 /**
  * A Redis Cluster: ioredis' Cluster keeps the slot map (it follows MOVED/ASK, failovers and topology changes, and
@@ -89,11 +100,19 @@ const REROUTE = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
  * (MOVED, ASK), or sent while its master is unreachable or between owners (a failover), is sent again through
  * ioredis' Cluster, which redirects and retries, and the map is refreshed. A command whose connection broke in flight
  * is not resent (it may have run): it fails like it does on one Redis.
+ *
+ * Commands of one slot run in the order they were sent, as on one connection, whichever way each goes: while they
+ * all take the same route they share its connection; when the route changes (the Cluster client's detour, a
+ * failover's new master), the next command waits for the previous one's reply first (for ORDER_WAIT_MS at most). A
+ * balance read sent after an answer so still follows that answer's settle through a failover (README "Redis Cluster").
  */
 export class ClusterRouter implements KeyRouter {
   private readonly clients = new Map<string, RedisClient>();
   private readonly loaders: ((send: Send) => Promise<unknown>)[] = [];
   private readonly slotCache = new Map<string, number>();
+  /** Per slot, the route its last command took (a master's address, or DETOUR) and that command's outcome. */
+  private readonly routes: (string | undefined)[] = new Array(SLOTS);
+  private readonly lastOf: (Promise<unknown> | undefined)[] = new Array(SLOTS);
   readonly multiSlot = false;
 
   constructor(
@@ -105,11 +124,45 @@ export class ClusterRouter implements KeyRouter {
   }
 
   send(command: string, args: string[], key?: string): Promise<unknown> {
-    const node = key === undefined ? this.anyMaster() : this.cluster.slots[this.slotOf(key)]?.[0];
+    if (key === undefined) return this.sendOn(this.anyMaster(), command, args);
+    const slot = this.slotOf(key);
+    const route = this.routeOf(slot);
+    const last = this.lastOf[slot];
+    let p: Promise<unknown>;
+    if (route === this.routes[slot] || last === undefined) {
+      this.routes[slot] = route;
+      p = this.sendOn(route === DETOUR ? undefined : route, command, args, slot);
+    } else {
+      // The route changed (or a command was redirected): earlier commands of the slot may still be on the old route.
+      this.routes[slot] = CHANGED;
+      const earlier = withDeadline(
+        ORDER_WAIT_MS,
+        () => last,
+        () => new Error("order wait over"),
+      );
+      p = earlier.then(noop, noop).then(() => {
+        const now = this.routeOf(slot);
+        if (this.lastOf[slot] === p) this.routes[slot] = now;
+        return this.sendOn(now === DETOUR ? undefined : now, command, args, slot);
+      });
+    }
+    this.lastOf[slot] = p;
+    return p;
+  }
+
+  /** Where a command of `slot` goes now: its master's Bun client when connected, else through the Cluster client. */
+  private routeOf(slot: number): string {
+    const node = this.cluster.slots[slot]?.[0];
+    return node !== undefined && this.client(node).connected ? node : DETOUR;
+  }
+
+  private sendOn(node: string | undefined, command: string, args: string[], slot?: number): Promise<unknown> {
     const client = node === undefined ? undefined : this.client(node);
     if (!client?.connected) return this.viaCluster(command, args);
     return client.send(command, args).catch((e: unknown) => {
       if (!(e instanceof Error) || !REROUTE.test(e.message)) throw e;
+      // Commands of the slot sent from now on wait for this one's redirected run.
+      if (slot !== undefined) this.routes[slot] = CHANGED;
       this.cluster.refreshSlotsCache();
       return this.viaCluster(command, args);
     });

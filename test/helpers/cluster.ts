@@ -54,6 +54,11 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
+/** A node's process is up (a killed one has no exit code, only its signal). */
+function running(n: { proc: Subprocess }): boolean {
+  return n.proc.exitCode === null && n.proc.signalCode === null;
+}
+
 function spawnNode(node: { port: number; busPort: number; dir: string }, nodeTimeoutMs: number): Subprocess {
   // No persistence (a killed node comes back empty), noeviction (the gateway refuses any other policy).
   return Bun.spawn(
@@ -172,7 +177,7 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     seeds: nodes.map((n) => n.address).join(","),
     cli,
     async masters() {
-      const alive = nodes.find((n) => n.proc.exitCode === null && n.proc.signalCode === null)!;
+      const alive = nodes.find(running)!;
       const out = await cli(alive.port, "CLUSTER", "NODES");
       const masters = [];
       for (const line of out.split("\n")) {
@@ -190,7 +195,7 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
       return masters;
     },
     async replicaOf(p) {
-      const alive = nodes.find((n) => n.proc.exitCode === null)!;
+      const alive = nodes.find(running)!;
       const lines = (await cli(alive.port, "CLUSTER", "NODES")).split("\n").map((l) => l.split(" "));
       const master = lines.find((l) => l[1]!.startsWith(`127.0.0.1:${p}@`))!;
       const replica = lines.find((l) => l[3] === master[0] && !l[2]!.includes("fail"));
@@ -226,7 +231,7 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     },
     async waitHealthy(timeoutMs = 20_000) {
       await until("cluster_state:ok on every node, 16384 slots on 3 masters, every other node a replica in sync", timeoutMs, async () => {
-        const live = nodes.filter((n) => n.proc.exitCode === null);
+        const live = nodes.filter(running);
         for (const n of live) {
           if (!(await cli(n.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
           const replication = await cli(n.port, "INFO", "replication");
