@@ -56,7 +56,12 @@ export interface ChildGateway {
   proc: Subprocess;
   /** SIGTERM and wait: a graceful shutdown drains its outbox into Postgres. */
   stop(): Promise<number>;
+  /** The last of what it logged at warn and error (its stderr), for a failing test to show. */
+  problems(): string;
 }
+
+// What a child's stderr keeps: a failing test shows its recent warnings, not a whole run's.
+const PROBLEMS_KEPT = 64_000;
 
 /** Starts `bun src/main.ts serve` and resolves once it logs that it listens (PORT=0: the port it picked). */
 export async function startChildGateway(env: Record<string, string>): Promise<ChildGateway> {
@@ -84,7 +89,12 @@ export async function startChildGateway(env: Record<string, string>): Promise<Ch
       void (async () => {
         while (!(await reader.read()).done);
       })().catch(() => {});
-      void new Response(proc.stderr).text().catch(() => {});
+      let problems = "";
+      void (async () => {
+        const errs = (proc.stderr as ReadableStream<Uint8Array>).getReader();
+        for (let r = await errs.read(); !r.done; r = await errs.read())
+          problems = (problems + decoder.decode(r.value)).slice(-PROBLEMS_KEPT);
+      })().catch(() => {});
       return {
         url: m[1]!,
         proc,
@@ -92,6 +102,7 @@ export async function startChildGateway(env: Record<string, string>): Promise<Ch
           proc.kill("SIGTERM");
           return proc.exited;
         },
+        problems: () => problems,
       };
     }
   }
