@@ -34,6 +34,7 @@ const RESERVE_DEADLINE_MS = 2_000;
 const SETTLE_ATTEMPTS = 35;
 const SETTLE_ATTEMPT_MS = 2_000;
 const RELEASE_ATTEMPTS = 5;
+const STILL_FAILING_AT = 4;
 // How long a release behind a lost reserve reply waits for that reserve's own outcome before it goes anyway (the
 // reserve is then stuck behind an outage; should it run later, the sweeper expires its hold with its lifetime).
 const RESERVE_OUTCOME_WAIT_MS = 30_000;
@@ -225,6 +226,8 @@ async function retry<T>(what: string, fn: () => Promise<T>, ctx: Record<string, 
         log.error(`ledger ${what} failed after ${attempts} attempts`, { ...ctx, error: e });
         throw e;
       }
+      // Once per call, when a blip would be over: an operator sees a stuck settle while it still retries.
+      if (attempt === STILL_FAILING_AT) log.warn(`ledger ${what} still failing; retrying`, { ...ctx, attempt, error: e });
       await Bun.sleep(Math.min(2_000, 20 * 2 ** attempt));
     }
   }
