@@ -11,7 +11,9 @@ import { Ledger } from "./ledger/ledger.ts";
 import { LedgerScripts } from "./ledger/scripts.ts";
 import { openRedis, type RedisCommands } from "./redis/connect.ts";
 import type { RedisTarget } from "./redis/target.ts";
+import { ClusterRouter } from "./redis/router.ts";
 import { log } from "./log.ts";
+import { RecentCharges } from "./billing/recentCharges.ts";
 import { Holds } from "./billing/holds.ts";
 import { LEASE_DEFAULTS, Leases } from "./billing/leases.ts";
 import { ChatService } from "./modules/chat/chat.service.ts";
@@ -90,7 +92,8 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   const leases = config.creditLeases
     ? new Leases(ledger, { ...LEASE_DEFAULTS, ttlMs: config.leaseTtlMs, rateLimitWindowMs: config.rateLimitWindowMs })
     : undefined;
-  const holds = new Holds(ledger, pendingSettles, leases);
+  const recentCharges = router instanceof ClusterRouter ? new RecentCharges(router, pendingSettles) : undefined;
+  const holds = new Holds(ledger, pendingSettles, leases, recentCharges);
   const chat = new ChatService(
     apiKeyAuth,
     config.catalog,

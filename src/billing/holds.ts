@@ -11,6 +11,7 @@ import type { PendingSettle, PendingSettles } from "../store/pendingSettles.ts";
 import type { ReserveBound } from "./holdBound.ts";
 import type { LeaseClaim, Leases } from "./leases.ts";
 import { checkHoldOverrun } from "./overruns.ts";
+import type { RecentCharges } from "./recentCharges.ts";
 import { billedMicro, costMicro } from "./price.ts";
 import { refusalError } from "./refusals.ts";
 
@@ -55,6 +56,8 @@ export class Holds {
     private readonly pending: PendingSettles,
     /** Credit leases (CREDIT_LEASES=on): most requests are admitted in memory, without a reserve. */
     readonly leases?: Leases,
+    /** On a Redis Cluster: the charges each master acknowledged last, posted again should it fail over. */
+    private readonly recent?: RecentCharges,
   ) {}
 
   /**
@@ -145,6 +148,7 @@ export class Holds {
         ({ outcome, covered }) => {
           // A repeat (the first try's reply was lost) does not say what the first one took: assume all it held.
           if (claim) this.leases!.settled(claim, outcome === "charged" ? covered : claim.amount);
+          if (outcome === "charged") this.recent?.charged(call.principal.walletName, keep);
           if (outcome !== "UNKNOWN_HOLD") return;
           // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
           log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });

@@ -25,6 +25,13 @@ export interface KeyRouter {
   readonly multiSlot: boolean;
   /** The masters this process talks to now, as `host:port` (one entry, "redis", for a single Redis). */
   masters(): string[];
+  /**
+   * The master that owns `key`'s slot now, in a cluster (undefined on one Redis, which has no failover to follow):
+   * whoever acknowledged a write to it, if the write went there.
+   */
+  ownerOf(key: string): string | undefined;
+  /** Calls `listener` with a master that no longer owns any slot (failed over, removed): a cluster's only. */
+  onOwnerLost(listener: (node: string) => void): void;
   close(): void;
 }
 
@@ -75,6 +82,12 @@ export class SingleRouter implements KeyRouter {
     return ["redis"];
   }
 
+  ownerOf(): undefined {
+    return undefined;
+  }
+
+  onOwnerLost(): void {}
+
   close(): void {
     this.client.close();
   }
@@ -113,6 +126,9 @@ export class ClusterRouter implements KeyRouter {
   /** Per slot, the route its last command took (a master's address, or DETOUR) and that command's outcome. */
   private readonly routes: (string | undefined)[] = new Array(SLOTS);
   private readonly lastOf: (Promise<unknown> | undefined)[] = new Array(SLOTS);
+  private readonly ownerLost: ((node: string) => void)[] = [];
+  /** The masters of the slot map last seen, to tell which ones a refresh dropped. */
+  private owners = new Set<string>();
   readonly multiSlot = false;
 
   constructor(
@@ -121,6 +137,14 @@ export class ClusterRouter implements KeyRouter {
   ) {
     // Connections to nodes that no longer own a slot (a failed master, now a replica or gone) are closed.
     cluster.on("refresh", () => this.prune());
+  }
+
+  ownerOf(key: string): string | undefined {
+    return this.cluster.slots[this.slotOf(key)]?.[0];
+  }
+
+  onOwnerLost(listener: (node: string) => void): void {
+    this.ownerLost.push(listener);
   }
 
   send(command: string, args: string[], key?: string): Promise<unknown> {
@@ -237,6 +261,11 @@ export class ClusterRouter implements KeyRouter {
 
   private prune(): void {
     const owners = new Set(this.masters());
+    // A map without owners is ioredis between maps (a refresh that failed), not a cluster without masters.
+    if (owners.size > 0) {
+      for (const node of this.owners) if (!owners.has(node)) for (const listener of this.ownerLost) listener(node);
+      this.owners = owners;
+    }
     for (const [node, c] of this.clients) {
       if (owners.has(node)) continue;
       log.info("Redis Cluster node no longer owns slots; its connection is closed", { node });

@@ -42,6 +42,35 @@ export class PendingSettles {
     }
   }
 
+  /**
+   * Keeps settles that may need posting again (a failed-over master's last charges, RecentCharges): one insert,
+   * one log line. Never throws: when Postgres fails, the error log carries them.
+   */
+  async recordMany(list: PendingSettle[]): Promise<void> {
+    if (list.length === 0) return;
+    const rows = list.map((p) => ({
+      hold_id: p.holdId,
+      wallet: p.wallet,
+      api_key_id: p.keyId,
+      charge_usdc: p.charge,
+      prompt_tokens: p.details.promptTokens,
+      completion_tokens: p.details.completionTokens,
+      cost_usd_micro: p.details.costMicro,
+      model: p.details.model,
+      unresolved: false,
+      lease_id: p.lease?.id ?? null,
+      lease_held: p.lease?.held ?? null,
+    }));
+    try {
+      for (let i = 0; i < rows.length; i += 1000) {
+        await this.sql`INSERT INTO pending_settles ${this.sql(rows.slice(i, i + 1000))} ON CONFLICT (hold_id) DO NOTHING`;
+      }
+      metrics.settlesDeferred.inc(list.length);
+    } catch (e) {
+      log.error("CHARGES NOT RECORDED: Postgres failed while keeping a lost master's charges", { settles: list, error: e });
+    }
+  }
+
   /** Posts every deferred settle; returns how many were posted or found already resolved. */
   async replay(): Promise<number> {
     const rows = await this.sql<

@@ -1,3 +1,4 @@
+import { RedisClient } from "bun";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -49,6 +50,14 @@ export interface TestCluster {
   kill(port: number): Promise<void>;
   /** Starts a killed node again on its own port, directory and nodes.conf, empty. */
   restart(port: number): Promise<void>;
+  /**
+   * Master `port`'s writes from now on stay in its own memory, not on its replica, until `resume(replica)`: the
+   * replica is stopped (SIGSTOP) and the link's socket buffers are filled with junk, which a stopped process's
+   * kernel would otherwise still take in for it. A kill -9 of the master before the resume loses those writes, as
+   * an asynchronous replica does. Returns the replica's port.
+   */
+  stall(port: number): Promise<number>;
+  resume(port: number): void;
   /** Resolves once every live node reports cluster_state:ok and agrees on one master per slot range. */
   waitHealthy(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -172,6 +181,16 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     throw e;
   }
 
+  /** A key of a slot master `p` owns, outside the gateway's gw: names. */
+  const keyOn = async (p: number): Promise<string> => {
+    const master = (await cluster.masters()).find((m) => m.port === p);
+    if (!master) throw new Error(`${p} is not a master`);
+    for (let i = 0; ; i++) {
+      const key = `test:on-master:${i}`;
+      const slot = keySlot(key);
+      if (master.slots.some(([lo, hi]) => slot >= lo && slot <= hi)) return key;
+    }
+  };
   const cluster: TestCluster = {
     nodes,
     seeds: nodes.map((n) => n.address).join(","),
@@ -203,16 +222,9 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
       return Number(replica[1]!.split("@")[0]!.split(":")[1]);
     },
     async replicated(p, timeoutMs = 10_000) {
-      const master = (await cluster.masters()).find((m) => m.port === p);
-      if (!master) throw new Error(`${p} is not a master`);
-      // A key of a slot this master owns (outside the gateway's gw: names): WAIT counts from the write its own
-      // connection made last, and the replication stream is one per master, so it covers every earlier write.
-      let key = "";
-      for (let i = 0; ; i++) {
-        key = `test:replicated:${i}`;
-        const slot = keySlot(key);
-        if (master.slots.some(([lo, hi]) => slot >= lo && slot <= hi)) break;
-      }
+      // WAIT counts from the write its own connection made last, and the replication stream is one per master, so
+      // it covers every earlier write.
+      const key = await keyOn(p);
       const replies = await cliSession(p, [`SET ${key} ${Date.now()}`, `WAIT 1 ${timeoutMs}`]);
       if (replies[0] !== "OK" || replies[1] !== "1") {
         throw new Error(`cluster: master ${p}'s replica did not acknowledge its writes within ${timeoutMs} ms: ${replies.join(" ")}`);
@@ -223,6 +235,24 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
       killed.add(n.proc);
       n.proc.kill("SIGKILL");
       await n.proc.exited;
+    },
+    async stall(p) {
+      const replica = await cluster.replicaOf(p);
+      nodes.find((x) => x.port === replica)!.proc.kill("SIGSTOP");
+      const master = new RedisClient(`redis://127.0.0.1:${p}`);
+      try {
+        // Loopback socket buffers take up to tcp_rmem + tcp_wmem (32 + 4 MB here); 9 × 8 MB fills them.
+        const junk = "j".repeat(8 << 20);
+        const key = await keyOn(p);
+        for (let i = 0; i < 9; i++) await master.send("SET", [key, junk]);
+        await master.send("DEL", [key]);
+      } finally {
+        master.close();
+      }
+      return replica;
+    },
+    resume(p) {
+      nodes.find((x) => x.port === p)!.proc.kill("SIGCONT");
     },
     async restart(p) {
       const n = nodes.find((x) => x.port === p)!;
