@@ -61,6 +61,15 @@ async function settled(wallet: string): Promise<void> {
   while ((await gw.ledgerState(wallet)).locked !== 0 && Date.now() < deadline) await Bun.sleep(20);
 }
 
+/** Polls `check` every 10 ms until it holds; fails the test after 5 s. */
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within 5 s: ${what}`);
+    await Bun.sleep(10);
+  }
+}
+
 async function auditClean(): Promise<void> {
   await gw.services.flusher.drain();
   const audit = await runAudit(gw.services, { fix: false });
@@ -121,13 +130,13 @@ describe("a Redis Cluster losing a node", () => {
       { authorization: `Bearer ${key}` },
     );
     // The hold is on the replica too; then the replica stops receiving, and the settle lands on the master alone.
-    while ((await gw.ledgerState(wallet)).locked === 0) await Bun.sleep(10);
+    await until("the slow request's hold", async () => (await gw.ledgerState(wallet)).locked !== 0);
     await cluster.replicated(victim!.port);
     const replica = await cluster.stall(victim!.port);
     let killed = false;
     try {
       expect((await slow).status).toBe(200);
-      while ((await gw.ledgerState(wallet)).locked !== 0) await Bun.sleep(10);
+      await until("the slow request's settle on the master", async () => (await gw.ledgerState(wallet)).locked === 0);
       expect(await gw.ledgerState(wallet)).toEqual({ balance: 5_000_000 - charge, locked: 0 });
       await cluster.kill(victim!.port);
       killed = true;

@@ -63,9 +63,12 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-/** A node's process is up (a killed one has no exit code, only its signal). */
+// Nodes stopped by `stall`: a redis-cli asking one would wait until it is resumed.
+const paused = new Set<Subprocess>();
+
+/** A node's process is up and answering (a killed one has no exit code, only its signal). */
 function running(n: { proc: Subprocess }): boolean {
-  return n.proc.exitCode === null && n.proc.signalCode === null;
+  return n.proc.exitCode === null && n.proc.signalCode === null && !paused.has(n.proc);
 }
 
 function spawnNode(node: { port: number; busPort: number; dir: string }, nodeTimeoutMs: number): Subprocess {
@@ -238,21 +241,28 @@ export async function startCluster(opts: { nodeTimeoutMs?: number } = {}): Promi
     },
     async stall(p) {
       const replica = await cluster.replicaOf(p);
-      nodes.find((x) => x.port === replica)!.proc.kill("SIGSTOP");
+      const key = await keyOn(p);
+      const stopped = nodes.find((x) => x.port === replica)!;
+      stopped.proc.kill("SIGSTOP");
+      paused.add(stopped.proc);
       const master = new RedisClient(`redis://127.0.0.1:${p}`);
       try {
         // Loopback socket buffers take up to tcp_rmem + tcp_wmem (32 + 4 MB here); 9 × 8 MB fills them.
         const junk = "j".repeat(8 << 20);
-        const key = await keyOn(p);
         for (let i = 0; i < 9; i++) await master.send("SET", [key, junk]);
         await master.send("DEL", [key]);
+      } catch (e) {
+        cluster.resume(replica);
+        throw e;
       } finally {
         master.close();
       }
       return replica;
     },
     resume(p) {
-      nodes.find((x) => x.port === p)!.proc.kill("SIGCONT");
+      const n = nodes.find((x) => x.port === p)!;
+      n.proc.kill("SIGCONT");
+      paused.delete(n.proc);
     },
     async restart(p) {
       const n = nodes.find((x) => x.port === p)!;
