@@ -1,33 +1,13 @@
 import type { Ledger } from "../../ledger/ledger.ts";
-import type { Usage } from "../../providers/types.ts";
 import { SseDecoder } from "../../providers/sse.ts";
-import type { ClientFormat, DoorStream, StreamStep, StreamTranslator } from "../../providers/types.ts";
-import { estimateUsage } from "../../billing/counted.ts";
-import { usageBody } from "../../providers/openai/wire.ts";
+import type { DoorStream, StreamStep, StreamTranslator } from "../../providers/types.ts";
 import { type Call, upstreamFailed } from "./call.ts";
 import type { IdleDeadline } from "./idleDeadline.ts";
 import type { Holds } from "../../billing/holds.ts";
+import { StreamFrames } from "./streamFrames.ts";
+import { UsageTally } from "./usageTally.ts";
 
 const encoder = new TextEncoder();
-const DONE = encoder.encode("data: [DONE]\n\n");
-/** The spec's StreamErrorEvent: what a chat client reads when the provider failed mid-stream. */
-const STREAM_ERROR_EVENT = JSON.stringify({ error: { message: "The model provider failed during the stream", type: "upstream_error" } });
-const STREAM_ERROR = encoder.encode(`data: ${STREAM_ERROR_EVENT}\n\ndata: [DONE]\n\n`);
-/** A chat client's frames: the spec's StreamErrorEvent on a failure, `data: [DONE]` last whatever happened. */
-const CHAT_FORMAT: ClientFormat = { done: DONE, failed: STREAM_ERROR, cut: DONE, usage: usageBody };
-
-/** The stream's final usage chunk (choices empty), as OpenAI sends it when asked with include_usage. */
-function usageChunk(call: Call, u: Usage): string {
-  const created = Math.floor(Date.now() / 1000);
-  return JSON.stringify({
-    id: `chatcmpl-${call.holdId}`,
-    object: "chat.completion.chunk",
-    created,
-    model: call.model.id,
-    choices: [],
-    usage: usageBody(u),
-  });
-}
 
 /** What a metered stream needs besides its call. */
 export interface MeterOptions {
@@ -56,12 +36,11 @@ export class MeteredStream {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
   private readonly decoder = new SseDecoder();
   private readonly translate: StreamTranslator;
-  /** What the gateway itself writes to the client: chat's frames, or those of the provider's own format. */
-  private readonly format: ClientFormat;
+  /** What the stream has cost so far (the provider's usage, else counted). */
+  private readonly tally: UsageTally;
+  /** What the gateway itself writes to the client (chat's frames, or a door's), apart from the meter. */
+  private readonly frames: StreamFrames;
   private readonly started = Date.now();
-  private usage: Usage | undefined;
-  private promptTokens: number | undefined;
-  private generated = "";
   /** The hold is settled or released (or about to be): nothing else may resolve it. */
   private resolved = false;
   /**
@@ -73,12 +52,6 @@ export class MeteredStream {
   private client: ReadableStreamDefaultController<Uint8Array> | undefined;
   private readonly keepHold: ReturnType<typeof setInterval> | undefined;
   private readonly cap: ReturnType<typeof setTimeout>;
-  private readonly door: DoorStream | undefined;
-  /**
-   * A door's opening text, sent with the first read's: a body that holds data before the server reads it is
-   * pumped through JS by Bun (onReadStreamIntoSinkChunk) rather than natively, for the whole stream.
-   */
-  private opening: string;
 
   constructor(
     private readonly call: Call,
@@ -87,9 +60,8 @@ export class MeteredStream {
   ) {
     this.reader = upstream.getReader();
     this.translate = call.adapter.openStream(o.includeUsage, call.model.id, o.door !== undefined);
-    this.format = call.adapter.clientFormat ?? CHAT_FORMAT;
-    this.door = o.door;
-    this.opening = o.door?.open() ?? "";
+    this.tally = new UsageTally(call, this.translate);
+    this.frames = new StreamFrames(call, o.door);
     this.ended = new Promise<void>((resolve) => (this.end = resolve));
     // A stream can outlive a hold's lifetime (a long answer, a slow reader): while it runs, its hold is kept from
     // expiring, or the sweeper would hand the credit to other requests and the settle would overdraw.
@@ -107,21 +79,6 @@ export class MeteredStream {
     });
   }
 
-  // What the stream has cost so far: the provider's final usage, else its prompt count (if it gave one) or the
-  // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
-  private async cost(): Promise<Usage> {
-    return this.usage ?? (await estimateUsage(this.call, this.generated + (this.translate.generated?.() ?? ""), this.promptTokens));
-  }
-
-  // What a stream stopped early (time cap, client gone) has cost. A client that stopped taking output let the
-  // provider generate unseen, up to the hold's completion part (max_tokens clamped × n), and bill it: that part is
-  // charged, never less than the provider bills and never above the hold. One that took everything pays what it got.
-  private async stoppedCost(): Promise<Usage> {
-    if (this.usage || this.reading) return this.cost();
-    const counted = await estimateUsage(this.call, "", this.promptTokens);
-    return { ...counted, completion_tokens: this.call.bound.completionTokens };
-  }
-
   /** Each pull forwards one upstream read, counted as reading while it waits on the provider. */
   private async pull(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     this.reading = true;
@@ -135,7 +92,6 @@ export class MeteredStream {
   /** One upstream read passed on; the loop only repeats when a read produced nothing to send. */
   private async forward(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const { deadline } = this.o;
-    const door = this.door;
     for (;;) {
       let read: Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]>>;
       deadline.arm();
@@ -148,8 +104,7 @@ export class MeteredStream {
       }
       if (this.resolved) return; // cancelled while the read was under way
       const payloads = read.done ? this.decoder.end() : this.decoder.push(read.value);
-      let out = this.opening;
-      this.opening = "";
+      let out = this.frames.takeOpening();
       let done = false;
       let failed = false;
       for (const payload of payloads) {
@@ -163,18 +118,14 @@ export class MeteredStream {
           failed = true;
           break;
         }
-        if (step.promptTokens !== undefined) this.promptTokens = step.promptTokens;
-        if (step.usage) this.usage = step.usage;
-        if (step.generated) this.generated += step.generated;
-        if (door) {
-          if (step.parsed || step.chunk) out += door.next(step.parsed ?? step.chunk!);
-        } else if (step.chunk) out += step.event ? `event: ${step.event}\ndata: ${step.chunk}\n\n` : `data: ${step.chunk}\n\n`;
+        this.tally.count(step);
+        out += this.frames.step(step);
         if (step.done) done = true;
       }
       // An upstream that closes without its end marker failed mid-answer, unless it already sent its usage.
-      const ok = !failed && (done || (read.done && this.usage !== undefined));
+      const ok = !failed && (done || (read.done && this.tally.usage !== undefined));
       // A door's last events leave with this read's text once the charge is known: one encode, one write.
-      if (ok && door) return this.finish(ctrl, true, out);
+      if (ok && this.frames.door) return this.finish(ctrl, true, out);
       // What arrived before a failure in the same read still reaches the client.
       if (out) ctrl.enqueue(encoder.encode(out));
       if (failed || done || read.done) return this.finish(ctrl, ok);
@@ -194,25 +145,21 @@ export class MeteredStream {
     if (this.resolved) return; // the client cancelled first; cancel() resolved the hold
     this.resolved = true;
     if (ok) {
-      const billed = await this.cost();
+      const billed = await this.tally.cost();
       // The stream's end leaves once its charge is on the Redis connection (see settleBehind).
       const onWire = holds.settleBehind(this.call, billed);
-      this.door?.settled?.();
+      this.frames.settled();
       await onWire;
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
-      if (this.o.includeUsage && this.usage === undefined) {
-        const chunk = usageChunk(this.call, billed);
-        if (this.door) text += this.door.next(chunk);
-        else ctrl.enqueue(encoder.encode(`data: ${chunk}\n\n`));
-      }
+      if (this.o.includeUsage && this.tally.usage === undefined) text = this.frames.usage(ctrl, this.call, billed, text);
     } else {
       // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
       upstreamFailed(this.call, deadline.passed ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - this.started) });
       deadline.stop();
       await holds.release(this.call);
     }
-    const last = this.door ? this.doorLast(ok ? [] : [STREAM_ERROR_EVENT], text) : ok ? this.format.done : this.format.failed;
-    if (ok) await this.door?.stored?.();
+    const last = this.frames.last(ok, text);
+    if (ok) await this.frames.stored();
     try {
       if (last.length > 0) ctrl.enqueue(last);
       ctrl.close();
@@ -221,14 +168,6 @@ export class MeteredStream {
       // stream's end must still be told (the access-log line waits for it).
     }
     this.end();
-  }
-
-  /** A door's last frames after `text`: what it makes of chat's (the StreamErrorEvent on a failure, then `[DONE]`). */
-  private doorLast(before: string[], text = ""): Uint8Array {
-    let out = this.opening + text;
-    this.opening = "";
-    for (const payload of before) out += this.door!.next(payload);
-    return encoder.encode(out + this.door!.next("[DONE]"));
   }
 
   /**
@@ -241,25 +180,25 @@ export class MeteredStream {
     this.o.deadline.stop();
     if (this.resolved) return;
     this.resolved = true;
-    void this.o.holds.settleBehind(this.call, await this.stoppedCost());
+    void this.o.holds.settleBehind(this.call, await this.tally.stoppedCost(this.reading));
     this.end();
   }
 
   /**
    * A client that keeps the connection but stops reading would keep it (and the hold) forever: at the time cap the
    * stream ends and is charged what it produced, which the provider bills (releasing it would hand the client that
-   * output for free; see stoppedCost); the upstream is stopped once the settle is under way.
+   * output for free; see UsageTally.stoppedCost); the upstream is stopped once the settle is under way.
    */
   private async timeUp(): Promise<void> {
     this.o.deadline.close();
     clearInterval(this.keepHold);
     if (this.resolved) return;
     this.resolved = true;
-    void this.o.holds.settleBehind(this.call, await this.stoppedCost());
+    void this.o.holds.settleBehind(this.call, await this.tally.stoppedCost(this.reading));
     this.end();
     this.o.deadline.stop();
     try {
-      const cut = this.door ? this.doorLast([]) : this.format.cut;
+      const cut = this.frames.cut();
       if (cut.length > 0) this.client?.enqueue(cut);
       this.client?.close();
     } catch {
