@@ -5,7 +5,9 @@
 import type { RedisNames } from "../ledger/names.ts";
 import type { CreditInput } from "../store/credits.ts";
 import { auditScope, expectedCharges, expectedCredits, zero } from "./expected.ts";
-import type { LateWrites, LedgerNames, ShardBooks } from "./redis.ts";
+import type { LateWrites } from "./inFlight.ts";
+import type { LedgerNames } from "./ledgerNames.ts";
+import type { ShardBooks } from "./redis.ts";
 import type { PostgresBooks } from "./postgres.ts";
 import type { AuditPass, Difference, Total } from "./types.ts";
 

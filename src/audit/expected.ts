@@ -5,7 +5,9 @@
 import type { RedisNames } from "../ledger/names.ts";
 import type { CreditInput } from "../store/credits.ts";
 import type { PostgresBooks } from "./postgres.ts";
-import type { ChargeEvent, LateWrites, LedgerNames, ShardBooks } from "./redis.ts";
+import type { LateWrites } from "./inFlight.ts";
+import type { LedgerNames } from "./ledgerNames.ts";
+import type { ChargeEvent, ShardBooks } from "./redis.ts";
 import type { Difference } from "./types.ts";
 
 /** A key's charges summed: µUSDC, requests, prompt and completion tokens, revenue. */

@@ -1,8 +1,6 @@
+/** The audit's read of one shard's Redis books as of one instant (audit.ts, step 2), apart from Postgres's. */
 import type { RedisNames } from "../ledger/names.ts";
 import type { LedgerScripts } from "../ledger/scripts.ts";
-import { inChunks, type RedisCommands, scanKeys } from "../redis/connect.ts";
-import type { CreditInput } from "../store/credits.ts";
-import type { Sql } from "../store/db.ts";
 import { eventJson, ledgerEventId } from "../store/flusher.ts";
 import type { ChargeRow } from "./postgres.ts";
 
@@ -37,49 +35,8 @@ export interface ShardBooks {
   outboxCharges: ChargeEvent[];
 }
 
-/** Which wallets and keys to read, per shard; and Redis records that sit in a shard their owner does not map to. */
-export interface LedgerNames {
-  byShard: Map<string, { wallets: Set<string>; keyIds: Set<number> }>;
-  misplaced: { redisKey: string; belongsIn: string }[];
-}
-
 // A shard whose holds keep opening faster than two reads apart is read again, at most this often.
 const MAX_READS = 20;
-
-/**
- * Every wallet and key the audit compares: what Redis has (SCAN) and what Postgres knows, read in that order.
- * Money reaches Postgres before Redis (credits, keys), so a wallet or key that Redis gains during the SCAN is
- * already in the Postgres list. One created after both is left to the next audit.
- */
-export async function listLedgerNames(redis: RedisCommands, sql: Sql, redisNames: RedisNames): Promise<LedgerNames> {
-  const found: { shard: string; kind: string; id: string; name: string }[] = [];
-  for await (const names of scanKeys(redis, redisNames.recordPattern, 2000)) {
-    for (const name of names) {
-      const record = redisNames.parseRecord(name);
-      if (record) found.push({ ...record, name });
-    }
-  }
-  const wallets = await sql<{ wallet: string }[]>`
-    SELECT wallet FROM credits UNION SELECT wallet FROM api_keys UNION SELECT wallet FROM ledger_events WHERE type = 'charge'`;
-  const apiKeys = await sql<{ id: number; wallet: string }[]>`SELECT id, wallet FROM api_keys`;
-
-  const byShard = new Map(redisNames.allShards().map((s) => [s, { wallets: new Set<string>(), keyIds: new Set<number>() }]));
-  const misplaced: LedgerNames["misplaced"] = [];
-  const keyWallet = new Map(apiKeys.map((k) => [k.id, k.wallet]));
-  for (const w of wallets) byShard.get(redisNames.shardOf(w.wallet))!.wallets.add(w.wallet);
-  for (const k of apiKeys) byShard.get(redisNames.shardOf(k.wallet))!.keyIds.add(k.id);
-  for (const f of found) {
-    const owner = f.kind === "w" ? f.id : keyWallet.get(Number(f.id));
-    const home = owner === undefined ? f.shard : redisNames.shardOf(owner);
-    if (home !== f.shard || !byShard.has(f.shard)) {
-      misplaced.push({ redisKey: f.name, belongsIn: byShard.has(home) ? home : "no shard" });
-      continue;
-    }
-    if (f.kind === "w") byShard.get(home)!.wallets.add(f.id);
-    else if (/^\d+$/.test(f.id)) byShard.get(home)!.keyIds.add(Number(f.id));
-  }
-  return { byShard, misplaced };
-}
 
 const num = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));
 const str = (v: unknown) => (v === null || v === undefined ? null : String(v));
@@ -248,42 +205,4 @@ async function readOutbox(scripts: LedgerScripts, key: string, last: string, pag
     from = `(${page[page.length - 1]![0]}`;
   }
   return charges;
-}
-
-/**
- * Credits applied in Redis while Postgres was down (Credits.addSettled), by event id. Read after the shards and
- * before the Postgres snapshot: such a credit leaves this hash only once Postgres has it, so every credit the
- * shards showed is in one or the other.
- */
-export async function readCreditOutbox(redis: RedisCommands, redisNames: RedisNames): Promise<Map<string, CreditInput>> {
-  const all = await redis.hgetall(redisNames.creditOutbox);
-  return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as CreditInput]));
-}
-
-/** Credits and keys whose Redis half landed after their shard's read (see `writtenSinceRead`). */
-export interface LateWrites {
-  credits: Set<string>;
-  keys: Set<number>;
-}
-
-/**
- * Postgres is written first, Redis second (credits, key creation, revocation), so the Postgres snapshot can show
- * a write whose Redis half came after the shard's read. Asked again now: a credit Redis has applied since, or a
- * key Redis has since created or revoked, is that, not a difference.
- */
-export async function writtenSinceRead(
-  redis: RedisCommands,
-  redisNames: RedisNames,
-  candidates: { credits: { eventId: string; wallet: string }[]; keys: { id: number; wallet: string; revoked: boolean }[] },
-): Promise<LateWrites> {
-  const late: LateWrites = { credits: new Set(), keys: new Set() };
-  if (candidates.credits.length + candidates.keys.length === 0) return late;
-  const credited = await inChunks(candidates.credits, (c) => redis.hexists(redisNames.credited(redisNames.shardOf(c.wallet)), c.eventId));
-  const revokedNow = await inChunks(candidates.keys, (k) => redis.hget(redisNames.apiKey(redisNames.shardOf(k.wallet), k.id), "revoked"));
-  candidates.credits.forEach((c, i) => credited[i] === 1 && late.credits.add(c.eventId));
-  candidates.keys.forEach((k, i) => {
-    const revoked = revokedNow[i];
-    if (revoked === (k.revoked ? "1" : "0")) late.keys.add(k.id);
-  });
-  return late;
 }
