@@ -3,16 +3,16 @@ import { ApiError, BareError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { parseUsd } from "../../billing/money.ts";
 import type { PaymentsConfig } from "../../payments/config.ts";
-import { type Facilitator, FacilitatorUnavailable, type SettleResult } from "../../payments/facilitator.ts";
+import type { Facilitator } from "../../payments/facilitator.ts";
 import { HttpFacilitator } from "../../payments/http.ts";
 import type { LocalFacilitator } from "../../payments/local.ts";
-import { decodePaymentHeader, type MatchedPayment, matchPayment } from "../../payments/payment.ts";
+import { decodePaymentHeader, matchPayment } from "../../payments/payment.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
 import { PaymentIds } from "../../payments/paymentIds.ts";
 import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
-import { topupEventId } from "../../payments/topupId.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
+import { creditSettled, type Paid, type Refused, refused, settlePayment, unavailableAs503 } from "./settlement.ts";
 
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 
@@ -36,23 +36,6 @@ export function topupAmount(amount: number): number {
 export type TopupOutcome =
   | { status: 402; body: Offer["body"]; headers: Record<string, string> }
   | { status: 200; body: { balance_usdc: number; credited_usdc: number }; headers: Record<string, string> };
-
-/** A payment verified, settled and credited: the answer's receipt headers and what the wallet got. */
-export interface Paid {
-  balance: number;
-  credited: number;
-  /** PAYMENT-RESPONSE and X-PAYMENT-RESPONSE (success). */
-  headers: Record<string, string>;
-  tx: string;
-  payer: string;
-}
-
-/** A payment that moved nothing: the facilitator refused it (verify) or its settlement failed. */
-export interface Refused {
-  reason: string;
-  /** PAYMENT-RESPONSE with success:false (x402 v2). */
-  headers: Record<string, string>;
-}
 
 /** What a payment-identifier id found: a first run (its value), or the first run's stored result. */
 
@@ -162,89 +145,25 @@ export class TopupService {
     const facilitator = payment.kind === "eip3009" ? this.eip3009 : this.permit;
     if (!facilitator) throw new BareError(503, "no facilitator for this asset");
 
-    const verdict = await this.unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));
+    const verdict = await unavailableAs503(() => facilitator.verify(payment.payload, payment.requirements));
     if (!verdict.isValid) {
       log.info("payment refused by the facilitator", { reason: verdict.invalidReason, payer: payment.payer });
-      return this.refused(payment, verdict.invalidReason ?? "invalid_payment");
+      return refused(payment, verdict.invalidReason ?? "invalid_payment");
     }
     // The chain's height before settling: where recovery searches if the outcome stays unknown.
     const fromBlock = await this.recovery.height();
     await this.recovery.open(payment, microUsdc, "settling", fromBlock, undefined, { wallet, beforeSettle: true });
-    const settled = await this.settle(facilitator, payment, microUsdc, fromBlock, wallet);
+    const settled = await settlePayment(facilitator, this.recovery, payment, microUsdc, fromBlock, wallet);
     if (!settled.success || !TX_HASH.test(settled.transaction)) {
       log.warn("payment settlement failed", { reason: settled.errorReason, payer: payment.payer });
       // The facilitator may have sent the transfer before it failed (a receipt that timed out): the chain decides.
       await this.recovery.open(payment, microUsdc, `settle failed: ${settled.errorReason ?? "unknown"}`, fromBlock, settled.transaction, {
         wallet,
       });
-      return this.refused(payment, settled.errorReason ?? "settlement_failed");
+      return refused(payment, settled.errorReason ?? "settlement_failed");
     }
-    return this.credit(payment, microUsdc, settled.transaction.toLowerCase(), wallet ?? payment.payer);
-  }
-
-  private refused(payment: MatchedPayment, reason: string): Refused {
-    const receipt = encodeHeader({ success: false, errorReason: reason, transaction: "", network: payment.network, payer: payment.payer });
-    return { reason, headers: { "payment-response": receipt } };
-  }
-
-  /** Money moved on chain: from here on nothing may lose the credit (Credits.addSettled retries and defers). */
-  private async credit(payment: MatchedPayment, microUsdc: number, tx: string, wallet: string): Promise<Paid> {
-    const r = await this.credits.addSettled({
-      eventId: topupEventId(this.cfg.chain.caip2, tx),
-      wallet,
-      kind: "topup",
-      amountUsdc: microUsdc,
-      txHash: tx,
-      network: this.cfg.chain.caip2,
-      reason: `${payment.requirement.asset.symbol} x402 v${payment.x402Version}`,
-      payer: payment.payer,
-    });
-    if (r.duplicate) log.warn("settlement already credited; not crediting again", { tx_hash: tx });
-    else log.info("top-up credited", { wallet, payer: payment.payer, amount_usdc: microUsdc, tx_hash: tx, deferred: r.deferred });
-    await this.recovery.credited(payment, tx);
-    const receipt = encodeHeader({ success: true, transaction: tx, network: payment.network, payer: payment.payer });
-    return {
-      balance: r.balance,
-      credited: r.duplicate ? 0 : microUsdc,
-      headers: { "x-payment-response": receipt, "payment-response": receipt, "cache-control": "no-store" },
-      tx,
-      payer: payment.payer,
-    };
-  }
-
-  /**
-   * Settles through the facilitator. Once settle was asked, money may move whatever the answer: an error opens a
-   * recovery check before the client hears 503 (or 500), so a late settlement is still credited.
-   */
-  private async settle(
-    facilitator: Facilitator,
-    payment: MatchedPayment,
-    microUsdc: number,
-    fromBlock: bigint | undefined,
-    wallet: string | undefined,
-  ): Promise<SettleResult> {
-    try {
-      return await facilitator.settle(payment.payload, payment.requirements);
-    } catch (e) {
-      const unavailable = e instanceof FacilitatorUnavailable;
-      await this.recovery.open(
-        payment,
-        microUsdc,
-        `settle: ${e instanceof Error ? e.message : String(e)}`,
-        fromBlock,
-        unavailable ? e.transaction : undefined,
-        { wallet },
-      );
-      throw unavailable ? facilitatorDown(e) : e;
-    }
-  }
-
-  private async unavailableAs503<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (e) {
-      throw e instanceof FacilitatorUnavailable ? facilitatorDown(e) : e;
-    }
+    const tx = settled.transaction.toLowerCase();
+    return creditSettled(this.credits, this.recovery, this.cfg.chain.caip2, payment, microUsdc, tx, wallet ?? payment.payer);
   }
 
   /** Top-ups of a wallet, newest first. */
@@ -258,10 +177,4 @@ export class TopupService {
       topups: rows.map((r) => ({ id: r.id, amount_usdc: r.amount_usdc, tx_hash: r.tx_hash, created_at: r.created_at.toISOString() })),
     };
   }
-}
-
-/** The client's answer when the facilitator cannot be reached (503, spec rule 5); the operator's error line. */
-function facilitatorDown(e: FacilitatorUnavailable): BareError {
-  log.error("payment facilitator unavailable", { error: e });
-  return new BareError(503, "payment facilitator unavailable");
 }
