@@ -30,7 +30,10 @@ export interface KeyRouter {
    * whoever acknowledged a write to it, if the write went there.
    */
   ownerOf(key: string): string | undefined;
-  /** Calls `listener` with a master that no longer owns any slot (failed over, removed): a cluster's only. */
+  /**
+   * Calls `listener` with a master whose slots another node took over (a failover): a cluster's only. Slots left
+   * without an owner for a while (a master down with no replica to promote) are no such change.
+   */
   onOwnerLost(listener: (node: string) => void): void;
   close(): void;
 }
@@ -127,16 +130,17 @@ export class ClusterRouter implements KeyRouter {
   private readonly routes: (string | undefined)[] = new Array(SLOTS);
   private readonly lastOf: (Promise<unknown> | undefined)[] = new Array(SLOTS);
   private readonly ownerLost: ((node: string) => void)[] = [];
-  /** The masters of the slot map last seen, to tell which ones a refresh dropped. */
-  private owners = new Set<string>();
+  /** Each slot's last known owner, to tell when another node takes a master's slots over. */
+  private readonly ownerOfSlot: (string | undefined)[] = new Array(SLOTS);
   readonly multiSlot = false;
 
   constructor(
     readonly cluster: Cluster,
     private readonly password?: string,
   ) {
-    // Connections to nodes that no longer own a slot (a failed master, now a replica or gone) are closed.
-    cluster.on("refresh", () => this.prune());
+    // A new slot map: masters whose slots another node took are told to the listeners, and connections to nodes
+    // that no longer own a slot (a failed master, now a replica or gone) are closed.
+    cluster.on("refresh", () => this.onRefresh());
   }
 
   ownerOf(key: string): string | undefined {
@@ -259,13 +263,17 @@ export class ClusterRouter implements KeyRouter {
     });
   }
 
-  private prune(): void {
+  private onRefresh(): void {
     const owners = new Set(this.masters());
-    // A map without owners is ioredis between maps (a refresh that failed), not a cluster without masters.
-    if (owners.size > 0) {
-      for (const node of this.owners) if (!owners.has(node)) for (const listener of this.ownerLost) listener(node);
-      this.owners = owners;
+    const replaced = new Set<string>();
+    for (let slot = 0; slot < SLOTS; slot++) {
+      const now = this.cluster.slots[slot]?.[0];
+      if (now === undefined) continue;
+      const before = this.ownerOfSlot[slot];
+      if (before !== undefined && before !== now) replaced.add(before);
+      this.ownerOfSlot[slot] = now;
     }
+    for (const node of replaced) for (const listener of this.ownerLost) listener(node);
     for (const [node, c] of this.clients) {
       if (owners.has(node)) continue;
       log.info("Redis Cluster node no longer owns slots; its connection is closed", { node });
