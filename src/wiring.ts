@@ -129,9 +129,6 @@ export async function buildServices(config: Config, conn: Connections): Promise<
         return run;
       }),
     );
-  // A master that failed over may have taken its last writes with it (Redis replicates asynchronously): credits it
-  // had applied come back from Postgres now, not at the next round, or their wallets are refused meanwhile.
-  router.onOwnerLost(() => void runJobs());
   return {
     config,
     redis,

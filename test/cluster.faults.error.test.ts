@@ -2,8 +2,7 @@
  * Losing a node of a real Redis Cluster while the gateway runs, without restarting the gateway:
  * - a master killed with kill -9 whose replica is promoted: the gateway serves its wallets again within 10 s;
  * - a master killed right after it acknowledged a charge its replica never received: the gateway posts the charge
- *   again on the promoted replica (Redis replicates asynchronously), so no served request goes uncharged; and one
- *   killed right after it applied a grant: the grant comes back from Postgres at the failover, not 30 s later;
+ *   again on the promoted replica (Redis replicates asynchronously), so no served request goes uncharged;
  * - masters killed one after another under chat load (JSON and streams, on two gateways, with keys no gateway has
  *   cached yet): every answer is 200/402/429/503/504, never a 500; both serve again within 10 s of each promotion;
  *   each wallet is charged exactly what its answers reported, no credit stays locked, and `admin audit` is clean;
@@ -160,35 +159,6 @@ describe("a Redis Cluster losing a node", () => {
         await cluster.restart(victim!.port);
         await cluster.waitHealthy();
       }
-    }
-  }, 90_000);
-
-  test("a grant the killed master applied but never replicated: restored from Postgres when the replica takes over, so its wallet is served within 10 s", async () => {
-    const [victim] = await cluster.masters();
-    const { wallet, key } = await gw.newWallet(0, {}, await accountOn(cluster, victim!.port, shardOf));
-    await cluster.replicated(victim!.port);
-    const replica = await cluster.stall(victim!.port);
-    try {
-      await gw.grant(wallet, 5_000_000);
-      expect(await gw.ledgerState(wallet)).toEqual({ balance: 5_000_000, locked: 0 });
-      await cluster.kill(victim!.port);
-    } finally {
-      cluster.resume(replica);
-    }
-    try {
-      const killedAt = Date.now();
-      let status = 0;
-      while (status !== 200 && Date.now() - killedAt < 10_000) {
-        status = (await chat(key)).status;
-        if (status !== 200) await Bun.sleep(100);
-      }
-      expect(status).toBe(200);
-      await settled(wallet);
-      expect(await gw.ledgerState(wallet)).toEqual({ balance: 5_000_000 - charge, locked: 0 });
-      await auditClean();
-    } finally {
-      await cluster.restart(victim!.port);
-      await cluster.waitHealthy();
     }
   }, 90_000);
 
