@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { connect } from "node:net";
 import { join } from "node:path";
@@ -36,6 +36,8 @@ export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostg
   const socket = join(socketDir, ".s.PGSQL.5432");
   const url = "postgres://postgres@localhost/postgres";
   if (await socketAlive(socket)) return { url, path: socket, maxConnections: 4, stop: async () => {} };
+  // A socket file nobody answers on is a dead process's (kill -9, a crash): listening again needs it gone.
+  rmSync(socket, { force: true });
 
   const { PGlite } = await import("@electric-sql/pglite");
   const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
