@@ -16,6 +16,8 @@ export interface RebuildHooks {
   fenced?(): Promise<void>;
   /** The Postgres snapshot is taken; nothing has been written yet. */
   snapshotTaken?(): Promise<void>;
+  /** Every shard is written; no fence is open yet. */
+  written?(): Promise<void>;
 }
 
 export interface RebuildOptions {
@@ -105,6 +107,7 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   await restoreRevocations(ledger, sql);
   // Kept when present: SIWE refuses messages older than the last loss of Redis's replay guard (see siwe.ts).
   await redis.set(k.ready, new Date().toISOString(), "NX");
+  await hooks.written?.();
 
   lock.assertHeld();
   // A fence that is no longer ours means another rebuild took over: its result stands, this one did not rebuild.
