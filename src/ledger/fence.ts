@@ -127,7 +127,7 @@ export class LedgerRebuilding extends ApiError {
   }
 }
 
-/** An open fence is the bare epoch (digits); "R:<epoch>" is closed, null is lost. */
+/** An open fence is the bare epoch (digits); "R:<epoch>" (":<n>" once a rebuild wrote n batches) is closed, null is lost. */
 function isOpen(fence: string | null | undefined): boolean {
   return !!fence && /^\d+$/.test(fence);
 }

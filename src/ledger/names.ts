@@ -93,7 +93,8 @@ export class RedisNames {
     return `gw:${shard}:credited`;
   }
   /**
-   * The shard's ledger fence: the ledger epoch while balance changes may run, "R:<epoch>" while a rebuild runs.
+   * The shard's ledger fence: the ledger epoch while balance changes may run, "R:<epoch>" while a rebuild runs
+   * ("R:<epoch>:<n>" after its n-th write batch into the shard: rebuild/batch.ts).
    * Every balance-changing script checks it against the epoch its caller believes in (one slot per script).
    */
   fence(shard: string) {

@@ -82,7 +82,7 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   // Epochs only grow, also when the counter was lost with its node while other shards' fences survived (a cluster
   // master that came back empty): a fence still showing a later epoch moves the counter past it.
   const survivors = await Promise.all(shards.map((s) => redis.get(k.fence(s))));
-  const highest = Math.max(0, ...survivors.map((f) => Number(/^(?:R:)?(\d+)$/.exec(f ?? "")?.[1] ?? 0)));
+  const highest = Math.max(0, ...survivors.map((f) => Number(/^(?:R:)?(\d+)(?::\d+)?$/.exec(f ?? "")?.[1] ?? 0)));
   let next = await redis.incr(k.epoch);
   if (next <= highest) next = await redis.incrby(k.epoch, highest + 1 - next);
   const epoch = String(next);
@@ -97,7 +97,7 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   const snap = await readSnapshot(sql);
   await hooks.snapshotTaken?.();
   const held = await liveHolds(ledger);
-  await writeLedger(ledger, lock, closed, snap, held);
+  const written = await writeLedger(ledger, lock, closed, snap, held);
   // Exactly the credits of the snapshot are applied now; one committed since is applied by its own credit-3 call.
   const unapplied = snap.credits.filter((c) => !c.applied).map((c) => c.id);
   for (let i = 0; i < unapplied.length; i += 10_000) {
@@ -110,10 +110,14 @@ async function rebuildUnder(lock: RebuildLock, ledger: Ledger, sql: Sql, hooks: 
   await hooks.written?.();
 
   lock.assertHeld();
-  // A fence that is no longer ours means another rebuild took over: its result stands, this one did not rebuild.
+  // A fence that is no longer what this rebuild's last batch left means another rebuild took over (its result
+  // stands) or a failover lost batches (a replica promoted since lacks them): either way the shard stays closed.
   for (const s of shards) {
-    if (!(await ledger.scripts.compareAndSet(k.fence(s), closed, epoch))) {
-      throw new RebuildLockLost(`shard ${s}'s fence is no longer this rebuild's "${closed}": another process rebuilt the ledger`);
+    const last = written.get(s) ?? closed;
+    if (!(await ledger.scripts.compareAndSet(k.fence(s), last, epoch))) {
+      throw new RebuildLockLost(
+        `shard ${s}'s fence is no longer this rebuild's "${last}": another process rebuilt the ledger, or a failover lost this rebuild's writes`,
+      );
     }
   }
   ledger.fence.adoptAll(epoch);
@@ -210,6 +214,7 @@ async function liveHolds(ledger: Ledger) {
  * landing only while the shard's fence is still this rebuild's. Per shard the applied credit ids go first, then
  * balances and key state, and ids Postgres does not know are dropped last: a rebuild stopped between two batches
  * never leaves a balance that includes a credit the credited hash lacks (the reconciler would apply it again).
+ * Returns each shard's fence as its last batch left it, the only one the shard is opened from.
  */
 async function writeLedger(
   ledger: Ledger,
@@ -217,7 +222,7 @@ async function writeLedger(
   closed: string,
   snap: Snapshot,
   held: Awaited<ReturnType<typeof liveHolds>>,
-): Promise<void> {
+): Promise<Map<string, string>> {
   const { redis, names: k } = ledger;
   const shards = new Map(
     k
@@ -225,6 +230,7 @@ async function writeLedger(
       .map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]),
   );
   const of = (wallet: string) => shards.get(k.shardOf(wallet))!;
+  const written = new Map<string, string>();
   for (const c of snap.credits) of(c.wallet).credits.set(c.event_id, c.amount_usdc);
   for (const w of snap.wallets) of(w.wallet).wallets.set(k.wallet(k.shardOf(w.wallet), w.wallet), w.balance);
   for (const key of snap.apiKeys) of(key.wallet).keys.push(key);
@@ -263,8 +269,10 @@ async function writeLedger(
       (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)),
     );
     await w.flush();
+    written.set(s, w.fence);
   }
   // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One
   // command each (on a cluster a pipeline may not span nodes), a thousand at a time.
   await inChunks(snap.apiKeys, (key) => ledger.apiKeys.writeMapping(ledger.principal(key.id, key.wallet), key.key_hash));
+  return written;
 }
