@@ -79,6 +79,21 @@ describe("a settle that could not reach Redis is posted later from Postgres", ()
     expect(await gw.services.pendingSettles.replay()).toBe(0); // not retried every round
   });
 
+  test("a hold Redis no longer knows whose charge Postgres already has: dropped, nothing for an operator", async () => {
+    // Settled and flushed, then the hold's marker lost (a failed-over master's last charge, posted again).
+    const { p, wallet, holdId } = await holdFor(1, 10_000);
+    expect(await gw.services.ledger.settle(p, holdId, 7_000, details)).toBe(true);
+    expect(await charges(holdId)).toEqual([{ amount_usdc: 7_000 }]);
+    await gw.services.redis.del(gw.services.ledger.names.holdMarker(p.shard, holdId));
+    await gw.services.pendingSettles.record({ holdId, wallet, keyId: p.keyId, charge: 7_000, details });
+    expect(await gw.services.pendingSettles.replay()).toBe(1);
+    expect(errors.take(/"deferred settle: Redis no longer knows the hold/)).toEqual([]);
+    const [left] = await gw.services.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pending_settles WHERE hold_id = ${holdId}`;
+    expect(left!.n).toBe(0);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 993_000, locked: 0 });
+    expect(await charges(holdId)).toEqual([{ amount_usdc: 7_000 }]);
+  });
+
   test("a hold the sweeper expired meanwhile is still charged (a late charge), and only once", async () => {
     const { p, wallet, holdId } = await holdFor(1, 10_000);
     await gw.services.redis.zadd(gw.services.ledger.names.holds(p.shard), "XX", 1, holdId);

@@ -2,6 +2,7 @@ import type { ChargeDetails, Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
 import { metrics } from "../observe/metrics.ts";
 import type { Sql } from "./db.ts";
+import { ledgerEventId } from "./flusher.ts";
 
 /** A settle that could not be posted: enough to post it later. */
 export interface PendingSettle {
@@ -71,6 +72,12 @@ export class PendingSettles {
     }
   }
 
+  /** Whether Postgres's ledger holds the charge of `holdId` (the flusher inserted its event). */
+  private async recorded(holdId: string): Promise<boolean> {
+    const rows = await this.sql`SELECT 1 FROM ledger_events WHERE event_id = ${ledgerEventId("charge", holdId)}`;
+    return rows.length > 0;
+  }
+
   /** Posts every deferred settle; returns how many were posted or found already resolved. */
   async replay(): Promise<number> {
     const rows = await this.sql<
@@ -95,6 +102,12 @@ export class PendingSettles {
           ? await this.ledger.settleOutcome(p, r.hold_id, r.charge_usdc, details)
           : (await this.ledger.settleLeased(p, r.hold_id, r.charge_usdc, details, { id: r.lease_id, held: Number(r.lease_held ?? 0) }))
               .outcome;
+      if (outcome === "UNKNOWN_HOLD" && (await this.recorded(r.hold_id))) {
+        // Postgres has the charge already (flushed before Redis lost the hold, and a rebuild from Postgres carries
+        // it): nothing is missing, so nothing for an operator (a failed-over master's last charges, RecentCharges).
+        await this.sql`DELETE FROM pending_settles WHERE hold_id = ${r.hold_id}`;
+        continue;
+      }
       if (outcome === "UNKNOWN_HOLD") {
         // Redis lost the hold: the charge stays here, marked, rather than being dropped.
         log.error("deferred settle: Redis no longer knows the hold; kept in pending_settles for an operator", {
