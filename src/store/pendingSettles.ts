@@ -17,6 +17,24 @@ export interface PendingSettle {
   lease?: { id: string; held: number };
 }
 
+/** A settle as its pending_settles row. */
+function rowOf(p: PendingSettle) {
+  const d = p.details;
+  return {
+    hold_id: p.holdId,
+    wallet: p.wallet,
+    api_key_id: p.keyId,
+    charge_usdc: p.charge,
+    prompt_tokens: d.promptTokens,
+    completion_tokens: d.completionTokens,
+    cost_usd_micro: d.costMicro,
+    model: d.model,
+    unresolved: p.unresolved ?? false,
+    lease_id: p.lease?.id ?? null,
+    lease_held: p.lease?.held ?? null,
+  };
+}
+
 /**
  * The last resort for a charge: a settle that kept failing (Redis unreachable for about a minute) is written to
  * Postgres, and `replay` (the repair job) posts it once Redis answers again. settle-batch charges a hold the sweeper
@@ -30,12 +48,8 @@ export class PendingSettles {
 
   /** Keeps the settle for later. Never throws: when Postgres fails too, the error log carries the charge. */
   async record(p: PendingSettle): Promise<void> {
-    const d = p.details;
     try {
-      await this.sql`
-        INSERT INTO pending_settles (hold_id, wallet, api_key_id, charge_usdc, prompt_tokens, completion_tokens, cost_usd_micro, model, unresolved, lease_id, lease_held)
-        VALUES (${p.holdId}, ${p.wallet}, ${p.keyId}, ${p.charge}, ${d.promptTokens}, ${d.completionTokens}, ${d.costMicro}, ${d.model}, ${p.unresolved ?? false}, ${p.lease?.id ?? null}, ${p.lease?.held ?? null})
-        ON CONFLICT (hold_id) DO NOTHING`;
+      await this.sql`INSERT INTO pending_settles ${this.sql(rowOf(p))} ON CONFLICT (hold_id) DO NOTHING`;
       metrics.settlesDeferred.inc();
       log.warn("settle deferred to Postgres; the repair job posts it when Redis answers", { hold: p.holdId, charge: p.charge });
     } catch (e) {
@@ -49,19 +63,7 @@ export class PendingSettles {
    */
   async recordMany(list: PendingSettle[]): Promise<void> {
     if (list.length === 0) return;
-    const rows = list.map((p) => ({
-      hold_id: p.holdId,
-      wallet: p.wallet,
-      api_key_id: p.keyId,
-      charge_usdc: p.charge,
-      prompt_tokens: p.details.promptTokens,
-      completion_tokens: p.details.completionTokens,
-      cost_usd_micro: p.details.costMicro,
-      model: p.details.model,
-      unresolved: false,
-      lease_id: p.lease?.id ?? null,
-      lease_held: p.lease?.held ?? null,
-    }));
+    const rows = list.map(rowOf);
     try {
       for (let i = 0; i < rows.length; i += 1000) {
         await this.sql`INSERT INTO pending_settles ${this.sql(rows.slice(i, i + 1000))} ON CONFLICT (hold_id) DO NOTHING`;
