@@ -4,12 +4,14 @@
  * provider failures before and during a stream (hold released, balance untouched) and a client leaving mid-stream
  * (billed exactly as the same disconnect on /v1/chat/completions).
  */
+import type { Redis } from "ioredis";
 import { describe, expect, test } from "bun:test";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
 import { APICallError, generateText } from "ai";
 import OpenAI from "openai";
 import { leaveStreamAfter } from "./helpers/disconnect.ts";
+import { newId } from "../src/providers/responses/wire.ts";
 import { BASE, sharedGateway } from "./helpers/gateway.ts";
 
 // A small rate limit to reach 429 quickly (per wallet: the other tests use their own wallets).
@@ -191,6 +193,36 @@ describe("stored conversations that are not there", () => {
     await expectUntouched(wallet);
   });
 
+  test("an unknown id made long ago is read once and refused at once; a fresh one is read again first", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const names = gw.services.ledger.names;
+    const second = Math.floor(Date.now() / 1000);
+    const stale = `resp_${(second - 60).toString(16)}${"0".repeat(40)}`;
+    const fresh = newId("resp");
+    const reads = new Map<string, number>();
+    const keyOf = (id: string) => names.storedResponse(names.shardOf(wallet), wallet, id);
+    const monitor = await (gw.services.redis as Redis).monitor();
+    try {
+      monitor.on("monitor", (_time: string, args: string[]) => {
+        if (args[0]?.toUpperCase() === "GET") reads.set(args[1]!, (reads.get(args[1]!) ?? 0) + 1);
+      });
+      for (const id of [stale, fresh]) {
+        const e = await rejection(gw.openai(key).responses.create({ model: ECHO, previous_response_id: id, input: "hi" }));
+        expect(e.code).toBe("previous_response_not_found");
+      }
+      // MONITOR reports commands in the order Redis ran them: once this marker is seen, every earlier read was.
+      const marker = `marker:${crypto.randomUUID()}`;
+      const seen = new Promise<void>((resolve) => monitor.on("monitor", (_t: string, args: string[]) => args[1] === marker && resolve()));
+      await gw.services.redis.get(marker);
+      await seen;
+      expect(reads.get(keyOf(stale))).toBe(1);
+      expect(reads.get(keyOf(fresh))).toBeGreaterThan(1);
+    } finally {
+      monitor.disconnect();
+    }
+    await expectUntouched(wallet);
+  });
+
   test("unknown item_reference: 404 item_not_found (NotFoundError)", async () => {
     const { wallet, key } = await gw.newWallet(1);
     const e = await rejection(
@@ -233,7 +265,9 @@ describe("stored conversations that are not there", () => {
     expect(e.code).toBe("previous_response_not_found");
     const stored = await client.responses.create({ model: ECHO, input: "hi" });
     const names = gw.services.ledger.names;
-    const ttl = await gw.services.redis.ttl(names.storedResponse(names.shardOf(wallet), wallet, stored.id));
+    // On the gateway's own connection, as a next turn here would read: after the write queued before the answer.
+    const kept = names.storedResponse(names.shardOf(wallet), wallet, stored.id);
+    const ttl = (await gw.services.scripts.client.send("TTL", [kept], kept)) as number;
     expect(ttl).toBeGreaterThan(100);
     expect(ttl).toBeLessThanOrEqual(120);
   });

@@ -4,6 +4,7 @@
  * but for base URL, key and fetch, against an OpenAI-type ("standin/…") and an Anthropic-type ("claude/…") stand-in:
  * the text, the usage and the exact charge, tool round trips and conversations continued from the store.
  */
+import type { Redis } from "ioredis";
 import { describe, expect, test } from "bun:test";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
@@ -11,6 +12,7 @@ import { generateText, streamText } from "ai";
 import { AFTER_TOOL, inputTokensFor, REPLY, TOOL_INTRO, TOOL_JSON } from "./helpers/anthropicStandin.ts";
 import { BASE, expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { LONG_TOOL, LONG_WORDS, REPLY_WORDS } from "./helpers/openaiStandin.ts";
+import { newId } from "../src/providers/responses/wire.ts";
 
 const gw = sharedGateway();
 
@@ -189,7 +191,7 @@ for (const model of [ECHO, SONNET] as const) {
       });
       expect(again.text).toBe(m.reply);
       const upstream = model === ECHO ? gw.standin.requests.at(-1)! : gw.anthropic.requests.at(-1)!;
-      expect(sent[1].input[1]).toEqual({ type: "item_reference", id: expect.stringMatching(/^msg_[0-9a-f]{32}$/) });
+      expect(sent[1].input[1]).toEqual({ type: "item_reference", id: expect.stringMatching(/^msg_[0-9a-f]{48}$/) });
       expect(upstream.messages).toMatchObject([{ role: "user" }, { role: "assistant", content: m.reply }, { role: "user" }]);
     });
 
@@ -221,6 +223,42 @@ for (const model of [ECHO, SONNET] as const) {
     });
   });
 }
+
+describe("a next turn that arrives before its conversation's write", () => {
+  // An answer leaves without waiting for its conversation's write; a next turn sent to another process at once can
+  // read first. Here the write is made to land only after the next turn's first read (seen on MONITOR).
+  test("reads the fresh id again and finds it: the whole conversation goes upstream", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const id = newId("resp");
+    const names = gw.services.ledger.names;
+    const stored = names.storedResponse(names.shardOf(wallet), wallet, id);
+    const monitor = await (gw.services.redis as Redis).monitor();
+    try {
+      const firstRead = new Promise<void>((resolve) =>
+        monitor.on("monitor", (_time: string, args: string[]) => {
+          if (args[0]?.toUpperCase() === "GET" && args[1] === stored) resolve();
+        }),
+      );
+      const next = gw.openai(key).responses.create({ model: ECHO, previous_response_id: id, input: "Go on." });
+      await firstRead;
+      const earlier = [
+        { role: "user", content: "Turn 0." },
+        { id: newId("msg"), type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Earlier." }] },
+      ];
+      await gw.services.redis.set(stored, JSON.stringify(earlier), "EX", 60);
+      expect((await next).output_text).toBe(MODELS[ECHO].reply);
+      expect(gw.standin.requests.at(-1)!.messages).toEqual([
+        { role: "user", content: "Turn 0." },
+        { role: "assistant", content: "Earlier." },
+        { role: "user", content: "Go on." },
+      ]);
+      const { input, output } = MODELS[ECHO].usage();
+      await charged(wallet, input, output);
+    } finally {
+      monitor.disconnect();
+    }
+  });
+});
 
 describe("function tool round trip (Anthropic-type model: its stand-in calls the tool)", () => {
   const callArgs = JSON.parse(TOOL_JSON.join(""));

@@ -1,9 +1,9 @@
 /**
  * A stored conversation continued on another gateway process right after the answer: what load-balanced clients
- * do (the AI SDK's second turn, the Agents SDK's previous_response_id). The JSON answer leaves once its writes are
- * acknowledged, a stream's `response.completed` once its writes are on the Redis connection with its settle; the
- * next turn, sent the moment the first one is read, finds the whole conversation on the other process, both ways,
- * with credit leases off and on.
+ * do (the AI SDK's second turn, the Agents SDK's previous_response_id). An answer leaves without waiting for its
+ * conversation's write, so the next turn, sent to the other process the moment the first one is read, may read
+ * before the write is applied and reads the fresh id again; it finds the whole conversation on the other process,
+ * both ways, with credit leases off and on.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";

@@ -143,10 +143,4 @@ export interface DoorStream {
    * for a stream that ends well, before its last frames leave; the door's end may come before or after it.
    */
   settled?(): void;
-  /**
-   * The door's own writes, once started (by `settled` or its end): the stream's last frames leave when they are
-   * acknowledged, so a next turn on any process reads them (Redis orders commands per connection only: a write
-   * on the wire can still be read after another connection's later read).
-   */
-  stored?(): Promise<void> | undefined;
 }

@@ -159,13 +159,12 @@ export class MeteredStream {
       await holds.release(this.call);
     }
     const last = this.frames.last(ok, text);
-    if (ok) await this.frames.stored();
     try {
       if (last.length > 0) ctrl.enqueue(last);
       ctrl.close();
     } catch {
-      // The client left while the charge (or a door's write) went out: it is resolved above all the same, and the
-      // stream's end must still be told (the access-log line waits for it).
+      // The client left while the charge went out: it is resolved above all the same, and the stream's end must
+      // still be told (the access-log line waits for it).
     }
     this.end();
   }

@@ -64,11 +64,6 @@ export class StreamFrames {
     this.door?.settled?.();
   }
 
-  /** The door's own writes acknowledged, before a well-ended stream's last frames leave (DoorStream.stored). */
-  stored(): Promise<void> | undefined {
-    return this.door?.stored?.();
-  }
-
   /**
    * The counted usage a client asked for and the provider did not send: a door's text joins `text` (it leaves with
    * the last frames); a chat client's chunk is written now.

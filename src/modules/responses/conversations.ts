@@ -7,8 +7,23 @@
  */
 import type { RedisNames } from "../../ledger/names.ts";
 import type { KeyRouter } from "../../redis/router.ts";
-import type { Item } from "../../providers/responses/wire.ts";
+import { idSecond, type Item } from "../../providers/responses/wire.ts";
 import { StoredItemMissing } from "./errors.ts";
+
+/**
+ * How long after the second an id was made a miss of it is read again. An answer leaves without waiting for its
+ * conversation's write (queued on the wallet's connection first, so this process reads it in order), and a next
+ * turn sent to another process the moment the answer is read can arrive before that write has been applied.
+ */
+const FRESH_MS = 3_000;
+
+/** Whether a missing id may still be on its way: made by newId within FRESH_MS (and not claiming a later time). */
+function fresh(id: string | undefined): boolean {
+  const second = id === undefined ? undefined : idSecond(id);
+  if (second === undefined) return false;
+  const now = Date.now();
+  return second * 1000 <= now + 1000 && now < second * 1000 + FRESH_MS;
+}
 
 /** The ledger's batches of a shard, which the store's writes ride with (Ledger.alongside, Ledger.flushShard). */
 export interface Alongside {
@@ -46,7 +61,7 @@ export class ConversationStore {
     let chain: Item[] = [];
     if (previousId !== undefined && previousId !== null) {
       const key = typeof previousId === "string" ? this.names.storedResponse(shard, wallet, previousId) : undefined;
-      const stored = key === undefined ? null : ((await this.redis.send("GET", [key], key)) as string | null);
+      const stored = key === undefined ? undefined : (await this.read([previousId as string], [key]))[0];
       if (typeof stored !== "string") throw StoredItemMissing.response(String(previousId));
       chain = JSON.parse(stored) as Item[];
     }
@@ -55,7 +70,7 @@ export class ConversationStore {
     const inChain = new Set(chain.map((i) => i.id).filter(Boolean));
     const wanted = refs.map((r) => r.id).filter((id): id is string => typeof id === "string" && !inChain.has(id));
     const keys = wanted.map((id) => this.names.storedItem(shard, wallet, id));
-    const found = keys.length ? ((await this.redis.send("MGET", keys, keys[0])) as (string | null)[]) : [];
+    const found = keys.length ? await this.read(wanted, keys) : [];
     const byId = new Map(wanted.map((id, n) => [id, found[n]]));
     const items: Item[] = [...chain];
     for (const item of input) {
@@ -69,6 +84,20 @@ export class ConversationStore {
       items.push(JSON.parse(stored) as Item);
     }
     return items;
+  }
+
+  /** The stored values of `keys` (one slot), a miss read again, briefly, while its id is fresh. */
+  private async read(ids: string[], keys: string[]): Promise<(string | null)[]> {
+    const once = async () =>
+      keys.length === 1
+        ? [(await this.redis.send("GET", keys, keys[0])) as string | null]
+        : ((await this.redis.send("MGET", keys, keys[0])) as (string | null)[]);
+    let found = await once();
+    for (let wait = 2; found.some((v, n) => typeof v !== "string" && fresh(ids[n])); wait = Math.min(wait * 2, 250)) {
+      await Bun.sleep(wait);
+      found = await once();
+    }
+    return found;
   }
 
   /**

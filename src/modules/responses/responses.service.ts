@@ -4,10 +4,8 @@
  * copied), its answer reshaped into the Responses API's object or events, and kept when `store` is not false.
  */
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
-import { withDeadline } from "../../deadline.ts";
 import { ApiError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { DependencyDown } from "../../outage.ts";
 import type { RequestTrace } from "../../observe/trace.ts";
 import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
@@ -15,9 +13,6 @@ import { responsesStream } from "../../providers/responses/stream.ts";
 import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
 import type { AnswerShape, ChatService, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
-
-/** The longest an answer waits for its conversation's write (then it leaves, the conversation maybe not kept). */
-const STORE_WAIT_MS = 2_000;
 
 function invalid(message: string): ApiError {
   return new ApiError({ code: "VALIDATION_ERROR", message });
@@ -59,19 +54,16 @@ export class ResponsesService {
     const id = newId("resp");
     const frame = responseFrame(id, body, body.stream === true);
     const keep = body.store !== false;
-    // The answer is billed and sent whatever happens here: a conversation that could not be kept is only logged,
-    // and the answer waits for its write at most STORE_WAIT_MS (a Redis that is down queues commands).
-    const save = (output: Item[], outputJson: string[], ride = false): Promise<void> => {
+    // The answer is billed and sent whatever happens here, without waiting for the write: it is queued on the
+    // wallet's Redis connection before the answer leaves, so a next turn here reads after it, and one on another
+    // process that arrives first reads a fresh id again (ConversationStore.read). A conversation that could not be
+    // kept is only logged.
+    const save = (output: Item[], outputJson: string[], ride = false): void => {
       const wallet = trace.wallet; // known once the core has authenticated the key
-      if (!keep || !wallet) return Promise.resolve();
-      return withDeadline(
-        STORE_WAIT_MS,
-        () => this.store.save(wallet, id, items, output, outputJson, ride),
-        () => DependencyDown.late("redis", "conversation store", STORE_WAIT_MS),
-      ).then(
-        () => {},
-        (e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }),
-      );
+      if (!keep || !wallet) return;
+      this.store
+        .save(wallet, id, items, output, outputJson, ride)
+        .catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
     };
     let answer: ReturnType<typeof responseObject> | undefined;
     const shape: AnswerShape = {
@@ -80,14 +72,13 @@ export class ResponsesService {
         return answer.json;
       },
       // Sent with the stream's settle, in the same write (a stream's writes alone cost a Redis write and read of
-      // their own); response.completed leaves once they are acknowledged, as a JSON answer does.
+      // their own).
       stream: () => responsesStream(frame, (output, json) => save(output, json, true)),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape, pay);
-    // Kept before the answer leaves: then whoever reads the store next (a next turn on any process or connection)
-    // finds it. One Redis round trip of latency; the CPU is the same either way. Not with the settle: that could
-    // wait for the settle in flight, and a JSON answer's writes already share their write with others (bench).
-    if (answer && res.ok) await save(answer.output, answer.outputJson);
+    // Not with the settle: that could wait for the settle in flight, and a JSON answer's writes already share their
+    // write with others (bench).
+    if (answer && res.ok) save(answer.output, answer.outputJson);
     return res;
   }
 }

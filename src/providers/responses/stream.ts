@@ -44,10 +44,10 @@ const FAILED = head("response.failed");
 
 /**
  * Translates one chat stream; `finished` gets the output items of a completed answer and each one's JSON (the
- * store keeps them) once the answer's charge is queued (DoorStream.settled); the client reads response.completed
- * once the promise it returns has resolved (DoorStream.stored).
+ * store keeps them) once the answer's charge is queued (DoorStream.settled), so the store's writes leave before
+ * response.completed does.
  */
-export function responsesStream(response: Frame, finished: (output: Item[], json: string[]) => Promise<void>): DoorStream {
+export function responsesStream(response: Frame, finished: (output: Item[], json: string[]) => void): DoorStream {
   const output: Item[] = [];
   const outputJson: string[] = [];
   const open: Open[] = [];
@@ -65,7 +65,6 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
   // A completed answer is kept once its charge is queued (`settled`), so the store's writes ride with the settle.
   let charged = false;
   let keep: (() => void) | undefined;
-  let saving: Promise<void> | undefined;
   /** A lifecycle event (its head): the frame with these error and incomplete_details, then `rest` (its own fields). */
   const lifecycle = (type: string, error: string, details: string, rest: string) => {
     out += `${type}${seq++},"response":${response(error, details, rest)}}\n\n`;
@@ -159,7 +158,7 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
     // No usage before [DONE]: the core stopped the stream (its time cap), so the answer is not complete.
     if (ok && usage) {
       // Kept before the client reads response.completed: the store's write is queued ahead of a next turn's read.
-      keep = () => void (saving = finished(output, outputJson));
+      keep = () => finished(output, outputJson);
       if (charged) keep();
       const reason = incompleteReason(finish);
       const status = reason ? "incomplete" : "completed";
@@ -185,7 +184,6 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
       charged = true;
       keep?.();
     },
-    stored: () => saving,
     next(payload) {
       if (ended) return "";
       let r: ReturnType<typeof step>;

@@ -103,18 +103,35 @@ export function responsesUsageJson(u: Parameters<typeof responsesUsage>[0]): str
 
 // Random bytes drawn a few kilobytes at a time: one crypto call per 256 ids instead of a randomUUID (and its dashes
 // taken out) per id.
-const ID_BYTES = 16;
+const ID_BYTES = 20;
 const pool = Buffer.alloc(ID_BYTES * 256);
 let poolAt = pool.length;
+let hexOf = 0;
+let secondHex = "";
 
-/** A new id with OpenAI's prefix for its kind (resp_, msg_, fc_): 32 random hex digits after it. */
+/**
+ * A new id with OpenAI's prefix for its kind (resp_, msg_, fc_), then, as OpenAI's own ids, the second it was made
+ * (8 hex digits) and random hex (40 digits): a store that misses an id made a moment ago knows the write may still
+ * be on its way (idSecond).
+ */
 export function newId(prefix: "resp" | "msg" | "fc"): string {
   if (poolAt === pool.length) {
     crypto.getRandomValues(pool);
     poolAt = 0;
   }
   poolAt += ID_BYTES;
-  return `${prefix}_${pool.toString("hex", poolAt - ID_BYTES, poolAt)}`;
+  const second = Math.floor(Date.now() / 1000);
+  if (second !== hexOf) {
+    hexOf = second;
+    secondHex = second.toString(16).padStart(8, "0");
+  }
+  return `${prefix}_${secondHex}${pool.toString("hex", poolAt - ID_BYTES, poolAt)}`;
+}
+
+/** The second (Unix time) an id of newId was made, or undefined for an id not of that form. */
+export function idSecond(id: string): number | undefined {
+  const m = /^(?:resp|msg|fc)_([0-9a-f]{8})[0-9a-f]{40}$/.exec(id);
+  return m ? Number.parseInt(m[1]!, 16) : undefined;
 }
 
 /** A `response` object's JSON with these error and incomplete_details values (JSON text) and `rest` after the frame. */
