@@ -11,7 +11,7 @@ import { Ledger } from "./ledger/ledger.ts";
 import { LedgerScripts } from "./ledger/scripts.ts";
 import { openRedis, type RedisCommands } from "./redis/connect.ts";
 import type { RedisTarget } from "./redis/target.ts";
-import { ClusterRouter } from "./redis/router.ts";
+import { ClusterRouter } from "./redis/clusterRouter.ts";
 import { log } from "./log.ts";
 import { RecentCharges } from "./billing/recentCharges.ts";
 import { Holds } from "./billing/holds.ts";

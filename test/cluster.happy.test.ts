@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Cluster } from "ioredis";
 import { keySlot } from "../src/redis/slot.ts";
-import { ClusterRouter } from "../src/redis/router.ts";
+import { ClusterRouter } from "../src/redis/clusterRouter.ts";
 import { checkEvictionPolicy } from "../src/rebuild/redisChecks.ts";
 import { startChain, type DevChain } from "./helpers/chain.ts";
 import { runMain } from "./helpers/child.ts";

@@ -1,6 +1,7 @@
 import { Cluster, Redis } from "ioredis";
 import { log } from "../log.ts";
-import { ClusterRouter, type KeyRouter, SingleRouter } from "./router.ts";
+import { ClusterRouter } from "./clusterRouter.ts";
+import { type KeyRouter, SingleRouter } from "./router.ts";
 import { describeTarget, isCluster, type RedisTarget } from "./target.ts";
 
 /**
