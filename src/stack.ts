@@ -20,9 +20,12 @@ export async function openStack(config: Config): Promise<Stack> {
     const r = await startEmbeddedRedis(join(config.dataDir, "redis"));
     stops.push(r.stop);
     redis = r.socket;
-    log.info(r.started ? "embedded redis-server started" : "joined the embedded redis-server already serving DATA_DIR", {
-      socket: r.socket,
-    });
+    const how = r.started
+      ? "embedded redis-server started"
+      : r.adopted
+        ? "took over the embedded redis-server a stopped process left running in DATA_DIR"
+        : "joined the embedded redis-server already serving DATA_DIR";
+    log.info(how, { socket: r.socket });
   }
   let database: Connections["database"] = { url: config.databaseUrl ?? "" };
   if (!config.databaseUrl) {

@@ -1,7 +1,7 @@
 /**
  * The embedded defaults after a crash: a gateway killed with kill -9 leaves its embedded redis-server running and
- * PGlite's unix socket file behind in DATA_DIR; started again on the same DATA_DIR it joins the one and listens on
- * the other anew, and serves.
+ * PGlite's unix socket file behind in DATA_DIR; started again on the same DATA_DIR it takes the one over (its
+ * SIGTERM stops it, so nothing is left running) and listens on the other anew, and serves.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -12,16 +12,23 @@ import { startChildGateway } from "./helpers/child.ts";
 const dataDir = mkdtempSync(join(tmpdir(), "gw-crash-"));
 
 afterAll(() => {
-  // The embedded redis-server outlives a killed gateway by design (the next one joins it); the test stops it.
+  // Only if the test failed before the second gateway stopped the redis-server it took over.
   Bun.spawnSync(["redis-cli", "-s", join(dataDir, "redis", "redis.sock"), "SHUTDOWN", "NOSAVE"]);
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-test("a gateway killed with kill -9 starts again on its DATA_DIR and serves", async () => {
+const redisCli = (...args: string[]) =>
+  Bun.spawnSync(["redis-cli", "-s", join(dataDir, "redis", "redis.sock"), ...args])
+    .stdout.toString()
+    .trim();
+
+test("a gateway killed with kill -9 starts again on its DATA_DIR, serves, and its SIGTERM stops the redis-server too", async () => {
   const first = await startChildGateway({ DATA_DIR: dataDir });
   expect((await fetch(`${first.url}/health`)).status).toBe(200);
   first.proc.kill("SIGKILL");
   await first.proc.exited;
+  // The first gateway's redis-server is still there, now nobody's.
+  expect(redisCli("PING")).toBe("PONG");
 
   const second = await startChildGateway({ DATA_DIR: dataDir });
   try {
@@ -29,6 +36,7 @@ test("a gateway killed with kill -9 starts again on its DATA_DIR and serves", as
     expect(health.status).toBe(200);
     expect(await health.json()).toMatchObject({ status: "ok", redis: "up", postgres: "up" });
   } finally {
-    await second.stop();
+    expect(await second.stop()).toBe(0);
   }
+  expect(redisCli("PING")).not.toBe("PONG");
 }, 120_000);
