@@ -1,14 +1,13 @@
-import { rebuiltKeyFields } from "../ledger/apiKeyState.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
-import { inChunks, scanKeys } from "../redis/connect.ts";
 import { Credits, type CreditInput } from "../store/credits.ts";
 import type { Sql } from "../store/db.ts";
 import { eventJson, insertLedgerEvents } from "../store/flusher.ts";
-import { restoreRevocations } from "./reconcile.ts";
-import { FencedShardWriter } from "./batch.ts";
 import { RebuildLock, RebuildLockLost } from "./lock.ts";
+import { restoreRevocations } from "./reconcile.ts";
 import { recordShardCount } from "./redisChecks.ts";
+import { liveHolds, readSnapshot } from "./snapshot.ts";
+import { writeLedger } from "./writeLedger.ts";
 
 /** Test seams: awaited between the rebuild's steps, so a test can race writers against each one. */
 export interface RebuildHooks {
@@ -146,133 +145,4 @@ async function recordDeferredCredits(ledger: Ledger, sql: Sql): Promise<void> {
     await credits.record(sql, JSON.parse(json) as CreditInput);
     await ledger.redis.hdel(ledger.names.creditOutbox, eventId);
   }
-}
-
-type Snapshot = Awaited<ReturnType<typeof readSnapshot>>;
-
-/** Everything the ledger is built from, read in one REPEATABLE READ read-only transaction: one moment of Postgres. */
-function readSnapshot(sql: Sql) {
-  return sql.begin("isolation level repeatable read read only", async (tx) => {
-    const wallets = await tx<{ wallet: string; balance: number }[]>`
-      SELECT wallet, SUM(amount)::bigint AS balance FROM (
-        SELECT wallet, amount_usdc AS amount FROM credits
-        UNION ALL SELECT wallet, -amount_usdc FROM ledger_events WHERE type = 'charge'
-      ) m GROUP BY wallet`;
-    const credits = await tx<{ id: number; wallet: string; event_id: string; amount_usdc: number; applied: boolean }[]>`
-      SELECT id, wallet, event_id, amount_usdc, applied_at IS NOT NULL AS applied FROM credits`;
-    const apiKeys = await tx<
-      {
-        id: number;
-        wallet: string;
-        key_hash: string;
-        budget_usdc: number | null;
-        revoked: boolean;
-        requests: number;
-        pt: number;
-        ct: number;
-        spent: number;
-        revenue: number;
-      }[]
-    >`
-      SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked,
-             COUNT(e.event_id)::bigint AS requests,
-             COALESCE(SUM(e.prompt_tokens), 0)::bigint AS pt, COALESCE(SUM(e.completion_tokens), 0)::bigint AS ct,
-             COALESCE(SUM(e.amount_usdc), 0)::bigint AS spent, COALESCE(SUM(e.amount_usdc - e.cost_usd_micro), 0)::bigint AS revenue
-      FROM api_keys k LEFT JOIN ledger_events e ON e.api_key_id = k.id AND e.type = 'charge'
-      GROUP BY k.id`;
-    return { wallets: [...wallets], credits: [...credits], apiKeys: [...apiKeys] };
-  });
-}
-
-/** Σ live holds per wallet hash and per key hash (Redis key names): holds survive a rebuild, so their locks do. */
-async function liveHolds(ledger: Ledger) {
-  const k = ledger.names;
-  const wallets = new Map<string, number>();
-  const keys = new Map<string, number>();
-  let count = 0;
-  for (const s of k.allShards()) {
-    const ids = await ledger.redis.zrange(k.holds(s), "0", "-1");
-    for (let i = 0; i < ids.length; i += 500) {
-      const markers = await ledger.redis.mget(ids.slice(i, i + 500).map((id) => k.holdMarker(s, id)));
-      for (const m of markers) {
-        const live = m && /^live\|(\d+)\|([^|]*)\|(.*)$/.exec(m);
-        if (!live) continue;
-        const [, amount, wallet, keyId] = live;
-        const w = k.wallet(s, wallet!);
-        const key = k.apiKey(s, keyId!);
-        wallets.set(w, (wallets.get(w) ?? 0) + Number(amount));
-        keys.set(key, (keys.get(key) ?? 0) + Number(amount));
-        count++;
-      }
-    }
-  }
-  return { wallets, keys, count };
-}
-
-/**
- * Writes the snapshot shard by shard through fenced batches (rebuild-write-2.lua, on the shard's master), each
- * landing only while the shard's fence is still this rebuild's. Per shard the applied credit ids go first, then
- * balances and key state, and ids Postgres does not know are dropped last: a rebuild stopped between two batches
- * never leaves a balance that includes a credit the credited hash lacks (the reconciler would apply it again).
- * Returns each shard's fence as its last batch left it, the only one the shard is opened from.
- */
-async function writeLedger(
-  ledger: Ledger,
-  lock: RebuildLock,
-  closed: string,
-  snap: Snapshot,
-  held: Awaited<ReturnType<typeof liveHolds>>,
-): Promise<Map<string, string>> {
-  const { redis, names: k } = ledger;
-  const shards = new Map(
-    k
-      .allShards()
-      .map((s) => [s, { credits: new Map<string, number>(), wallets: new Map<string, number>(), keys: [] as Snapshot["apiKeys"] }]),
-  );
-  const of = (wallet: string) => shards.get(k.shardOf(wallet))!;
-  const written = new Map<string, string>();
-  for (const c of snap.credits) of(c.wallet).credits.set(c.event_id, c.amount_usdc);
-  for (const w of snap.wallets) of(w.wallet).wallets.set(k.wallet(k.shardOf(w.wallet), w.wallet), w.balance);
-  for (const key of snap.apiKeys) of(key.wallet).keys.push(key);
-  // A wallet hash Postgres knows nothing of holds no money (a tampered or stray write); its live holds stay locked.
-  const others = new Set(held.wallets.keys());
-  for await (const names of scanKeys(redis, k.walletPattern)) for (const n of names) if (k.isWallet(n)) others.add(n);
-  for (const name of others) {
-    const shard = shards.get(k.parseRecord(name)?.shard ?? "");
-    if (shard && !shard.wallets.has(name)) shard.wallets.set(name, 0);
-  }
-
-  for (const [s, plan] of shards) {
-    const w = new FencedShardWriter(ledger, lock, s, closed);
-    await w.hset(k.credited(s), Object.fromEntries(plan.credits));
-    for (const [name, balance] of plan.wallets) await w.hset(name, { balance, locked: held.wallets.get(name) ?? 0 });
-    for (const key of plan.keys) {
-      const name = ledger.principal(key.id, key.wallet).apiKeyName;
-      await w.hset(
-        name,
-        rebuiltKeyFields(
-          { revoked: key.revoked, budget: key.budget_usdc },
-          {
-            spent: key.spent,
-            locked: held.keys.get(name) ?? 0,
-            requests: key.requests,
-            prompt_tokens: key.pt,
-            completion_tokens: key.ct,
-            revenue: key.revenue,
-          },
-        ),
-      );
-    }
-    // The credited hash is exactly the snapshot's credits (a credit applied before the fence closed is in it).
-    await w.hdel(
-      k.credited(s),
-      (await redis.hkeys(k.credited(s))).filter((id) => !plan.credits.has(id)),
-    );
-    await w.flush();
-    written.set(s, w.fence);
-  }
-  // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One
-  // command each (on a cluster a pipeline may not span nodes), a thousand at a time.
-  await inChunks(snap.apiKeys, (key) => ledger.apiKeys.writeMapping(ledger.principal(key.id, key.wallet), key.key_hash));
-  return written;
 }
