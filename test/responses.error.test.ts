@@ -11,6 +11,8 @@ import { ChatOpenAI } from "@langchain/openai";
 import { APICallError, generateText } from "ai";
 import OpenAI from "openai";
 import { leaveStreamAfter } from "./helpers/disconnect.ts";
+import { ConversationStore } from "../src/modules/responses/conversations.ts";
+import { StoredItemMissing } from "../src/modules/responses/errors.ts";
 import { newId } from "../src/providers/responses/wire.ts";
 import { BASE, sharedGateway } from "./helpers/gateway.ts";
 
@@ -221,6 +223,39 @@ describe("stored conversations that are not there", () => {
       monitor.disconnect();
     }
     await expectUntouched(wallet);
+  });
+
+  test("past the cap on waiting reads, a fresh id's miss is refused at once", async () => {
+    const { wallet } = await gw.newWallet(1);
+    const names = gw.services.ledger.names;
+    const store = new ConversationStore(gw.services.scripts.client, names, 60, undefined, 1);
+    const keyOf = (id: string) => names.storedResponse(names.shardOf(wallet), wallet, id);
+    // Made "next second": fresh for 3–4 s from now, so it keeps the one waiting place while the second id is read.
+    const holder = `resp_${(Math.floor(Date.now() / 1000) + 1).toString(16)}${"1".repeat(40)}`;
+    const refused = newId("resp");
+    const reads = new Map<string, number>();
+    const monitor = await (gw.services.redis as Redis).monitor();
+    try {
+      let holderReads!: () => void;
+      const holding = new Promise<void>((resolve) => (holderReads = resolve));
+      monitor.on("monitor", (_time: string, args: string[]) => {
+        if (args[0]?.toUpperCase() !== "GET") return;
+        reads.set(args[1]!, (reads.get(args[1]!) ?? 0) + 1);
+        if (args[1] === keyOf(holder) && reads.get(args[1]!) === 2) holderReads();
+      });
+      const first = store.resolve(wallet, holder, []).catch((e) => e);
+      await holding; // its second read: it is waiting
+      const e = await store.resolve(wallet, refused, []).catch((e) => e);
+      expect(e).toBeInstanceOf(StoredItemMissing);
+      const marker = `marker:${crypto.randomUUID()}`;
+      const seen = new Promise<void>((resolve) => monitor.on("monitor", (_t: string, args: string[]) => args[1] === marker && resolve()));
+      await gw.services.redis.get(marker);
+      await seen;
+      expect(reads.get(keyOf(refused))).toBe(1);
+      expect(await first).toBeInstanceOf(StoredItemMissing);
+    } finally {
+      monitor.disconnect();
+    }
   });
 
   test("unknown item_reference: 404 item_not_found (NotFoundError)", async () => {

@@ -25,6 +25,13 @@ function fresh(id: string | undefined): boolean {
   return second * 1000 <= now + 1000 && now < second * 1000 + FRESH_MS;
 }
 
+/**
+ * At most this many reads of one process wait for a fresh id at once; a miss beyond them is refused at once. A key
+ * holder naming made-up fresh ids (before the rate limit, which admission applies) then costs a bounded number of
+ * waiting requests and Redis reads, not one 3 s loop per request.
+ */
+export const MAX_WAITING_READS = 256;
+
 /** The ledger's batches of a shard, which the store's writes ride with (Ledger.alongside, Ledger.flushShard). */
 export interface Alongside {
   alongside(shard: string, put: () => void): void;
@@ -40,11 +47,14 @@ export interface Alongside {
 export class ConversationStore {
   private readonly ttl: string;
 
+  private waiting = 0;
+
   constructor(
     private readonly redis: KeyRouter,
     private readonly names: RedisNames,
     ttlS: number,
     private readonly ledger?: Alongside,
+    private readonly maxWaiting = MAX_WAITING_READS,
   ) {
     this.ttl = String(ttlS);
   }
@@ -93,9 +103,16 @@ export class ConversationStore {
         ? [(await this.redis.send("GET", keys, keys[0])) as string | null]
         : ((await this.redis.send("MGET", keys, keys[0])) as (string | null)[]);
     let found = await once();
-    for (let wait = 2; found.some((v, n) => typeof v !== "string" && fresh(ids[n])); wait = Math.min(wait * 2, 250)) {
-      await Bun.sleep(wait);
-      found = await once();
+    const missesFresh = () => found.some((v, n) => typeof v !== "string" && fresh(ids[n]));
+    if (this.waiting >= this.maxWaiting || !missesFresh()) return found;
+    this.waiting++;
+    try {
+      for (let wait = 2; missesFresh(); wait = Math.min(wait * 2, 250)) {
+        await Bun.sleep(wait);
+        found = await once();
+      }
+    } finally {
+      this.waiting--;
     }
     return found;
   }
