@@ -1,14 +1,39 @@
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 
 const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
 
-/** A TCP port nobody listens on right now (for a private redis-server a child process can reach by URL). */
+// The kernel hands out ports of this range to outgoing connections: a port picked there and bound a moment later
+// can be taken meanwhile by any connection this process (or another) opens, so ports are picked below it.
+const EPHEMERAL_FROM = (() => {
+  try {
+    return Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+})();
+const PICK_FROM = 10_000;
+
+/**
+ * A TCP port nobody listens on right now, for a server started a moment later (a private redis-server a child
+ * process reaches by URL, a child gateway): picked at random below the ephemeral range and checked by binding it.
+ */
 export function freePort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
+  if (EPHEMERAL_FROM - PICK_FROM < 1_000) {
+    const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } }); // no room below: any port
+    s.stop(true);
+    return s.port;
+  }
+  for (;;) {
+    const port = PICK_FROM + Math.floor(Math.random() * (EPHEMERAL_FROM - PICK_FROM));
+    try {
+      Bun.listen({ hostname: "127.0.0.1", port, socket: { data() {} } }).stop(true);
+      return port;
+    } catch {
+      // taken: pick another
+    }
+  }
 }
 
 /** The environment of a child gateway: this process's PATH and the like, the variables given, nothing else of ours. */
