@@ -51,39 +51,16 @@ export type MatchedPayment = SignedTransfer & {
   network: string;
 };
 
-/** The payment header of a request (x402 v2, else v1), or null: a header lookup each, nothing allocated. */
-export function paymentHeaderOf(headers: Headers): string | null {
-  return headers.get("payment-signature") ?? headers.get("x-payment");
-}
-
 /**
  * x402's exact Permit2 proxy, the spender a Permit2 payment names (`x402ExactPermit2ProxyAddress` of `@x402/evm`,
  * which a gateway that takes no payment does not load; test/payments.address.unit.test.ts checks they agree).
  */
 export const X402_PERMIT2_PROXY = "0x402085c248EeA27D92E8b30b2C58ed07f9E20001";
 
-const MAX_HEADER = 16 * 1024;
-const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
-const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
 const UINT = /^\d{1,78}$/;
 const HEX32 = /^0x[0-9a-fA-F]{64}$/;
 
-export const invalidEncoding = () => new BareError(400, "invalid payment encoding");
 export const mismatched = (why: string) => new BareError(400, `mismatched payment: ${why}`);
-
-/** Base64 JSON object, else 400 `{error}` (spec error rule 5). */
-export function decodePaymentHeader(header: string): Record<string, unknown> {
-  const text = header.trim();
-  if (text.length === 0 || text.length > MAX_HEADER || !(BASE64.test(text) || BASE64URL.test(text))) throw invalidEncoding();
-  let value: unknown;
-  try {
-    value = JSON.parse(Buffer.from(text, BASE64.test(text) ? "base64" : "base64url").toString("utf8"));
-  } catch {
-    throw invalidEncoding();
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalidEncoding();
-  return value as Record<string, unknown>;
-}
 
 const same = (a: unknown, b: string) => typeof a === "string" && a.toLowerCase() === b.toLowerCase();
 const obj = (v: unknown): Record<string, unknown> | undefined =>

@@ -4,7 +4,7 @@ import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, responses, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import type { ChatRequest } from "../../providers/types.ts";
-import { paymentHeaderOf } from "../../payments/payment.ts";
+import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
 
 const RATE_HEADERS = {
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },

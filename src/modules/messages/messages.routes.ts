@@ -5,7 +5,7 @@ import { messagesErrorBody } from "../../providers/anthropic/messagesError.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import type { Services } from "../services.ts";
 import { MessagesService } from "./messages.service.ts";
-import { paymentHeaderOf } from "../../payments/payment.ts";
+import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
 
 /**
  * The client's key in the Bearer form the key check reads: Anthropic's SDK 0.x and the AI SDK send `x-api-key`,

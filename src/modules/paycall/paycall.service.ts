@@ -7,7 +7,8 @@
 import { refusalError, TOPUP_HINT } from "../../billing/refusals.ts";
 import { ApiError, BareError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
-import { claimedMicro, decodePaymentHeader } from "../../payments/payment.ts";
+import { claimedMicro } from "../../payments/payment.ts";
+import { decodePaymentHeader } from "../../payments/paymentHeader.ts";
 import type { PaymentsConfig } from "../../payments/config.ts";
 import { encodeHeader } from "../../payments/requirements.ts";
 import type { PayHook } from "../chat/chat.service.ts";

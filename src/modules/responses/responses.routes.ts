@@ -3,7 +3,7 @@ import { traceOf } from "../../observe/trace.ts";
 import { doc, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import { renderResponsesError } from "./errors.ts";
-import { paymentHeaderOf } from "../../payments/payment.ts";
+import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
 
 const REQUEST_EXAMPLE = { model: "openai/gpt-4o-mini", instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 };
 const RESPONSE_EXAMPLE = {
