@@ -12,9 +12,6 @@ export interface LedgerNames {
   misplaced: { redisKey: string; belongsIn: string }[];
 }
 
-// A shard whose holds keep opening faster than two reads apart is read again, at most this often.
-const MAX_READS = 20;
-
 /**
  * Every wallet and key the audit compares: what Redis has (SCAN) and what Postgres knows, read in that order.
  * Money reaches Postgres before Redis (credits, keys), so a wallet or key that Redis gains during the SCAN is

@@ -174,11 +174,12 @@ export class ClusterRouter implements KeyRouter {
   }
 
   private onRefresh(): void {
-    const owners = new Set(this.masters());
+    const owners = new Set<string>();
     const replaced = new Set<string>();
     for (let slot = 0; slot < SLOTS; slot++) {
       const now = this.cluster.slots[slot]?.[0];
       if (now === undefined) continue;
+      owners.add(now);
       const before = this.ownerOfSlot[slot];
       if (before !== undefined && before !== now) replaced.add(before);
       this.ownerOfSlot[slot] = now;

@@ -104,13 +104,9 @@ export class PendingSettles {
           ? await this.ledger.settleOutcome(p, r.hold_id, r.charge_usdc, details)
           : (await this.ledger.settleLeased(p, r.hold_id, r.charge_usdc, details, { id: r.lease_id, held: Number(r.lease_held ?? 0) }))
               .outcome;
-      if (outcome === "UNKNOWN_HOLD" && (await this.recorded(r.hold_id))) {
-        // Postgres has the charge already (flushed before Redis lost the hold, and a rebuild from Postgres carries
-        // it): nothing is missing, so nothing for an operator (a failed-over master's last charges, RecentCharges).
-        await this.sql`DELETE FROM pending_settles WHERE hold_id = ${r.hold_id}`;
-        continue;
-      }
-      if (outcome === "UNKNOWN_HOLD") {
+      // An unknown hold whose charge Postgres has already (flushed before Redis lost the hold, and a rebuild from
+      // Postgres carries it) misses nothing, so nothing for an operator (a failed-over master's last charges).
+      if (outcome === "UNKNOWN_HOLD" && !(await this.recorded(r.hold_id))) {
         // Redis lost the hold: the charge stays here, marked, rather than being dropped.
         log.error("deferred settle: Redis no longer knows the hold; kept in pending_settles for an operator", {
           hold: r.hold_id,

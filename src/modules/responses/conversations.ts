@@ -53,7 +53,7 @@ export class ConversationStore {
     private readonly redis: KeyRouter,
     private readonly names: RedisNames,
     ttlS: number,
-    private readonly ledger?: Alongside,
+    private readonly ledger: Alongside,
     private readonly maxWaiting = MAX_WAITING_READS,
   ) {
     this.ttl = String(ttlS);
@@ -67,7 +67,7 @@ export class ConversationStore {
   async resolve(wallet: string, previousId: unknown, input: Item[]): Promise<Item[]> {
     const shard = this.names.shardOf(wallet);
     // Writes of this wallet still waiting to ride with a settle go first: this read comes after them.
-    this.ledger?.flushShard(shard);
+    this.ledger.flushShard(shard);
     let chain: Item[] = [];
     if (previousId !== undefined && previousId !== null) {
       const key = typeof previousId === "string" ? this.names.storedResponse(shard, wallet, previousId) : undefined;
@@ -140,7 +140,7 @@ export class ConversationStore {
       }
       return Promise.all(writes);
     };
-    if (!ride || !this.ledger) return put();
-    return new Promise((resolve, reject) => this.ledger!.alongside(shard, () => void put().then(resolve, reject)));
+    if (!ride) return put();
+    return new Promise((resolve, reject) => this.ledger.alongside(shard, () => void put().then(resolve, reject)));
   }
 }
