@@ -143,7 +143,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     keys,
     usage: new UsageService(ledger, keys, sql),
     topup,
-    paidCalls: new PaidCalls(config.payments, topup, ledger),
+    paidCalls: new PaidCalls(config.payments, topup, ledger, apiKeyAuth),
     chat,
     reachability,
     responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS, ledger)),

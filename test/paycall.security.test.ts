@@ -169,6 +169,24 @@ describe("a payment credits once, whoever carries it again", () => {
     expect(await topupRows(gw, wallet)).toEqual([]);
   });
 
+  test("a revoked key is refused (401) before the payment moves: nothing settled, nothing credited", async () => {
+    const { account, wallet, key, keyId } = await gw.newWallet(0);
+    const payer = await chain.newPayer();
+    // The client meets the 402 terms with the key still active (its principal is now cached in process), then it is revoked.
+    const header = await capture(gw, key, (f) => v2Fetch(f, chain, payer));
+    const revoke = await gw.call("DELETE", `/v1/auth/keys/${keyId}`, await gw.signIn(account));
+    expect(revoke.status).toBe(200);
+    const before = await usdc(payer.address);
+    const res = await chat(gw, key, header);
+    expect(res.status).toBe(401);
+    expect(res.body.error).toBe("UNAUTHORIZED");
+    expect(res.headers.get("payment-response")).toBeNull();
+    expect(await usdc(payer.address)).toBe(before);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 0, locked: 0 });
+    expect(await topupRows(gw, wallet)).toEqual([]);
+    await expectAuditClean(gw);
+  });
+
   test("a settlement the facilitator fails: 402 with the reason, nothing credited, nothing moved", async () => {
     const { wallet, key } = await viaFailing.newWallet(0);
     const payer = await chain.newPayer();

@@ -86,6 +86,15 @@ export class ApiKeyAuth {
   }
 
   /**
+   * 401 unless the key is active now, its Redis state restored from Postgres first if Redis lost it: a paid call asks
+   * this before any money moves (its reserve, where a revoke is otherwise found, comes after the payment).
+   */
+  async assertUsable(p: KeyPrincipal): Promise<void> {
+    if (await this.ledger.apiKeys.isActive(p)) return;
+    if (!(await this.restoreLostState(p))) throw new ApiError("UNAUTHORIZED");
+  }
+
+  /**
    * The reserve refused `p` as unknown: if Redis has no state for it at all (a replica promoted before the key's
    * write reached it, or a Redis that lost its data) while Postgres has the key, the state is restored and the
    * caller may reserve again. False when the refusal stands (a revoked key, or one Postgres does not have).

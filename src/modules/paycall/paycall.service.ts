@@ -4,6 +4,7 @@
  * through the top-up service (verify, settle, credit the key's wallet), then is served as if the credit had always
  * been there. The money rules are /v1/topup's: this module only decides the amount and where the answer goes.
  */
+import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
 import { refusalError, TOPUP_HINT } from "../../billing/refusals.ts";
 import { ApiError, BareError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
@@ -31,6 +32,7 @@ export class PaidCalls {
     private readonly cfg: PaymentsConfig,
     private readonly topup: TopupService,
     private readonly ledger: Ledger,
+    private readonly auth: ApiKeyAuth,
   ) {}
 
   /**
@@ -62,6 +64,8 @@ export class PaidCalls {
     const resource = url.origin + url.pathname;
     let receipt: Record<string, string> | undefined;
     const pay: PayHook = async (principal, required) => {
+      // A revoked key pays for nothing it can use: refused (401) before any money moves, not after the settle.
+      await this.auth.assertUsable(principal);
       const wallet = principal.wallet;
       const { balance, locked } = await this.ledger.reads.balance(wallet);
       const available = balance - locked;
