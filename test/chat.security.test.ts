@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { setLogLevel } from "../src/log.ts";
 import { holdOverruns } from "../src/billing/overruns.ts";
-import { REFUSED_FIELDS } from "../src/providers/fields.ts";
+import { REFUSED_FIELDS } from "../src/tariff/index.ts";
 import { IMAGE_TOKENS as CLAUDE_IMAGE_TOKENS, REPLY } from "./helpers/anthropicStandin.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { IMAGE_TOKENS, REPLY_WORDS, usageFor } from "./helpers/openaiStandin.ts";

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, type Socket } from "node:net";
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
-import { textTokensAtLeast } from "../src/billing/promptFloor.ts";
+import { textTokensAtLeast } from "../src/tariff/index.ts";
 import { countTokens as gatewayCount } from "../src/providers/tokens.ts";
 import { serverLimits } from "../src/requestBody.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";

@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { Model } from "../src/providers/catalog.ts";
-import { billedMicro, costMicro } from "../src/billing/price.ts";
+import { billedMicro, costMicro } from "../src/tariff/index.ts";
 
 function reference(pt: number, pp: number, ct: number, cp: number): number {
   const pico = BigInt(pt) * BigInt(pp) + BigInt(ct) * BigInt(cp);

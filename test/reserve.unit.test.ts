@@ -1,12 +1,12 @@
 /**
- * The reserve formula (src/billing/holdBound.ts) on its own: what each kind of input adds to the hold, the caps,
+ * The reserve formula (src/tariff/hold.ts) on its own: what each kind of input adds to the hold, the caps,
  * and the cases that fall back to the context window. Models come from the real catalog parser.
  */
 import { describe, expect, test } from "bun:test";
 import { parseCatalog } from "../src/providers/catalog.ts";
 import { openaiAdapter } from "../src/providers/openai/adapter.ts";
-import { billedMicro } from "../src/billing/price.ts";
-import { reserveFor } from "../src/billing/holdBound.ts";
+import { billedMicro } from "../src/tariff/index.ts";
+import { reserveFor } from "../src/tariff/hold.ts";
 import type { ChatRequest } from "../src/providers/types.ts";
 import { mediaTokensOf, usageFor } from "./helpers/openaiStandin.ts";
 

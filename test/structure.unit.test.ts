@@ -38,7 +38,7 @@ const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
   ["services", (f) => f.startsWith("modules/") || f.startsWith("auth/")],
   ["config", (f) => f === "config.ts" || f.startsWith("config/")],
   ["billing, rebuild, audit", (f) => /^(billing|rebuild|audit)\//.test(f)],
-  ["ledger, providers, payments, store", (f) => /^(ledger|providers|payments|store|embedded)\//.test(f)],
+  ["ledger, providers, tariff, payments, store", (f) => /^(ledger|providers|tariff|payments|store|embedded)\//.test(f)],
   ["redis clients", (f) => f.startsWith("redis/")],
   ["base", (f) => ["errors.ts", "log.ts", "outage.ts", "deadline.ts", "assets.d.ts"].includes(f) || f.startsWith("observe/")],
 ];

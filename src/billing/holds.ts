@@ -8,11 +8,11 @@ import { DependencyDown, isRedisDown } from "../outage.ts";
 import type { Model } from "../providers/catalog.ts";
 import type { Usage } from "../providers/types.ts";
 import type { PendingSettle, PendingSettles } from "../store/pendingSettles.ts";
-import type { ReserveBound } from "./holdBound.ts";
+import type { ReserveBound } from "../tariff/index.ts";
 import type { LeaseClaim, Leases } from "./leases.ts";
 import { checkHoldOverrun } from "./overruns.ts";
 import type { RecentCharges } from "./recentCharges.ts";
-import { billedMicro, costMicro } from "./price.ts";
+import { billedMicro, costMicro } from "../tariff/index.ts";
 import { refusalError } from "./refusals.ts";
 
 /** What a hold's settle needs of its request: who pays, which hold, the model's prices, what the hold covers. */

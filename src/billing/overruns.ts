@@ -1,6 +1,6 @@
 import { log } from "../log.ts";
 import type { Usage } from "../providers/types.ts";
-import type { ReserveBound } from "./holdBound.ts";
+import type { ReserveBound } from "../tariff/index.ts";
 
 /**
  * Settles above their hold since the process started. Each one is still charged (the provider billed it) but is

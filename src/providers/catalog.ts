@@ -37,7 +37,7 @@ export interface Model {
   upstreamModel: string;
   contextLength: number;
   maxOutputTokens: number;
-  /** The most one image part can cost this model, by detail; absent: an image holds the context window (billing/holdBound.ts). */
+  /** The most one image part can cost this model, by detail; absent: an image holds the context window (tariff/hold.ts). */
   imageTokens?: ImageTokens;
   /** USD per 1M tokens, as listed (for /v1/models). */
   promptPricePer1MTokens: number;

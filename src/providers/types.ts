@@ -34,7 +34,7 @@ export interface UpstreamRequest {
   init: RequestInit;
   /**
    * Prompt tokens the provider adds that are not in the body (Anthropic's tool-use system prompt, OpenAI's
-   * rendering of tools and response schemas), so the reserve's prompt bound (billing/holdBound.ts) still covers them.
+   * rendering of tools and response schemas), so the reserve's prompt bound (tariff/hold.ts) still covers them.
    */
   hiddenPromptTokens?: number;
 }

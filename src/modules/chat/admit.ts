@@ -1,10 +1,10 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
-import { refuseOverlongPrompt } from "../../billing/promptFloor.ts";
+import { refuseOverlongPrompt } from "../../tariff/index.ts";
 import { ApiError } from "../../errors.ts";
 import type { KeyPrincipal } from "../../ledger/ledger.ts";
 import type { RequestTrace } from "../../observe/trace.ts";
 import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
-import { refuseRepricingFields } from "../../providers/fields.ts";
+import { refuseRepricingFields } from "../../tariff/index.ts";
 import type { ChatRequest } from "../../providers/types.ts";
 
 /**

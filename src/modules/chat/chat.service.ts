@@ -1,5 +1,5 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
-import { boundedRequest } from "../../billing/holdBound.ts";
+import { boundedRequest } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";

@@ -1,4 +1,4 @@
-import { estimateUsage } from "../../billing/counted.ts";
+import { estimateUsage } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";

@@ -179,7 +179,7 @@ export class MeteredStream {
     this.o.deadline.stop();
     if (this.resolved) return;
     this.resolved = true;
-    void this.o.holds.settleBehind(this.call, await this.tally.stoppedCost(this.reading));
+    void this.o.holds.settleBehind(this.call, await this.tally.stoppedCost("client_gone", this.reading));
     this.end();
   }
 
@@ -193,7 +193,7 @@ export class MeteredStream {
     clearInterval(this.keepHold);
     if (this.resolved) return;
     this.resolved = true;
-    void this.o.holds.settleBehind(this.call, await this.tally.stoppedCost(this.reading));
+    void this.o.holds.settleBehind(this.call, await this.tally.stoppedCost("time_cap", this.reading));
     this.end();
     this.o.deadline.stop();
     try {

@@ -1,5 +1,5 @@
 import type { StreamStep, StreamTranslator, Usage } from "../../providers/types.ts";
-import { estimateUsage } from "../../billing/counted.ts";
+import { estimateUsage, outcomeUsage } from "../../tariff/index.ts";
 import type { Call } from "./call.ts";
 
 /**
@@ -27,16 +27,16 @@ export class UsageTally {
   // What the stream has cost so far: the provider's final usage, else its prompt count (if it gave one) or the
   // tokenizer's, plus the tokenizer's count of everything generated (text, reasoning, tool calls).
   async cost(): Promise<Usage> {
-    return this.usage ?? (await estimateUsage(this.call, this.generated + (this.translate.generated?.() ?? ""), this.promptTokens));
+    if (this.usage) return this.usage;
+    const counted = await estimateUsage(this.call, this.generated + (this.translate.generated?.() ?? ""), this.promptTokens);
+    return outcomeUsage("counted", { counted, bound: this.call.bound })!;
   }
 
-  // What a stream stopped early (time cap, client gone) has cost. A client that stopped taking output (`reading`
-  // false) let the provider generate unseen, up to the hold's completion part (max_tokens clamped × n), and bill it:
-  // that part is charged, never less than the provider bills and never above the hold. One that took everything
-  // pays what it got.
-  async stoppedCost(reading: boolean): Promise<Usage> {
+  // What a stream stopped early (time cap, client gone) has cost (the tariff's outcomeUsage): a client that stopped
+  // taking output (`reading` false) is charged the hold's completion part, one that took everything what it got.
+  async stoppedCost(outcome: "client_gone" | "time_cap", reading: boolean): Promise<Usage> {
     if (this.usage || reading) return this.cost();
     const counted = await estimateUsage(this.call, "", this.promptTokens);
-    return { ...counted, completion_tokens: this.call.bound.completionTokens };
+    return outcomeUsage(outcome, { counted, reading, bound: this.call.bound })!;
   }
 }

@@ -1,6 +1,6 @@
 import { upstreamStatusError } from "../errors.ts";
-import { OPENAI_FORWARDED_FIELDS, pickFields } from "../fields.ts";
-import { forwardedMessages } from "../parts.ts";
+import { OPENAI_FORWARDED_FIELDS, pickFields } from "../../tariff/fields.ts";
+import { forwardedMessages } from "../../tariff/parts.ts";
 import type { ProviderAdapter, UpstreamParams } from "../types.ts";
 import { generatedText, openOpenaiStream, renamedModel, usageOf } from "./stream.ts";
 import type { ChatCompletion, ForwardedRequest } from "./wire.ts";

@@ -2,7 +2,7 @@ import { log } from "../log.ts";
 import type { Model } from "../providers/catalog.ts";
 import { countPromptTokens, countTokens } from "../providers/tokens.ts";
 import type { ChatRequest, Usage } from "../providers/types.ts";
-import type { ReserveBound } from "./holdBound.ts";
+import type { ReserveBound } from "./hold.ts";
 
 /** What counting a request's usage needs: the request, its model and what its hold covers. */
 export interface CountedCall {

@@ -12,7 +12,7 @@ export const REFUSED_PART_TYPES: Readonly<Record<string, string>> = {
   file: "files are parsed and billed by the provider (per page, OCR, stored files) beyond what the hold can bound",
 };
 
-/** Part types whose cost the hold bounds: text and refusals by their bytes, images by their maximum (billing/holdBound.ts). */
+/** Part types whose cost the hold bounds: text and refusals by their bytes, images by their maximum (hold.ts). */
 const ACCEPTED_PART_TYPES: ReadonlySet<string> = new Set(["text", "image_url", "refusal"]);
 
 /**

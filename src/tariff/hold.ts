@@ -1,5 +1,5 @@
 import type { Model } from "../providers/catalog.ts";
-import { billedMicro } from "./price.ts";
+import { billedMicro } from "./charge.ts";
 import { adapterFor } from "../providers/index.ts";
 import type { ChatRequest, ProviderAdapter } from "../providers/types.ts";
 
