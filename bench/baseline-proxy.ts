@@ -38,7 +38,7 @@ const server = Bun.serve({
 console.log(`READY ${server.port}`);
 
 const stop = () => {
-  server.stop(true);
+  void server.stop(true);
   process.exit(0);
 };
 process.on("SIGTERM", stop);

@@ -26,7 +26,7 @@ mkdirSync(dataDir, { recursive: true });
 
 const echo = startEchoModel({ port: echoPort });
 const chain = await startChain({ port: rpcPort, dir: dataDir, seed: DEV_SEED }).catch((e) => {
-  echo.stop();
+  void echo.stop();
   console.error(`dev chain did not start on port ${rpcPort} (DEV_CHAIN_PORT): ${e instanceof Error ? e.message : e}`);
   process.exit(1);
 });
@@ -91,7 +91,7 @@ const stop = async () => {
   gateway.kill("SIGTERM");
   const code = await gateway.exited;
   await chain.stop();
-  echo.stop();
+  await echo.stop();
   process.exit(code);
 };
 process.on("SIGINT", () => void stop());

@@ -19,8 +19,8 @@ if [ -z "${TEST_DATABASE_URL:-}" ] && command -v pg_isready >/dev/null 2>&1 \
   export TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres
 fi
 echo "tests: Postgres = ${TEST_DATABASE_URL:-embedded PGlite}" >&2
-bun run typecheck
-# Formatting is Prettier's (.prettierrc.json): `bun run format` fixes what this refuses.
-bun run format:check >&2
+# The fast lane first (types, Prettier's formatting, floating promises, unit tests: scripts/check.sh), about a
+# minute; `bun run format` fixes what its formatting step refuses.
+bun run check
 # bunfig.toml's [test] timeout is not applied by this Bun (tests and hooks stop at 5 s): the flag is.
 exec bun test --timeout 30000 "$@"

@@ -97,7 +97,7 @@ describe("serve fails in one line and leaves nothing running", () => {
       expect(existsSync(dataDir)).toBe(false);
       expect(await processMentioning(dataDir)).toBe(false);
     } finally {
-      taken.stop(true);
+      await taken.stop(true);
     }
   }, 30_000);
 

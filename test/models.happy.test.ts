@@ -27,7 +27,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.close();
   await local?.close();
-  echo?.stop();
+  await echo?.stop();
 });
 
 describe("keyless local provider (config/models.local.json)", () => {

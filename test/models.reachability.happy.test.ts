@@ -53,8 +53,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await gw?.close();
-  live?.stop(true);
-  hosted?.stop(true);
+  await live?.stop(true);
+  await hosted?.stop(true);
 });
 
 async function availability(): Promise<Record<string, boolean>> {
@@ -107,7 +107,7 @@ describe("reachability of keyless providers", () => {
 
   test("the timer sees a server stop and come back", async () => {
     const port = live.port!;
-    live.stop(true);
+    await live.stop(true);
     await untilListed("local/echo", false);
     expect((await availability())["claudelocal/claude"]).toBe(false);
     live = modelServer(port);

@@ -111,7 +111,7 @@ export class Leases {
       if (l.calling) continue;
       if ((l.done || now - l.lastUseAt >= this.s.idleMs) && l.inUse === 0) {
         this.byKey.delete(keyId);
-        if (l.opened) this.track(this.close(l));
+        if (l.opened) void this.track(this.close(l));
       } else if (now - l.lastCallAt >= this.s.renewMs) {
         // A finished lease still in use is kept alive (expiry), shrunk to what is in use, until its requests are done.
         void this.call(l, now);
@@ -152,7 +152,7 @@ export class Leases {
         l.ceiling = Infinity;
         l.pending = undefined;
       });
-    this.track(l.pending);
+    void this.track(l.pending);
     return l.pending;
   }
 

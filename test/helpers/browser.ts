@@ -211,7 +211,7 @@ export async function servedGateway(chain: DevChain | null, env: Record<string, 
     /** The statuses the gateway answered on `path`, in order. */
     statuses: (path: string) => answers.filter((a) => a.path === path).map((a) => a.status),
     async close() {
-      server.stop(true);
+      await server.stop(true);
       await gw.close();
     },
   };
