@@ -5,6 +5,9 @@ export const ERROR_STATUS = {
   UNAUTHORIZED: 401,
   INSUFFICIENT_BALANCE: 402,
   KEY_BUDGET_EXCEEDED: 402,
+  // Beyond the spec's table: a model request with no credential, on a gateway that takes payments; the answer
+  // carries the x402 terms of that very call (pay per call, or sign in with the wallet: docs/payments.md).
+  PAYMENT_REQUIRED: 402,
   NOT_FOUND: 404,
   // Beyond the spec's table: an x402 payment-identifier id already names another payment (or one still in flight).
   CONFLICT: 409,

@@ -24,6 +24,9 @@ import { ConversationStore } from "./modules/responses/conversations.ts";
 import { ResponsesService } from "./modules/responses/responses.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
 import { PaidCalls } from "./modules/paycall/paycall.service.ts";
+import { KeylessCalls } from "./modules/paycall/keyless.ts";
+import { SiwxVerifier } from "./auth/siwx.ts";
+import { WalletKeys } from "./auth/walletKeys.ts";
 import { UsageService } from "./modules/usage/usage.service.ts";
 import { Credits } from "./store/credits.ts";
 import { openDatabase } from "./store/db.ts";
@@ -105,6 +108,7 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = await TopupService.open(config.payments, sql, credits);
   const keys = new KeyService(sql, ledger, credits, apiKeyAuth, leases);
+  const siwe = new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds });
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
   // skip the others.
@@ -138,12 +142,23 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     ledger,
     leases,
     apiKeyAuth,
-    siwe: new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds }),
+    siwe,
     credits,
     keys,
     usage: new UsageService(ledger, keys, sql),
     topup,
     paidCalls: new PaidCalls(config.payments, topup, ledger, apiKeyAuth),
+    keyless: new KeylessCalls(
+      topup,
+      new WalletKeys(sql, ledger),
+      // SIWx signs for the payment network's chain (its 402 says so), whatever SIWE_CHAIN_IDS allow for key sign-ins.
+      new SiwxVerifier(
+        new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: [config.payments.chain.chainId] }),
+        redis,
+        redisNames,
+        config.payments.chain.chainId,
+      ),
+    ),
     chat,
     reachability,
     responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS, ledger)),

@@ -16,6 +16,7 @@ import type { ProviderReachability } from "./models/reachability.ts";
 import type { ResponsesService } from "./responses/responses.service.ts";
 import type { TopupService } from "./topup/topup.service.ts";
 import type { PaidCalls } from "./paycall/paycall.service.ts";
+import type { KeylessCalls } from "./paycall/keyless.ts";
 import type { UsageService } from "./usage/usage.service.ts";
 
 /**
@@ -42,6 +43,8 @@ export interface Services {
   topup: TopupService;
   /** x402 on the model endpoints: the offer on their 402 INSUFFICIENT_BALANCE, the paid retry. */
   paidCalls: PaidCalls;
+  /** Model calls without a key: the 402 with x402 terms, paid (exact) or signed in (SIWx) retries. */
+  keyless: KeylessCalls;
   usage: UsageService;
   chat: ChatService;
   /** Which keyless providers answer (probed in the background), and GET /v1/models as it shows that. */

@@ -183,3 +183,28 @@ export function buildOffer(
 export function encodeHeader(value: unknown): string {
   return Buffer.from(JSON.stringify(value)).toString("base64");
 }
+
+/**
+ * The terms of a model call made without an API key (paycall/keyless.ts): USDC only, the call's hold exactly,
+ * by `exact` (EIP-3009). `extensions` gets the sign-in-with-x challenge from the caller.
+ */
+export function callOffer(
+  net: PaymentNetwork,
+  payTo: Address,
+  microUsdc: number,
+  resource: string,
+  description: string,
+  relayer?: Address,
+): Offer {
+  const all = buildOffer(net, payTo, microUsdc, resource, relayer, description);
+  const requirements = all.requirements.filter((r) => r.asset.symbol === "USDC" && r.method === "eip3009");
+  return {
+    requirements,
+    body: { x402Version: 1, accepts: requirements.map((r) => r.v1) },
+    v2: {
+      ...all.v2,
+      accepts: requirements.map((r) => r.v2),
+      extensions: { [PAYMENT_IDENTIFIER]: structuredClone(PAYMENT_IDENTIFIER_DECLARATION) },
+    },
+  };
+}

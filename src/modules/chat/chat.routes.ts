@@ -5,6 +5,7 @@ import { doc, errors, responses, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import type { ChatRequest } from "../../providers/types.ts";
 import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
+import { withoutKey } from "../paycall/keyless.ts";
 
 const RATE_HEADERS = {
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
@@ -30,6 +31,10 @@ export const chatRoutes = (s: Services) =>
   new Elysia({ tags: ["chat"] }).use(requestBodies).post(
     "/v1/chat/completions",
     ({ body, request }) => {
+      if (s.keyless.enabled && withoutKey(request.headers))
+        return s.keyless.serve(request, (payer) =>
+          s.chat.complete(null, body as ChatRequest, traceOf(request), undefined, undefined, payer),
+        );
       const payment = paymentHeaderOf(request.headers);
       if (payment === null) return s.chat.complete(request.headers.get("authorization"), body as ChatRequest, traceOf(request));
       return s.paidCalls.serve(payment, request, (pay) =>

@@ -40,6 +40,13 @@ export interface AnswerShape {
 export type PayHook = (principal: KeyPrincipal, required: number) => Promise<void>;
 
 /**
+ * Who pays for a call made without an API key (keyless x402, SIWx: paycall/keyless.ts), decided once the request is
+ * admitted (fields, model, prompt) and its hold known: the principal to hold and charge under, or a throw (a 402 with
+ * the terms for `required`, a 401), nothing held then.
+ */
+export type Payer = (required: number) => Promise<KeyPrincipal>;
+
+/**
  * POST /v1/chat/completions (and every front door through it), top to bottom: admit (key, model, fields), bound (the upstream request and the hold
  * that covers it), reserve (the first Redis call), forward (the provider, under its deadline), settle the usage or
  * release the hold (the second and last Redis call, behind the answer).
@@ -58,13 +65,18 @@ export class ChatService {
     trace: RequestTrace = newTrace(),
     shape?: AnswerShape,
     pay?: PayHook,
+    payer?: Payer,
   ): Promise<Response> {
-    const { principal, model } = await admit(this.auth, this.catalog, authorization, body, trace);
+    const admitted = await admit(this.auth, this.catalog, payer ? undefined : authorization, body, trace);
+    const model = admitted.model;
 
     const stream = body.stream === true;
     const native = shape?.native?.(model);
     const { adapter, url, init, bound } = boundedRequest(model, body, stream, native);
 
+    const principal = admitted.principal ?? (await payer!(bound.micro));
+    trace.keyId = principal.keyId;
+    trace.wallet = principal.wallet;
     if (pay !== undefined) await pay(principal, bound.micro);
     const holdId = crypto.randomUUID();
     const { rateRemaining, lease } = await this.reserve(principal, holdId, bound.micro);

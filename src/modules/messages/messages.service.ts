@@ -8,7 +8,7 @@ import { messagesStream } from "../../providers/anthropic/messagesStream.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
 import { countPromptTokens } from "../../providers/tokens.ts";
-import type { ChatService, PayHook } from "../chat/chat.service.ts";
+import type { ChatService, Payer, PayHook } from "../chat/chat.service.ts";
 
 /**
  * The Anthropic Messages API front door: a Messages request becomes a chat-completions request, admitted, held and
@@ -23,8 +23,11 @@ export class MessagesService {
     private readonly catalog: Catalog,
   ) {}
 
-  /** POST /v1/messages. `authorization` is the Bearer form of the client's key (x-api-key or Authorization). */
-  create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace, pay?: PayHook): Promise<Response> {
+  /**
+   * POST /v1/messages. `authorization` is the Bearer form of the client's key (x-api-key or Authorization); `payer`, for a
+   * call without one (ChatService's Payer).
+   */
+  create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace, pay?: PayHook, payer?: Payer): Promise<Response> {
     const chat = chatRequestOf(body);
     return this.chat.complete(
       authorization,
@@ -36,6 +39,7 @@ export class MessagesService {
         native: (model) => (model.provider.type === "anthropic" ? nativeMessagesAdapter(body) : undefined),
       },
       pay,
+      payer,
     );
   }
 

@@ -4,6 +4,7 @@ import { doc, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import { renderResponsesError } from "./errors.ts";
 import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
+import { withoutKey } from "../paycall/keyless.ts";
 
 const REQUEST_EXAMPLE = { model: "openai/gpt-4o-mini", instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 };
 const RESPONSE_EXAMPLE = {
@@ -70,6 +71,8 @@ export const responsesRoutes = (s: Services) =>
     .post(
       "/v1/responses",
       ({ body, request }) => {
+        if (s.keyless.enabled && withoutKey(request.headers))
+          return s.keyless.serve(request, (payer) => s.responses.create(null, body, traceOf(request), undefined, payer));
         const payment = paymentHeaderOf(request.headers);
         const authorization = request.headers.get("authorization");
         if (payment === null) return s.responses.create(authorization, body, traceOf(request));

@@ -11,7 +11,7 @@ import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
 import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
-import type { AnswerShape, ChatService, PayHook } from "../chat/chat.service.ts";
+import type { AnswerShape, ChatService, Payer, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
 
 function invalid(message: string): ApiError {
@@ -38,8 +38,11 @@ export class ResponsesService {
     private readonly store: ConversationStore,
   ) {}
 
-  /** `pay`: a paid call's payment, run by the chat core before its hold (see ChatService.complete). */
-  async create(authorization: string | null, body: unknown, trace: RequestTrace, pay?: PayHook): Promise<Response> {
+  /**
+   * `pay`: a paid call's payment, run by the chat core before its hold (see ChatService.complete); `payer`: who pays for
+   * a call without a key (a stored conversation needs a key: it is looked up by the key's wallet before anything else).
+   */
+  async create(authorization: string | null, body: unknown, trace: RequestTrace, pay?: PayHook, payer?: Payer): Promise<Response> {
     checkBody(body);
     let items = inputItems(body.input);
     const chained = body.previous_response_id !== undefined && body.previous_response_id !== null;
@@ -75,7 +78,7 @@ export class ResponsesService {
       // their own).
       stream: () => responsesStream(frame, (output, json) => save(output, json, true)),
     };
-    const res = await this.chat.complete(authorization, chatBody, trace, shape, pay);
+    const res = await this.chat.complete(authorization, chatBody, trace, shape, pay, payer);
     // Not with the settle: that could wait for the settle in flight, and a JSON answer's writes already share their
     // write with others (bench).
     if (answer && res.ok) save(answer.output, answer.outputJson);

@@ -10,7 +10,7 @@ import { matchPayment } from "../../payments/payment.ts";
 import { decodePaymentHeader } from "../../payments/paymentHeader.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
 import { PaymentIds } from "../../payments/paymentIds.ts";
-import { buildOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
+import { buildOffer, callOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
 import { creditSettled, type Paid, type Refused, refused, settlePayment, unavailableAs503 } from "./settlement.ts";
@@ -89,6 +89,11 @@ export class TopupService {
     return this.cfg.enabled;
   }
 
+  /** The settlement network and its accepted assets. */
+  get chain() {
+    return this.cfg.chain;
+  }
+
   /** Human-readable name of the settlement network. */
   get networkName(): string {
     return this.cfg.chain.name;
@@ -102,6 +107,11 @@ export class TopupService {
       offer.v2.error = error;
     }
     return offer;
+  }
+
+  /** The terms of a model call without a key for `microUsdc` (its hold) at `resource` (requirements.ts callOffer). */
+  callOffer(microUsdc: number, resource: string, description: string): Offer {
+    return callOffer(this.cfg.chain, this.cfg.payTo as Address, microUsdc, resource, description, this.permit?.relayer);
   }
 
   private paymentRequired(offer: Offer, extra: Record<string, string> = {}): TopupOutcome {

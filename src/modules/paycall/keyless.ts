@@ -1,0 +1,122 @@
+/**
+ * Model calls without an API key (docs/payments.md): a wallet alone pays on the 402, or signs in with SIWx to spend
+ * its balance. The 402 (PAYMENT_REQUIRED) carries x402 v2 terms for the call's hold; the retry with PAYMENT-SIGNATURE
+ * (`exact`, EIP-3009) is settled before serving and credited to the payer's wallet, the call then held and charged
+ * from it under the wallet's own key (auth/walletKeys.ts), the remainder kept; SIGN-IN-WITH-X charges the signer's
+ * balance the same way. The money rules are the key calls' (one hold, one settle, the same ledger).
+ */
+import { type SiwxVerifier, SIGN_IN_WITH_X, SIWX_HEADER } from "../../auth/siwx.ts";
+import type { WalletKeys } from "../../auth/walletKeys.ts";
+import { ApiError, BareError } from "../../errors.ts";
+import { claimedMicro } from "../../payments/payment.ts";
+import { decodePaymentHeader, paymentHeaderOf } from "../../payments/paymentHeader.ts";
+import { encodeHeader } from "../../payments/requirements.ts";
+import type { Payer } from "../chat/chat.service.ts";
+import type { TopupService } from "../topup/topup.service.ts";
+
+const HOW_TO_PAY =
+  "This call needs payment: resend it with PAYMENT-SIGNATURE (x402 v2, the terms in PAYMENT-REQUIRED: `exact` through an " +
+  "EIP-3009 USDC authorization for the call's hold, the remainder kept as this wallet's balance), or sign in with the " +
+  "wallet (SIGN-IN-WITH-X, x402's sign-in-with-x, the challenge in PAYMENT-REQUIRED's extensions) to spend its balance";
+
+const describe = (micro: number) =>
+  `One model call: at most ${micro / 1_000_000} USD (its hold); what it does not cost stays as the payer's balance`;
+
+/** Whether a model request carries no credential at all (no Authorization, no x-api-key). */
+export function withoutKey(headers: Headers): boolean {
+  return headers.get("authorization") === null && headers.get("x-api-key") === null;
+}
+
+export class KeylessCalls {
+  constructor(
+    private readonly topup: TopupService,
+    private readonly wallets: WalletKeys,
+    private readonly siwx: SiwxVerifier,
+  ) {}
+
+  /** Whether calls without a key are taken here (a gateway that takes payments); else they are 401 as before. */
+  get enabled(): boolean {
+    return this.topup.enabled;
+  }
+
+  /**
+   * Serves a call without a key: `call` runs the door with a Payer the chat core asks once it knows the hold. The answer
+   * carries the payment's receipt (PAYMENT-RESPONSE); a wallet short of credit gets the 402 with the terms again.
+   */
+  async serve(request: Request, call: (payer: Payer) => Promise<Response>): Promise<Response> {
+    const url = new URL(request.url);
+    const resource = url.origin + url.pathname;
+    const host = request.headers.get("host");
+    const payment = paymentHeaderOf(request.headers);
+    const signIn = request.headers.get(SIWX_HEADER);
+    let receipt: Record<string, string> | undefined;
+    let required = 0;
+    const payer: Payer = async (micro) => {
+      required = micro;
+      if (payment === null && signIn === null) throw this.paymentRequired(micro, resource, host);
+      if (payment === null) return this.wallets.principal(await this.siwx.verify(signIn!));
+      const paid = await this.pay(payment, micro, resource, host);
+      receipt = paid.receipt;
+      return this.wallets.principal(paid.payer);
+    };
+    try {
+      const answer = await call(payer);
+      if (receipt) for (const [name, value] of Object.entries(receipt)) answer.headers.set(name, value);
+      return answer;
+    } catch (e) {
+      // Paid or signed in, and still short (a concurrent spend): the terms again, with the receipt of what moved.
+      if (e instanceof ApiError && e.code === "INSUFFICIENT_BALANCE" && required > 0) {
+        const again = this.paymentRequired(required, resource, host, "this wallet's balance cannot cover the call's hold");
+        throw receipt ? again.with({ headers: receipt }) : again;
+      }
+      if (receipt && e instanceof ApiError) throw e.with({ headers: receipt });
+      throw e;
+    }
+  }
+
+  /** 402 PAYMENT_REQUIRED with the terms of this call (its hold `micro`), and why a payment was refused, if one was. */
+  paymentRequired(micro: number, resource: string, host: string | null, reason?: string, headers?: Record<string, string>): ApiError {
+    const offer = this.topup.callOffer(micro, resource, describe(micro));
+    offer.v2.extensions[SIGN_IN_WITH_X] = this.siwx.declaration(resource, host);
+    if (reason) offer.v2.error = reason;
+    return new ApiError({
+      code: "PAYMENT_REQUIRED",
+      message: reason ? `Payment not accepted (${reason}); nothing was charged. ${HOW_TO_PAY}` : HOW_TO_PAY,
+      extra: { required_usdc: micro },
+      headers: { ...headers, "payment-required": encodeHeader(offer.v2), "cache-control": "no-store" },
+      x402: { x402Version: 1, accepts: offer.body.accepts },
+    });
+  }
+
+  /**
+   * An `exact` payment for this call: at least its hold, verified, settled and credited to the payer's wallet before
+   * anything is served (TopupService.pay, the top-up's own path: recovery, Postgres first). A payment that moves
+   * nothing is the 402 again with the reason; a payment-identifier id naming another payment is 409 CONFLICT.
+   */
+  private async pay(header: string, micro: number, resource: string, host: string | null) {
+    const refuse = (reason: string, headers?: Record<string, string>) => this.paymentRequired(micro, resource, host, reason, headers);
+    try {
+      const decoded = decodePaymentHeader(header);
+      const claimed = claimedMicro(decoded, this.topup.chain);
+      const once = await this.topup.ids.once(
+        "call:keyless",
+        decoded,
+        () => {
+          if (claimed === undefined) throw refuse("the payment names no amount of an accepted asset");
+          if (claimed < micro) throw refuse(`it pays ${claimed} µUSDC, below the call's hold of ${micro}`);
+          return this.topup.pay(claimed, this.topup.callOffer(claimed, resource, describe(claimed)), decoded);
+        },
+        (r) => ("reason" in r ? undefined : { headers: r.headers, payer: r.payer }),
+      );
+      if ("replay" in once) return { receipt: once.replay.headers as Record<string, string>, payer: String(once.replay.payer) };
+      const r = once.fresh;
+      if ("reason" in r) throw refuse(r.reason, r.headers);
+      return { receipt: r.headers, payer: r.payer };
+    } catch (e) {
+      if (e instanceof BareError && e.status === 400) throw refuse(e.message);
+      if (e instanceof BareError && e.status === 409) throw new ApiError({ code: "CONFLICT", message: e.message });
+      if (e instanceof BareError) throw ApiError.unavailable(1, e.message);
+      throw e;
+    }
+  }
+}
