@@ -21,6 +21,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
+  "count-request-3.lua": "42a70b1efa09408290dbedc1f54d40f2a849ef25",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
   "rebuild-write-2.lua": "ac6397413a8a7998ee8b35be79e0a5405faff901",
 };

@@ -119,6 +119,20 @@ describe("request errors → Anthropic's error classes", () => {
       expect(Number(e.headers.get("retry-after"))).toBeGreaterThan(0);
       for (const h of ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"]) expect(e.headers.has(h)).toBe(true);
       await limited.services.chat.idle();
+
+      // count_tokens counts against the same limit: free of charge, it must not be free of limits either.
+      const other = await limited.newWallet(0);
+      const counter = anthropic(other.key, limited);
+      expect((await counter.messages.countTokens({ model: "standin/echo", messages })).input_tokens).toBeGreaterThan(0);
+      const count = await rejection(counter.messages.countTokens({ model: "standin/echo", messages }));
+      expect(count).toBeInstanceOf(RateLimitError);
+      expect(count.error).toEqual({
+        type: "error",
+        error: { type: "rate_limit_error", message: "Rate limit of 1 requests per 60 s exceeded" },
+      });
+      expect(Number(count.headers.get("retry-after"))).toBeGreaterThan(0);
+      const afterCount = await rejection(counter.messages.create({ model: "standin/echo", max_tokens: 10, messages }));
+      expect(afterCount).toBeInstanceOf(RateLimitError);
     } finally {
       await limited.close();
     }

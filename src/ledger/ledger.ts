@@ -11,7 +11,7 @@ import type { KeyPrincipal } from "./names.ts";
 export type { KeyPrincipal } from "./names.ts";
 
 export type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
-import type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, SettleOutcome } from "./types.ts";
+import type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
 
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
@@ -98,6 +98,23 @@ export class Ledger {
       default:
         return { ok: false, refusal: "UNAUTHORIZED" };
     }
+  }
+
+  /**
+   * Counts a request that holds no credit (count_tokens) against the wallet's rate limit, once its key is found
+   * active: one script call, the reserve's window and counters.
+   */
+  async countRequest(p: KeyPrincipal): Promise<{ ok: true; rateRemaining: number } | ReserveRefusal> {
+    const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = this.limits;
+    this.batches.flush(p.shard);
+    const now = Date.now();
+    const window = Math.floor(now / windowMs);
+    const k = this.names;
+    const keys: [string, string, string] = [p.apiKeyName, k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1)];
+    const r = await this.scripts.countRequest(keys, limit, windowMs, now - window * windowMs);
+    if (r[0] === 1) return { ok: true, rateRemaining: Number(r[1]) };
+    if (r[1] === "RATE_LIMITED") return { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: Number(r[2] ?? 0) };
+    return { ok: false, refusal: "UNAUTHORIZED" };
   }
 
   private holdKeys(p: { shard: string; walletName: string; apiKeyName: string }, holdId: string) {

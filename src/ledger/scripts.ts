@@ -1,6 +1,7 @@
 import { type KeyRouter, SingleRouter } from "../redis/router.ts";
 import audit from "../../lua/audit-3.lua" with { type: "text" };
 import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" };
+import countRequest from "../../lua/count-request-3.lua" with { type: "text" };
 import credit from "../../lua/credit-3.lua" with { type: "text" };
 import lease from "../../lua/lease-8.lua" with { type: "text" };
 import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
@@ -23,6 +24,7 @@ const FILES = {
   "release-6.lua": release,
   "credit-3.lua": credit,
   "compare-and-set-1.lua": compareAndSet,
+  "count-request-3.lua": countRequest,
   "audit-3.lua": audit,
   "rebuild-write-2.lua": rebuildWrite,
 } as const;
@@ -100,6 +102,7 @@ export class LedgerScripts {
     release: script("release-6.lua"),
     credit: script("credit-3.lua"),
     compareAndSet: script("compare-and-set-1.lua"),
+    countRequest: script("count-request-3.lua"),
     audit: script("audit-3.lua"),
     rebuildWrite: script("rebuild-write-2.lua"),
   };
@@ -169,6 +172,11 @@ export class LedgerScripts {
   /** compare-and-set-1.lua: true when `key` held `expected` and now holds `next` ('' deletes it). */
   async compareAndSet(key: string, expected: string, next: string, ttlMs?: number): Promise<boolean> {
     return (await this.run(this.scripts.compareAndSet, [key, expected, next, ttlMs === undefined ? "" : ttlMs])) === 1;
+  }
+
+  /** count-request-3.lua: {1, rate_remaining} | {0, 'UNAUTHORIZED'} | {0, 'RATE_LIMITED', retry_after_ms}. */
+  countRequest(keys: [apiKey: string, rateNow: string, ratePrev: string], limit: number, windowMs: number, elapsedMs: number) {
+    return this.run(this.scripts.countRequest, [...keys, limit, windowMs, elapsedMs]) as Promise<[number, number | string, number?]>;
   }
 
   /** audit-3.lua (read only): one shard's books as of one instant, for `admin audit`; its key count varies. */

@@ -124,7 +124,7 @@ const REQUEST_BODY = {
 
 /** POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API, on the same ledger as chat. */
 export const messagesRoutes = (s: Services) => {
-  const messages = new MessagesService(s.chat, s.apiKeyAuth, s.config.catalog);
+  const messages = new MessagesService(s.chat, s.apiKeyAuth, s.config.catalog, s.ledger);
   return new Elysia({ tags: ["messages"] })
     .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
     .post(

@@ -1,5 +1,7 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
+import { refusalError } from "../../billing/refusals.ts";
 import { ApiError } from "../../errors.ts";
+import type { Ledger } from "../../ledger/ledger.ts";
 import type { RequestTrace } from "../../observe/trace.ts";
 import { messageOf } from "../../providers/anthropic/messagesAnswer.ts";
 import { chatRequestOf } from "../../providers/anthropic/messagesRequest.ts";
@@ -21,6 +23,7 @@ export class MessagesService {
     private readonly chat: ChatService,
     private readonly auth: ApiKeyAuth,
     private readonly catalog: Catalog,
+    private readonly ledger: Ledger,
   ) {}
 
   /**
@@ -45,10 +48,12 @@ export class MessagesService {
 
   /**
    * POST /v1/messages/count_tokens: the prompt's tokens as the gateway's tokenizer counts them (an estimate: the
-   * provider's own tokenizer may differ). Authenticated, the model checked; nothing held, nothing charged.
+   * provider's own tokenizer may differ). Authenticated and counted against the rate limit, the model checked; nothing held, nothing charged.
    */
   async countTokens(authorization: string | null, body: ClientMessagesRequest): Promise<{ input_tokens: number }> {
-    await this.auth.assertActive(await this.auth.fromHeader(authorization));
+    // Counted against the wallet's rate limit like any model call (its key checked in the same script call).
+    const counted = await this.ledger.countRequest(await this.auth.fromHeader(authorization));
+    if (!counted.ok) throw refusalError(counted);
     const chat = chatRequestOf(body, true);
     if (!this.catalog.models.has(chat.model))
       throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, chat.model) });
