@@ -7,6 +7,7 @@ import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel, shareStdout } from "./log.ts";
+import { LOCAL_MODEL_ID, startLocalModel, withLocalModel } from "./providers/localModel.ts";
 import { serverLimits } from "./requestBody.ts";
 import { buildServices, type Services } from "./wiring.ts";
 import { openStack, type Stack } from "./stack.ts";
@@ -40,7 +41,12 @@ function logProviders(config: Config): void {
   const on = providers.filter((p) => p.state !== "off").map((p) => (p.state === "keyless" ? `${p.name} (keyless)` : p.name));
   const off = providers.filter((p) => p.state === "off").map((p) => `${p.name} (${p.apiKeyEnv} unset)`);
   log.info("providers", { on, off, models: models.size, catalog: config.modelsFile });
-  if (models.size === 0) {
+  if (config.localModel) {
+    const keys = providers.flatMap((p) => (p.state === "off" && p.apiKeyEnv ? [p.apiKeyEnv] : []));
+    log.warn(
+      `no provider is configured: serving ${LOCAL_MODEL_ID}, a local test model in this process that echoes your last message; set a provider's API key variable (${keys.join(", ")}) or MODELS_FILE to serve real models instead`,
+    );
+  } else if (models.size === 0) {
     log.warn(
       "no model is served: set a provider's API key variable, or MODELS_FILE=config/models.local.json for a local model server (README)",
     );
@@ -63,6 +69,9 @@ async function serve(config: Config): Promise<void> {
   } catch (e) {
     throw listenError(e, config);
   }
+  // Each process (a worker too) answers its own chats: the echo server is in-process, on a loopback port.
+  const localModel = config.localModel ? startLocalModel() : undefined;
+  if (localModel) config = { ...config, catalog: withLocalModel(config.catalog, localModel.url) };
   if (role.kind !== "worker") {
     logProviders(config);
     // Said once, where it matters: a serving gateway answers POST /v1/topup 503. Admin commands build the same
@@ -90,6 +99,7 @@ async function serve(config: Config): Promise<void> {
     void server.stop(true);
     await pool?.stop();
     await stack?.stop(); // never leave the embedded redis-server behind
+    await localModel?.stop();
     throw e;
   }
   // The flusher, the sweeper and the repair jobs run in one process only.

@@ -3,6 +3,7 @@ import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import defaultCatalog from "../config/models.json";
 import { type Catalog, CatalogError, parseCatalog } from "./providers/catalog.ts";
+import { wantsLocalModel } from "./providers/localModel.ts";
 import { type Deployment, type Env, int, oneOf, url } from "./config/env.ts";
 import { loadPayments } from "./config/payments.ts";
 import { ConfigError, type ErrorShape } from "./errors.ts";
@@ -26,6 +27,8 @@ export interface Config {
   dataDir: string;
   modelsFile: string;
   catalog: Catalog;
+  /** No provider serves, no MODELS_FILE, local deployment: `serve` adds the in-process local test model (providers/localModel.ts). */
+  localModel: boolean;
   deployment: Deployment;
   chainId: number;
   siweDomain: string;
@@ -164,6 +167,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: resolve(env.DATA_DIR || "./data"),
     modelsFile,
     catalog,
+    localModel: wantsLocalModel(catalog, Boolean(env.MODELS_FILE), deployment),
     deployment,
     chainId,
     siweDomain,

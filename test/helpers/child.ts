@@ -65,6 +65,8 @@ export function spawnMain(args: string[], env: Record<string, string>) {
   return {
     proc,
     done,
+    /** What it printed so far, stdout then stderr. */
+    printed: () => out.stdout + out.stderr,
     waitFor(re: RegExp): Promise<void> {
       if (re.test(out.stdout + out.stderr)) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
