@@ -216,3 +216,54 @@ describe("SIWx refusals: 401, nothing charged", () => {
     await expectAuditClean();
   });
 });
+
+describe("payment-identifier on a call without a key", () => {
+  /** A stock client's PAYMENT-SIGNATURE for this call, made but not sent, with a payment-identifier id added. */
+  async function signedWithId(payer: PrivateKeyAccount, id: string): Promise<string> {
+    let captured: string | undefined;
+    const spy = (async (input: string | URL | Request, init?: RequestInit) => {
+      const req = new Request(input, init);
+      const sig = req.headers.get("payment-signature");
+      if (sig) {
+        captured = sig;
+        return new Response("{}", { status: 200, headers: { "content-type": "application/json" } });
+      }
+      return gw.fetch(req);
+    }) as typeof fetch;
+    await v2Fetch(
+      spy,
+      chain,
+      payer,
+    )(`${BASE}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "standin/echo", messages }),
+    });
+    const decoded = decode(captured!);
+    return encode({ ...decoded, extensions: { ...decoded.extensions, "payment-identifier": { info: { id } } } });
+  }
+
+  test("the same payload again gets the first answer (no payment, no charge); another payload under the id is 409", async () => {
+    const payer = await chain.newPayer(5);
+    const wallet = payer.address.toLowerCase();
+    const id = `keyless-${crypto.randomUUID()}`;
+    const header = await signedWithId(payer, id);
+    const first = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { "payment-signature": header });
+    expect(first.status).toBe(200);
+    expect(decode(first.headers.get("payment-response")!)).toMatchObject({ success: true, payer: wallet });
+    const state = await gw.ledgerState(wallet);
+    const onChain = await usdc(payer.address);
+    const again = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { "payment-signature": header });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.get("payment-response")).toBe(first.headers.get("payment-response"));
+    expect(await gw.ledgerState(wallet)).toEqual(state);
+    expect(await usdc(payer.address)).toBe(onChain);
+    const other = await signedWithId(payer, id);
+    const conflict = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { "payment-signature": other });
+    expect([conflict.status, conflict.body.error]).toEqual([409, "CONFLICT"]);
+    expect(await gw.ledgerState(wallet)).toEqual(state);
+    expect(await usdc(payer.address)).toBe(onChain);
+    await expectAuditClean();
+  });
+});

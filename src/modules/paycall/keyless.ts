@@ -9,6 +9,8 @@ import { type SiwxVerifier, SIGN_IN_WITH_X, SIWX_HEADER } from "../../auth/siwx.
 import type { WalletKeys } from "../../auth/walletKeys.ts";
 import { ApiError, BareError } from "../../errors.ts";
 import { claimedMicro } from "../../payments/payment.ts";
+import { fingerprintOf, paymentIdOf } from "../../payments/paymentIds.ts";
+import { log } from "../../log.ts";
 import { decodePaymentHeader, paymentHeaderOf } from "../../payments/paymentHeader.ts";
 import { encodeHeader } from "../../payments/requirements.ts";
 import type { Payer } from "../chat/chat.service.ts";
@@ -25,6 +27,25 @@ const describe = (micro: number) =>
 /** Whether a model request carries no credential at all (no Authorization, no x-api-key). */
 export function withoutKey(headers: Headers): boolean {
   return headers.get("authorization") === null && headers.get("x-api-key") === null;
+}
+
+// Where keyless calls' payment-identifier ids live (payment_ids.scope): one space, whoever pays.
+const ID_SCOPE = "call:keyless";
+// Headers of a first answer a resend under its payment-identifier id gets back.
+const KEPT_HEADERS = ["content-type", "payment-response", "x-payment-response"];
+
+/** A resend under a payment-identifier id: the first answer, served again, with no payment and no charge. */
+class Replayed extends Error {
+  constructor(readonly response: Response) {
+    super("payment identifier replayed");
+  }
+}
+
+/** A first answer as payment_ids keeps it for resends. */
+interface KeptAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
 }
 
 export class KeylessCalls {
@@ -50,6 +71,7 @@ export class KeylessCalls {
     const payment = paymentHeaderOf(request.headers);
     const signIn = request.headers.get(SIWX_HEADER);
     let receipt: Record<string, string> | undefined;
+    let id: string | undefined;
     let required = 0;
     const payer: Payer = async (micro) => {
       required = micro;
@@ -57,13 +79,20 @@ export class KeylessCalls {
       if (payment === null) return this.wallets.principal(await this.siwx.verify(signIn!));
       const paid = await this.pay(payment, micro, resource, host);
       receipt = paid.receipt;
+      id = paid.id;
       return this.wallets.principal(paid.payer);
     };
     try {
       const answer = await call(payer);
       if (receipt) for (const [name, value] of Object.entries(receipt)) answer.headers.set(name, value);
-      return answer;
+      return id === undefined ? answer : this.keep(id, answer);
     } catch (e) {
+      if (e instanceof Replayed) return e.response;
+      // Paid, and the call then failed: the id keeps the receipt (the payment moved), a resend gets this same error.
+      if (id !== undefined && e instanceof ApiError) {
+        const failed = e.with({ headers: receipt ?? {} }).toResponse();
+        await this.finish(id, { status: failed.status, headers: keptHeaders(failed.headers), body: await failed.clone().text() });
+      }
       // Paid or signed in, and still short (a concurrent spend): the terms again, with the receipt of what moved.
       if (e instanceof ApiError && e.code === "INSUFFICIENT_BALANCE" && required > 0) {
         const again = this.paymentRequired(required, resource, host, "this wallet's balance cannot cover the call's hold");
@@ -93,30 +122,74 @@ export class KeylessCalls {
    * anything is served (TopupService.pay, the top-up's own path: recovery, Postgres first). A payment that moves
    * nothing is the 402 again with the reason; a payment-identifier id naming another payment is 409 CONFLICT.
    */
-  private async pay(header: string, micro: number, resource: string, host: string | null) {
+  private async pay(
+    header: string,
+    micro: number,
+    resource: string,
+    host: string | null,
+  ): Promise<{ receipt: Record<string, string>; payer: string; id?: string }> {
     const refuse = (reason: string, headers?: Record<string, string>) => this.paymentRequired(micro, resource, host, reason, headers);
+    let id: string | undefined;
     try {
       const decoded = decodePaymentHeader(header);
       const claimed = claimedMicro(decoded, this.topup.chain);
-      const once = await this.topup.ids.once(
-        "call:keyless",
-        decoded,
-        () => {
-          if (claimed === undefined) throw refuse("the payment names no amount of an accepted asset");
-          if (claimed < micro) throw refuse(`it pays ${claimed} µUSDC, below the call's hold of ${micro}`);
-          return this.topup.pay(claimed, this.topup.callOffer(claimed, resource, describe(claimed)), decoded);
-        },
-        (r) => ("reason" in r ? undefined : { headers: r.headers, payer: r.payer }),
-      );
-      if ("replay" in once) return { receipt: once.replay.headers as Record<string, string>, payer: String(once.replay.payer) };
-      const r = once.fresh;
+      // x402 payment-identifier: a resend of the same payload gets the first answer back (no payment, no charge); the
+      // id with another payload is 409. A payment that moved nothing gives its id back.
+      id = paymentIdOf(decoded);
+      if (id !== undefined) {
+        const claim = await this.topup.ids.claim(ID_SCOPE, id, fingerprintOf(decoded));
+        if (claim.kind === "conflict") throw new BareError(409, "payment identifier already names another payment");
+        if (claim.kind === "busy") throw new BareError(409, "payment identifier in use by a request still being served; retry shortly");
+        if (claim.kind === "done") {
+          const kept = claim.result as unknown as KeptAnswer;
+          throw new Replayed(new Response(kept.body, { status: kept.status, headers: kept.headers }));
+        }
+      }
+      if (claimed === undefined) throw refuse("the payment names no amount of an accepted asset");
+      if (claimed < micro) throw refuse(`it pays ${claimed} µUSDC, below the call's hold of ${micro}`);
+      const r = await this.topup.pay(claimed, this.topup.callOffer(claimed, resource, describe(claimed)), decoded);
       if ("reason" in r) throw refuse(r.reason, r.headers);
-      return { receipt: r.headers, payer: r.payer };
+      return { receipt: r.headers, payer: r.payer, id };
     } catch (e) {
+      if (id !== undefined && !(e instanceof Replayed) && !(e instanceof BareError && e.status === 409))
+        await this.topup.ids.release(ID_SCOPE, id).catch(() => undefined);
       if (e instanceof BareError && e.status === 400) throw refuse(e.message);
       if (e instanceof BareError && e.status === 409) throw new ApiError({ code: "CONFLICT", message: e.message });
       if (e instanceof BareError) throw ApiError.unavailable(1, e.message);
       throw e;
     }
   }
+
+  /**
+   * The answer to a call paid under a payment-identifier id, kept for resends once it has been read whole (a stream
+   * as its full text); the client reads it meanwhile as it comes.
+   */
+  private keep(id: string, answer: Response): Response {
+    const headers = keptHeaders(answer.headers);
+    if (answer.body === null) {
+      void this.finish(id, { status: answer.status, headers, body: "" });
+      return answer;
+    }
+    const [client, copy] = answer.body.tee();
+    void new Response(copy)
+      .text()
+      .then((body) => this.finish(id, { status: answer.status, headers, body }))
+      .catch((e) => log.warn("payment identifier: the first answer was not kept", { error: e }));
+    return new Response(client, { status: answer.status, headers: answer.headers });
+  }
+
+  private finish(id: string, kept: KeptAnswer): Promise<void> {
+    return this.topup.ids
+      .finish(ID_SCOPE, id, kept as unknown as Record<string, unknown>)
+      .catch((e) => log.warn("payment identifier not updated; a resend waits until it goes stale", { error: e }));
+  }
+}
+
+function keptHeaders(headers: Headers): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const name of KEPT_HEADERS) {
+    const v = headers.get(name);
+    if (v !== null) kept[name] = v;
+  }
+  return kept;
 }
