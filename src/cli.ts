@@ -186,7 +186,7 @@ async function main(argv: string[]): Promise<void> {
     // The answer alone on stdout; logs on stderr, and only warnings unless LOG_LEVEL asks for more.
     logToStderr();
     if (!process.env.LOG_LEVEL) setLogLevel("warn");
-    exit(0, await runAdmin(config, rest));
+    exit(0, await runAdmin(config, rest, (line) => process.stderr.write(line + "\n")));
   } catch (e) {
     if (e instanceof AdminUsageError) exit(2, e.message);
     if (e instanceof AdminFailedReport) {

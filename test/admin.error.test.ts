@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startEmbeddedRedis } from "../src/embedded/redis.ts";
 import { processMentioning, runCli } from "./helpers/adminCli.ts";
 
 let root: string;
@@ -37,6 +38,33 @@ describe("admin refuses rather than guessing", () => {
     );
     expect(existsSync(dataDir)).toBe(false);
     expect(await processMentioning(dataDir)).toBe(false);
+  }, 30_000);
+
+  test("a wallet command on ./data, which no gateway serves, while a gateway serves data/dev: refused, naming it", async () => {
+    // The repository after a start.sh run (./data has a ledger, stopped) while dev.sh serves data/dev: this test
+    // process stands for that gateway, the owner of data/dev's embedded redis-server.
+    const repo = emptyDir("repo");
+    mkdirSync(join(repo, "data", "redis", "appendonlydir"), { recursive: true });
+    mkdirSync(join(repo, "data", "postgres", "pgdata"), { recursive: true });
+    const dev = join(repo, "data", "dev");
+    const live = await startEmbeddedRedis(join(dev, "redis"), { persist: false });
+    try {
+      for (const args of [
+        ["balance", WALLET],
+        ["grant", WALLET, "1", "--reason", "x"],
+        ["keys", "list", WALLET],
+      ]) {
+        const r = await runCli(["admin", ...args], { cwd: repo });
+        expect(r).toEqual({
+          code: 1,
+          stdout: "",
+          stderr: `no gateway serves DATA_DIR=${join(repo, "data")}, but the gateway with pid ${process.pid} serves ${dev}: set DATA_DIR=${dev} to work on its ledger (refused, so as not to read or change a ledger no gateway uses)\n`,
+        });
+      }
+      expect(await processMentioning(join(repo, "data", "redis"))).toBe(false);
+    } finally {
+      await live.stop();
+    }
   }, 30_000);
 
   test("run from another directory without DATA_DIR: the same refusal, naming ./data there", async () => {

@@ -81,8 +81,10 @@ describe("against the running gateway's services", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^granted 2\.500000 USD to 0x[0-9a-f]{40} \(credit #\d+\); balance 2\.500000 USD\n$/);
     expect(await gateway.ledger.reads.balance(wallet)).toEqual({ balance: 2_500_000, locked: 0 });
-    // Nothing but warnings or errors reaches stderr, and never on stdout.
-    for (const line of r.stderr.split("\n").filter(Boolean)) expect(JSON.parse(line).level).toMatch(/^(warn|error)$/);
+    // stderr says which ledger it opened, first; then nothing but warnings or errors, and never on stdout.
+    const [first, ...rest] = r.stderr.split("\n").filter(Boolean);
+    expect(first).toBe(`ledger: DATA_DIR=${dataDir}, served by the running gateway (pid ${process.pid})`);
+    for (const line of rest) expect(JSON.parse(line).level).toMatch(/^(warn|error)$/);
   }, 30_000);
 
   test("balance: header and one tab-separated row", async () => {

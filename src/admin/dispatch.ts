@@ -6,6 +6,8 @@ import type { Config } from "../config.ts";
 import { buildServices } from "../wiring.ts";
 import { openStack } from "../stack.ts";
 import { assertEmbeddedDataExists, checkDependencies } from "../startup.ts";
+import { servedNeighbours, servingPid } from "../embedded/servedBy.ts";
+import { AdminFailure } from "./command.ts";
 
 export { type AdminCommand, AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError } from "./command.ts";
 
@@ -16,6 +18,8 @@ interface AdminEntry {
   summary: string;
   /** More lines for `admin <name> --help`. */
   details?: string;
+  /** Reads or changes one wallet's credit or keys: refused on a data directory no gateway serves while one next to it is served. */
+  wallet?: boolean;
   parse(rest: string[]): AdminCommand;
 }
 
@@ -23,6 +27,7 @@ interface AdminEntry {
 const COMMANDS: AdminEntry[] = [
   {
     name: "grant",
+    wallet: true,
     args: "<wallet> <usd> --reason <text> [--id ID]",
     summary: "credit a wallet without a payment (recorded in Postgres)",
     details: "With --id, running it again never grants twice (an operator retrying after a timeout).",
@@ -30,18 +35,21 @@ const COMMANDS: AdminEntry[] = [
   },
   {
     name: "balance",
+    wallet: true,
     args: "<wallet>",
     summary: "a wallet's balance, locked and available credit (USD, tab-separated)",
     parse: (rest) => balance(rest),
   },
   {
     name: "keys list",
+    wallet: true,
     args: "<wallet>",
     summary: "a wallet's API keys: id, label, created, revoked (tab-separated)",
     parse: (rest) => listKeys(rest),
   },
   {
     name: "keys revoke",
+    wallet: true,
     args: "<id>",
     summary: "revoke an API key (as DELETE /v1/auth/keys/{id} does: Postgres, then Redis)",
     details: "Takes effect on the key's very next request. Revoking a revoked key again re-asserts it.",
@@ -98,9 +106,19 @@ function usageOf(e: AdminEntry): string {
  * when none is, refused when DATA_DIR holds no gateway data). Arguments are checked before anything is opened,
  * and whatever this process started is stopped again, whatever happens.
  */
-export async function runAdmin(config: Config, args: string[]): Promise<string> {
+export async function runAdmin(config: Config, args: string[], say: (line: string) => void): Promise<string> {
   const command = parseAdmin(args);
+  const embeddedRedis = !config.redisUrl && !config.redisCluster;
+  const pid = embeddedRedis ? servingPid(config.dataDir) : undefined;
+  if (embeddedRedis && pid === undefined && findEntry(args)?.wallet) {
+    const other = servedNeighbours(config.dataDir)[0];
+    if (other)
+      throw new AdminFailure(
+        `no gateway serves DATA_DIR=${config.dataDir}, but the gateway with pid ${other.pid} serves ${other.dataDir}: set DATA_DIR=${other.dataDir} to work on its ledger (refused, so as not to read or change a ledger no gateway uses)`,
+      );
+  }
   assertEmbeddedDataExists(config);
+  say(`ledger: ${ledgerOf(config, pid)}`);
   const stack = await openStack(config);
   try {
     await checkDependencies(stack.connections);
@@ -115,14 +133,40 @@ export async function runAdmin(config: Config, args: string[]): Promise<string> 
   }
 }
 
-/** Validates the arguments and returns the command; AdminHelp for --help, AdminUsageError for a mistake. */
-export function parseAdmin(args: string[]): AdminCommand {
-  const entry = [...COMMANDS]
+/** Where an admin command reads and writes, said on stderr before it runs (the answer alone goes to stdout). */
+function ledgerOf(config: Config, servedBy: number | undefined): string {
+  const dir = `DATA_DIR=${config.dataDir}`;
+  const redis = config.redisCluster
+    ? `Redis Cluster ${config.redisCluster.cluster.map((n) => `${n.host}:${n.port}`).join(",")}`
+    : config.redisUrl
+      ? `Redis at ${new URL(config.redisUrl).host}`
+      : undefined;
+  const postgres = config.databaseUrl
+    ? `Postgres at ${new URL(config.databaseUrl).host}${new URL(config.databaseUrl).pathname}`
+    : undefined;
+  const external = [redis, postgres].filter(Boolean).join(", ");
+  if (redis && postgres) return external;
+  if (redis) return `${redis}; Postgres embedded in ${dir}`;
+  const embedded =
+    servedBy !== undefined
+      ? `${dir}, served by the running gateway (pid ${servedBy})`
+      : `${dir}, which no running gateway serves (its embedded services start for this command)`;
+  return external ? `${external}; ${embedded}` : embedded;
+}
+
+/** The command the arguments name, by its words (the longest name first: "keys list" before "keys"). */
+function findEntry(args: string[]): AdminEntry | undefined {
+  return [...COMMANDS]
     .sort((a, b) => b.name.length - a.name.length)
     .find((e) => {
       const words = e.name.split(" ");
       return words.every((w, i) => args[i] === w);
     });
+}
+
+/** Validates the arguments and returns the command; AdminHelp for --help, AdminUsageError for a mistake. */
+export function parseAdmin(args: string[]): AdminCommand {
+  const entry = findEntry(args);
   const wantsHelp = args.includes("--help") || args.includes("-h");
   if (!entry) {
     if (wantsHelp || args[0] === "help") throw new AdminHelp(ADMIN_USAGE);

@@ -102,7 +102,7 @@ export async function startEmbeddedRedis(dir: string, opts: { persist?: boolean;
 }
 
 /** The process id in the owner file (the process that started or adopted the redis-server), if any. */
-function readOwner(file: string): number | undefined {
+export function readOwner(file: string): number | undefined {
   try {
     const pid = Number(readFileSync(file, "utf8").trim());
     return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
@@ -112,7 +112,7 @@ function readOwner(file: string): number | undefined {
 }
 
 /** Whether `pid` is a running process (not a zombie waiting for its parent to read its exit). */
-function alive(pid: number | undefined): boolean {
+export function alive(pid: number | undefined): boolean {
   if (pid === undefined) return false;
   try {
     process.kill(pid, 0);
