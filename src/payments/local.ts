@@ -3,6 +3,7 @@ import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
 import { ExactEvmSchemeV1 } from "@x402/evm/exact/v1/facilitator";
+import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
 import { type Address, concat, defineChain, encodeFunctionData, type Hex, keccak256 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { log } from "../log.ts";
@@ -66,7 +67,10 @@ export class LocalFacilitator implements Facilitator {
       },
       { confirmationTimeoutMs: timeoutMs },
     );
-    this.x402 = new x402Facilitator().register(net.caip2 as `${string}:${string}`, new ExactEvmScheme(signer));
+    this.x402 = new x402Facilitator()
+      .register(net.caip2 as `${string}:${string}`, new ExactEvmScheme(signer))
+      // `upto` (Permit2, the relayer named in the witness as the one facilitator): a keyless call settled for its charge.
+      .register(net.caip2 as `${string}:${string}`, new UptoEvmScheme(signer));
     if (net.v1Name) this.x402.registerV1(net.v1Name as `${string}:${string}`, new ExactEvmSchemeV1(signer));
   }
 

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress } from "@x402/evm";
+import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress, x402UptoPermit2ProxyAddress } from "@x402/evm";
 import {
   type Address,
   concat,
@@ -30,7 +30,13 @@ const EXACT_PROXY_SALT = "0x0000000000000000000000000000000000000000000000003000
 const BUILT_CHAIN_ID = 31337n;
 const BUILT_DOMAIN_SEPARATOR = "0xd5a17abc3865df5c1400c0299bd4ce2eefc8114aec5f9d3dded1745783e57b98";
 
-const abi = parseAbi(["function DOMAIN_SEPARATOR() view returns (bytes32)", "function PERMIT2() view returns (address)"]);
+const abi = parseAbi([
+  "function DOMAIN_SEPARATOR() view returns (bytes32)",
+  "function PERMIT2() view returns (address)",
+  "function WITNESS_TYPE_STRING() view returns (string)",
+]);
+/** The dev chain's upto proxy (contracts/UptoPermit2Proxy.sol, compiled by scripts/build-contracts.ts). */
+const UPTO_ARTIFACT = resolve(import.meta.dir, "../../contracts/out/UptoPermit2Proxy.json");
 const PUSH32 = "7f";
 
 const hexFile = (name: string) => readFileSync(join(VENDOR, name), "utf8").trim() as Hex;
@@ -95,4 +101,23 @@ export async function installPermit2(pub: PublicClient, wallet: WalletClient, ch
   const receipt = await pub.waitForTransactionReceipt({ hash });
   const permit2 = receipt.status === "success" ? await pub.readContract({ address: expected, abi, functionName: "PERMIT2" }) : undefined;
   if (!permit2 || !isAddressEqual(permit2 as Address, PERMIT2_ADDRESS)) throw new Error("x402 exact Permit2 proxy did not deploy");
+  await installUptoProxy(pub);
+}
+
+/**
+ * The `upto` scheme's Permit2 proxy at the address `@x402/evm` signs for (`x402UptoPermit2ProxyAddress`, which its
+ * `upto` client names as spender and its facilitator calls). x402's published init code and salt land elsewhere (its
+ * deploy script's address and the package's differ), so the dev chain installs contracts/UptoPermit2Proxy.sol, the
+ * same interface and rules, there: its runtime code (an eth_call of the creation code returns it; it has no
+ * immutables) through anvil_setCode, checked by reading PERMIT2() and WITNESS_TYPE_STRING() back.
+ */
+async function installUptoProxy(pub: PublicClient): Promise<void> {
+  const { bytecode } = JSON.parse(readFileSync(UPTO_ARTIFACT, "utf8")) as { bytecode: Hex };
+  const runtime = (await pub.call({ data: bytecode })).data;
+  if (!runtime) throw new Error("UptoPermit2Proxy: its creation code returned no runtime code");
+  await pub.request({ method: "anvil_setCode" as never, params: [x402UptoPermit2ProxyAddress, runtime] as never });
+  const permit2 = await pub.readContract({ address: x402UptoPermit2ProxyAddress, abi, functionName: "PERMIT2" });
+  const witness = await pub.readContract({ address: x402UptoPermit2ProxyAddress, abi, functionName: "WITNESS_TYPE_STRING" });
+  if (!isAddressEqual(permit2, PERMIT2_ADDRESS) || !witness.includes("Witness(address to,address facilitator,uint256 validAfter)"))
+    throw new Error("x402 upto Permit2 proxy did not install");
 }
