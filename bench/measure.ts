@@ -110,9 +110,39 @@ export interface LoadResult {
 
 const CLK_TCK = Number(Bun.spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
 
-/** CPU seconds a process has used so far (all threads), from /proc/<pid>/stat. */
+/**
+ * CPU seconds a process and its descendants have used so far (all threads), from /proc/<pid>/stat: the gateway's
+ * tree is its serving process, its background process (flusher, sweeper, repairs; issue 31) and any workers.
+ */
 export function cpuSeconds(pid: number | undefined): number {
-  return statCpuSeconds(pid === undefined ? undefined : `/proc/${pid}/stat`);
+  if (pid === undefined) return NaN;
+  let sum = statCpuSeconds(`/proc/${pid}/stat`);
+  for (const child of descendants(pid)) sum += statCpuSeconds(`/proc/${child}/stat`) || 0;
+  return sum;
+}
+
+/** Every process below `pid` (from each process's parent in /proc/<pid>/stat). */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const list = children.get(ppid);
+      if (list) list.push(Number(entry));
+      else children.set(ppid, [Number(entry)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: number[] = [];
+  for (let todo = [pid]; todo.length > 0;) {
+    const next = children.get(todo.pop()!) ?? [];
+    out.push(...next);
+    todo.push(...next);
+  }
+  return out;
 }
 
 /** CPU seconds of a process's main thread alone (its JS thread under Bun; GC and JIT helpers run beside it). */

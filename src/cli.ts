@@ -2,6 +2,7 @@
  * The commands behind the entry (main.ts): `serve`, the gateway (alone, or as the primary or a worker of
  * WORKERS=N), and `admin`, the operator's commands; their usage texts and one-line failures.
  */
+import { hostname } from "node:os";
 import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
 import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
@@ -14,7 +15,18 @@ import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
 import { setWorkerLabel } from "./observe/metrics.ts";
 import { joinPeers, leavePeers } from "./observe/peers.ts";
-import { announceListening, onPrimaryGone, WorkerPool, workerRole } from "./workers.ts";
+import {
+  announceBackground,
+  announceListening,
+  BackgroundFailed,
+  BackgroundProcess,
+  backgroundParent,
+  onPrimaryGone,
+  removeRoleDir,
+  WorkerPool,
+  workerRole,
+  type WorkerRole,
+} from "./workers.ts";
 
 // Longer than a settle's retries (~1 min), shorter than a patient orchestrator's grace period.
 const SHUTDOWN_DEADLINE_MS = 90_000;
@@ -56,6 +68,7 @@ function logProviders(config: Config): void {
 async function serve(config: Config): Promise<void> {
   bufferStdout(); // one access-log line per request: written in batches, not one write each
   const role = workerRole(config);
+  if (role.kind === "background") return runBackground(config, role);
   // Workers share the port with the primary (the kernel spreads connections over them).
   const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits(config) };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
@@ -81,16 +94,20 @@ async function serve(config: Config): Promise<void> {
   let stack: Stack | undefined;
   let services: Services;
   let pool: WorkerPool | undefined;
+  let background: BackgroundProcess | undefined;
   try {
-    // A worker joins the embedded redis-server and Postgres its primary started in DATA_DIR.
+    // The background process opens the embedded redis-server and Postgres (PGlite) in DATA_DIR, or checks the
+    // external ones, and makes sure Redis holds the ledger; every serving process then joins them.
+    if (role.kind !== "worker") {
+      background = new BackgroundProcess(role.dir);
+      await background.start();
+    }
     stack = await openStack(config);
     await checkDependencies(stack.connections);
-    services = await buildServices(config, stack.connections);
-    if (role.kind !== "single") {
-      shareStdout();
-      setWorkerLabel(role.kind === "worker" ? role.index : 0);
-      joinPeers(role.dir, role.kind === "worker" ? role.index : 0);
-    }
+    services = await buildServices(config, stack.connections, { role: "serving" });
+    shareStdout();
+    setWorkerLabel(role.kind === "worker" ? role.index : 0);
+    joinPeers(role.dir, role.kind === "worker" ? role.index : 0);
     if (role.kind === "primary") {
       pool = new WorkerPool(role, server.port!);
       await pool.start();
@@ -98,14 +115,16 @@ async function serve(config: Config): Promise<void> {
   } catch (e) {
     void server.stop(true);
     await pool?.stop();
-    await stack?.stop(); // never leave the embedded redis-server behind
+    await stack?.stop();
+    await background?.stop(); // never leave the embedded redis-server behind
     await localModel?.stop();
+    removeRoleDir(role);
+    if (e instanceof BackgroundFailed) throw new StartupError(e.message);
     throw e;
   }
-  // The flusher, the sweeper and the repair jobs run in one process only.
-  if (role.kind !== "worker") services.startBackground();
-  // Every process that answers GET /v1/models keeps its own view of which keyless providers answer.
-  else services.reachability.start();
+  // The flusher, the sweeper and the repair jobs run in the background process; every serving process keeps its
+  // own view of which keyless providers answer (GET /v1/models).
+  services.reachability.start();
   const app = createApp(services);
   server.reload({ ...options, fetch: app.fetch });
   if (role.kind === "worker") {
@@ -126,7 +145,7 @@ async function serve(config: Config): Promise<void> {
     setTimeout(() => {
       log.error("shutdown did not finish in time; exiting with work left for the next start", { after_ms: SHUTDOWN_DEADLINE_MS });
       void Promise.race([services.chat.keepInFlight(), Bun.sleep(5_000)])
-        .then(() => Promise.race([stack!.stop(), Bun.sleep(5_000)])) // no orphaned redis-server
+        .then(() => Promise.race([stack!.stop().then(() => background?.stop()), Bun.sleep(5_000)])) // no orphaned redis-server
         .finally(() => process.exit(1));
     }, SHUTDOWN_DEADLINE_MS).unref();
     // The workers finish their requests while this process finishes its own; the drain comes after both.
@@ -134,11 +153,66 @@ async function serve(config: Config): Promise<void> {
     leavePeers();
     await services.close();
     await stack!.stop();
+    // Last: the background process drains the outbox into Postgres, then stops the embedded services.
+    await background?.stop();
+    removeRoleDir(role);
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
   if (role.kind === "worker") onPrimaryGone(() => void shutdown("primary gone"));
+}
+
+/**
+ * The background process (workers.ts): the embedded services, the flusher, the sweeper, the rebuild and the repair
+ * jobs; no HTTP. It stops when its primary asks (IPC) or is gone (even killed with -9: the IPC channel closes),
+ * draining the outbox first. It ignores SIGINT and SIGTERM: a Ctrl-C or a service manager signals every process
+ * of the group at once, and the embedded services must outlive the serving processes' last settles.
+ */
+async function runBackground(config: Config, role: Extract<WorkerRole, { kind: "background" }>): Promise<void> {
+  let stack: Stack | undefined;
+  let services: Services;
+  try {
+    stack = await openStack(config);
+    await checkDependencies(stack.connections);
+    services = await buildServices(config, stack.connections, {
+      role: "background",
+      flusherConsumer: `${hostname()}-${backgroundParent()}-background`,
+    });
+  } catch (e) {
+    await stack?.stop();
+    const line = oneLine(e);
+    if (!process.send) exit(1, line);
+    process.send({ failed: line }, undefined, undefined, () => process.exit(1));
+    return;
+  }
+  shareStdout();
+  setWorkerLabel("background");
+  joinPeers(role.dir, "background");
+  services.startBackground();
+  let stopping = false;
+  const shutdown = async (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("background process stopping", { why });
+    setTimeout(() => {
+      log.error("the background process did not stop in time; the outbox keeps what is left for the next start", {
+        after_ms: SHUTDOWN_DEADLINE_MS,
+      });
+      void Promise.race([stack!.stop(), Bun.sleep(5_000)]).finally(() => process.exit(1));
+    }, SHUTDOWN_DEADLINE_MS).unref();
+    leavePeers();
+    await services.close();
+    await stack!.stop();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => {});
+  process.on("SIGINT", () => {});
+  process.on("message", (m: { stop?: boolean }) => {
+    if (m?.stop) void shutdown("asked");
+  });
+  onPrimaryGone(() => void shutdown("primary gone"));
+  announceBackground({ ready: true });
 }
 
 /** What an operator reads when a command fails: one line, never a stack trace or a secret. */

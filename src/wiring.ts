@@ -61,8 +61,23 @@ const REPAIR_INTERVAL_MS = 30_000;
 // that did not answer is seen back within about this long.
 const PROBE_CONNECT_TIMEOUT_S = 1;
 
+/**
+ * What the process built for runs of the background work (workers.ts): "all" (tests, admin commands: whoever calls
+ * startBackground), "serving" (a serving process whose background process rebuilds, repairs and flushes: it neither
+ * rebuilds a lost ledger itself, waiting for that one to, nor runs the start-up repairs), "background".
+ */
+export type ServicesRole = "all" | "serving" | "background";
+
+/** Options of buildServices beyond the connections. */
+export interface BuildOptions {
+  role?: ServicesRole;
+  /** The flusher's consumer name in the outbox's group (default: host and process id). */
+  flusherConsumer?: string;
+}
+
 /** Connects, migrates, makes sure Redis holds the ledger, and wires the services. Serves nothing yet. */
-export async function buildServices(config: Config, conn: Connections): Promise<Services> {
+export async function buildServices(config: Config, conn: Connections, opts: BuildOptions = {}): Promise<Services> {
+  const role = opts.role ?? "all";
   const rawSql = openDatabase(conn.database.url, { max: conn.database.max, path: conn.database.path, debug: conn.database.debug });
   const pgHealth = new PgHealth(rawSql, () =>
     openDatabase(conn.database.url, { max: 1, path: conn.database.path, connectTimeoutS: PROBE_CONNECT_TIMEOUT_S }),
@@ -76,18 +91,22 @@ export async function buildServices(config: Config, conn: Connections): Promise<
   await startupStep("Postgres", closeClients, () => migrate(rawSql));
   const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(router));
   const ledger = new Ledger(redis, scripts, redisNames, config);
-  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt.
-  ledger.fence.onLost(() => ensureLedger(ledger, sql));
+  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt. A serving
+  // process beside a background process waits for that one's rebuild (its sweeper and flusher find the loss).
+  if (role !== "serving") ledger.fence.onLost(() => ensureLedger(ledger, sql));
   await ensureLedger(ledger, sql);
   await ledger.fence.readAll();
 
   const apiKeyAuth = new ApiKeyAuth(sql, ledger);
   const credits = new Credits(sql, ledger);
-  await credits.reapplyPending();
-  const flusher = new Flusher(scripts.client, sql, redisNames, {
-    onRedisLost: () => ensureLedger(ledger, sql),
-    beforeDrain: () => ledger.flushQueued(),
-  });
+  if (role !== "serving") await credits.reapplyPending();
+  const flusher = new Flusher(
+    scripts.client,
+    sql,
+    redisNames,
+    { onRedisLost: () => ensureLedger(ledger, sql), beforeDrain: () => ledger.flushQueued() },
+    opts.flusherConsumer,
+  );
   await flusher.init();
 
   const pendingSettles = new PendingSettles(sql, ledger);
@@ -166,8 +185,9 @@ export async function buildServices(config: Config, conn: Connections): Promise<
     flusher,
     startBackground() {
       flusher.start();
-      // Per process (start() is idempotent): a worker, which runs none of the rest, starts it by itself (main.ts).
-      reachability.start();
+      // Per serving process (start() is idempotent): each answers GET /v1/models from its own view; the background
+      // process answers nothing.
+      if (role !== "background") reachability.start();
       sweeper = setInterval(() => {
         // Redis failing over or down is an outage the next round outlives (the holds wait, they do not move): a
         // warning; anything else is a defect.

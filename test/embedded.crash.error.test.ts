@@ -1,13 +1,14 @@
 /**
- * The embedded defaults after a crash: a gateway killed with kill -9 leaves its embedded redis-server running and
- * PGlite's unix socket file behind in DATA_DIR; started again on the same DATA_DIR it takes the one over (its
+ * The embedded defaults after a crash: a gateway killed with kill -9 (its serving process and its background process,
+ * which owns the embedded services, as a crash of the machine's container would) leaves its embedded redis-server
+ * running and PGlite's unix socket file behind in DATA_DIR; started again on the same DATA_DIR it takes the one over (its
  * SIGTERM stops it, so nothing is left running) and listens on the other anew, and serves.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startChildGateway } from "./helpers/child.ts";
+import { childProcesses, startChildGateway } from "./helpers/child.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "gw-crash-"));
 
@@ -25,6 +26,9 @@ const redisCli = (...args: string[]) =>
 test("a gateway killed with kill -9 starts again on its DATA_DIR, serves, and its SIGTERM stops the redis-server too", async () => {
   const first = await startChildGateway({ DATA_DIR: dataDir });
   expect((await fetch(`${first.url}/health`)).status).toBe(200);
+  const [background] = childProcesses(first.proc.pid).background;
+  expect(background).toBeDefined();
+  process.kill(background!, "SIGKILL");
   first.proc.kill("SIGKILL");
   await first.proc.exited;
   // The first gateway's redis-server is still there, now nobody's.

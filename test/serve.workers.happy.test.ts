@@ -1,11 +1,11 @@
 /**
  * WORKERS=2: `bun src/main.ts serve` as a real child process serves one port from two processes. Requests on fresh
- * connections (the kernel spreads them over both) are charged exactly, /metrics answers for both processes, the
- * background jobs run in the primary alone, a worker killed with -9 is replaced, and SIGTERM stops every process
- * after the last charge is in Postgres.
+ * connections (the kernel spreads them over both) are charged exactly, /metrics answers for both processes (and the
+ * background process), the background jobs run in the one background process alone, a worker killed with -9 is
+ * replaced, and SIGTERM stops every process after the last charge is in Postgres.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { freePort, startChildGateway, type ChildGateway } from "./helpers/child.ts";
+import { childProcesses, freePort, startChildGateway, type ChildGateway } from "./helpers/child.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
 
@@ -19,12 +19,9 @@ afterAll(async () => {
   if (child.proc.exitCode === null) await child.stop();
 });
 
-/** The primary's worker processes (the test's Redis and Postgres are not its children). */
+/** The primary's worker processes (the test's Redis and Postgres are not its children, its background process is not a worker). */
 function workerPids(): number[] {
-  const out = Bun.spawnSync(["pgrep", "-P", String(child.proc.pid)])
-    .stdout.toString()
-    .trim();
-  return out ? out.split("\n").map(Number) : [];
+  return childProcesses(child.proc.pid).workers;
 }
 
 function alive(pid: number): boolean {
@@ -78,6 +75,7 @@ describe("WORKERS=2 on one port", () => {
 
   test("requests on fresh connections are charged exactly, and /metrics counts those of both processes", async () => {
     expect(workerPids()).toHaveLength(1);
+    expect(childProcesses(child.proc.pid).background).toHaveLength(1);
     const { wallet, key } = await gw.newWallet(1);
     const statuses = await Promise.all(Array.from({ length: REQUESTS }, () => chatOnNewConnection(key).then((r) => r.status)));
     expect(statuses).toEqual(Array(REQUESTS).fill(200));
@@ -87,11 +85,12 @@ describe("WORKERS=2 on one port", () => {
     expect(series(text, 'gateway_http_requests_total{method="POST",route="/v1/chat/completions",status="200"}')).toBe(REQUESTS);
     expect(series(text, 'gateway_process_resident_memory_bytes{worker="0"}')).toBeGreaterThan(0);
     expect(series(text, 'gateway_process_resident_memory_bytes{worker="1"}')).toBeGreaterThan(0);
+    expect(series(text, 'gateway_process_resident_memory_bytes{worker="background"}')).toBeGreaterThan(0);
     // Read from Redis once, by the process that answered: not counted once per worker.
     expect(series(text, "gateway_redis_up")).toBe(1);
   });
 
-  test("the flusher runs in the primary alone: every charge reaches Postgres, read by no worker", async () => {
+  test("the flusher runs in the background process alone: every charge reaches Postgres, read by no serving process", async () => {
     const { wallet, key } = await gw.newWallet(1);
     for (let i = 0; i < 6; i++) expect((await chatOnNewConnection(key)).status).toBe(200);
     for (const deadline = Date.now() + 20_000; (await chargesInPostgres(wallet)) < 6 && Date.now() < deadline;) await Bun.sleep(20);
@@ -104,7 +103,9 @@ describe("WORKERS=2 on one port", () => {
       const rows = (await gw.services.scripts.client.send("XINFO", ["CONSUMERS", stream, "flusher"], stream)) as unknown[];
       for (const row of rows) consumers.add(consumerName(row));
     }
-    expect([...consumers].some((c) => c.endsWith(`-${child.proc.pid}`))).toBe(true);
+    // Named after the primary, so that a background process started again reads what the killed one had read.
+    expect([...consumers].some((c) => c.endsWith(`-${child.proc.pid}-background`))).toBe(true);
+    expect([...consumers].some((c) => c.endsWith(`-${child.proc.pid}`))).toBe(false);
     for (const pid of workerPids()) expect([...consumers].some((c) => c.endsWith(`-${pid}`))).toBe(false);
   });
 
@@ -127,12 +128,14 @@ describe("WORKERS=2 on one port", () => {
     expect(await settled(wallet)).toEqual({ balance: 1_000_000 - served * charge, locked: 0 });
   });
 
-  test("SIGTERM stops the workers and the primary; the outbox is drained into Postgres first", async () => {
+  test("SIGTERM stops the workers, the background process and the primary; the outbox is drained into Postgres first", async () => {
     const { wallet, key } = await gw.newWallet(1);
     const answers = await Promise.all(Array.from({ length: 8 }, () => chatOnNewConnection(key)));
     expect(answers.map((r) => r.status)).toEqual(Array(8).fill(200));
-    const workers = workerPids();
+    const { workers, background } = childProcesses(child.proc.pid);
+    expect(background).toHaveLength(1);
     expect(await child.stop()).toBe(0);
+    expect(alive(background[0]!)).toBe(false);
     for (const pid of workers) expect(alive(pid)).toBe(false);
     expect(await chargesInPostgres(wallet)).toBe(8);
   });

@@ -50,7 +50,7 @@ export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostg
     initdbWasmModule,
     fsBundle: Bun.file(pgliteData),
   });
-  const server = new PGLiteSocketServer({ db, path: socket, maxConnections: 16 });
+  const server = new PGLiteSocketServer({ db, path: socket, maxConnections: 64 });
   await server.start();
   return {
     url,

@@ -145,7 +145,7 @@ export const metrics = {
   // One series per process: with WORKERS > 1, what each added worker costs in memory.
   residentBytes: new Gauge({
     name: "gateway_process_resident_memory_bytes",
-    help: "Resident memory of each gateway process, by worker (0: the process that owns the background jobs)",
+    help: "Resident memory of each gateway process, by worker (0: the first serving process; background: the background process)",
     labelNames: ["worker"] as const,
     registers,
     collect() {
@@ -157,7 +157,7 @@ export const metrics = {
 let workerLabel = "0";
 
 /** Names this process among the gateway's workers (the residentBytes series). */
-export function setWorkerLabel(worker: number): void {
+export function setWorkerLabel(worker: number | "background"): void {
   workerLabel = String(worker);
 }
 

@@ -17,7 +17,7 @@ let ownSocket: string | undefined;
  * With WORKERS > 1 every process serving the port publishes its registry on a unix socket in `dir`, so whichever
  * process a scrape reaches answers for all of them: one /metrics for the whole gateway, counters summed.
  */
-export function joinPeers(dir: string, worker: number): void {
+export function joinPeers(dir: string, worker: number | "background"): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   peersDir = dir;
   ownSocket = join(dir, `metrics-${worker}.sock`);

@@ -134,3 +134,26 @@ export async function startChildGateway(env: Record<string, string>): Promise<Ch
     }
   }
 }
+
+/** The processes a gateway process started (its workers and its background process), by role. */
+export function childProcesses(pid: number): { workers: number[]; background: number[] } {
+  const out = Bun.spawnSync(["pgrep", "-P", String(pid)])
+    .stdout.toString()
+    .trim();
+  const pids = out ? out.split("\n").map(Number) : [];
+  const isBackground = (p: number) => {
+    try {
+      return readFileSync(`/proc/${p}/environ`, "utf8").split("\0").includes("GATEWAY_BACKGROUND=1");
+    } catch {
+      return false; // gone meanwhile
+    }
+  };
+  const gateway = pids.filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, "utf8").includes("main.ts");
+    } catch {
+      return false;
+    }
+  });
+  return { workers: gateway.filter((p) => !isBackground(p)), background: gateway.filter(isBackground) };
+}
