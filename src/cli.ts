@@ -72,15 +72,17 @@ async function serve(config: Config): Promise<void> {
   // Workers share the port with the primary (the kernel spreads connections over them).
   const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits(config) };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
-  // Until the services are up, requests get 503.
-  let server: ReturnType<typeof Bun.serve>;
-  try {
-    server = Bun.serve({
-      ...options,
-      fetch: () => errorResponse(new ApiError({ code: "SERVICE_UNAVAILABLE", message: "The gateway is starting" })),
-    });
-  } catch (e) {
-    throw listenError(e, config);
+  // Until the services are up, requests get 503. A worker (the port is known to be free for it) listens only once
+  // it can serve: a replacement started under load would otherwise take connections from the running ones only to
+  // answer them 503.
+  const starting = () => errorResponse(new ApiError({ code: "SERVICE_UNAVAILABLE", message: "The gateway is starting" }));
+  let server: ReturnType<typeof Bun.serve> | undefined;
+  if (role.kind !== "worker") {
+    try {
+      server = Bun.serve({ ...options, fetch: starting });
+    } catch (e) {
+      throw listenError(e, config);
+    }
   }
   // Each process (a worker too) answers its own chats: the echo server is in-process, on a loopback port.
   const localModel = config.localModel ? startLocalModel() : undefined;
@@ -109,11 +111,11 @@ async function serve(config: Config): Promise<void> {
     setWorkerLabel(role.kind === "worker" ? role.index : 0);
     joinPeers(role.dir, role.kind === "worker" ? role.index : 0);
     if (role.kind === "primary") {
-      pool = new WorkerPool(role, server.port!);
+      pool = new WorkerPool(role, server!.port!);
       await pool.start();
     }
   } catch (e) {
-    void server.stop(true);
+    void server?.stop(true);
     await pool?.stop();
     await stack?.stop();
     await background?.stop(); // never leave the embedded redis-server behind
@@ -126,13 +128,15 @@ async function serve(config: Config): Promise<void> {
   // own view of which keyless providers answer (GET /v1/models).
   services.reachability.start();
   const app = createApp(services);
-  server.reload({ ...options, fetch: app.fetch });
+  if (server) server.reload({ ...options, fetch: app.fetch });
+  else server = Bun.serve({ ...options, fetch: app.fetch });
+  const listening = server;
   if (role.kind === "worker") {
     log.info("worker listening", { worker: role.index, pid: process.pid });
     announceListening();
   } else {
     const workers = role.kind === "primary" ? role.count : 1;
-    log.info("gateway listening", { url: `http://${config.host}:${server.port}`, models: config.catalog.models.size, workers });
+    log.info("gateway listening", { url: `http://${config.host}:${listening.port}`, models: config.catalog.models.size, workers });
   }
 
   let stopping = false;
@@ -149,7 +153,7 @@ async function serve(config: Config): Promise<void> {
         .finally(() => process.exit(1));
     }, SHUTDOWN_DEADLINE_MS).unref();
     // The workers finish their requests while this process finishes its own; the drain comes after both.
-    await Promise.all([pool?.stop(), server.stop()]); // server.stop waits for in-flight requests, so their holds settle
+    await Promise.all([pool?.stop(), listening.stop()]); // server.stop waits for in-flight requests, so their holds settle
     leavePeers();
     await services.close();
     await stack!.stop();
