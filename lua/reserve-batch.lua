@@ -3,8 +3,11 @@
   a single request is a batch of one). The only gate on the chat path. Items are applied in order, each seeing
   what the ones before it did (rate counts, key budget, balance), so a batch equals the same calls one after
   another. Per item, checks in this order and holds nothing unless all pass (a rate-limit pass is still counted):
-  key not revoked, hold id not used before, per-wallet sliding-window rate limit, key budget, wallet available
-  credit. Then it opens a hold that settle-batch / release-6 resolve exactly once, or the sweeper expires.
+  key not revoked, hold id not used before, per-wallet sliding-window rate limit, the key's own requests per
+  minute (when it has one: a sliding window of 60 s kept in the key hash's fields rw, rc, rp; it counts the
+  requests it admitted, so a 402 does not use up the key's minute and a reserve retried after a lease gave credit
+  back counts once), key budget, wallet available credit. Then it opens a hold that settle-batch / release-6
+  resolve exactly once, or the sweeper expires.
   Each redis.call costs ~2 µs inside a script: every wallet, key, marker and rate counter is read once per batch
   into locals, and written once at the end (HSET of 'locked', one INCRBY per counter, one ZADD); TIME once.
 
@@ -12,7 +15,8 @@
   KEYS[2] shard fence     gw:{sNN}:fence        the ledger epoch while open; 'R:<epoch>' while a rebuild runs
   then for item i = 1..n, at b = 2 + 5 * (i - 1):
   KEYS[b+1] wallet hash   gw:{sNN}:w:<wallet>   balance, locked
-  KEYS[b+2] api key hash  gw:{sNN}:k:<keyId>    revoked, budget, spent, locked, counters
+  KEYS[b+2] api key hash  gw:{sNN}:k:<keyId>    revoked, budget, spent, locked, counters; rw, rc, rp: the key's
+                                                minute window number, its count, and the count of the minute before
   KEYS[b+3] hold marker   gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId", then settled | released | expired
   KEYS[b+4] rate counter, current window    gw:{sNN}:rl:<wallet>:<n>
   KEYS[b+5] rate counter, previous window   gw:{sNN}:rl:<wallet>:<n-1>
@@ -22,17 +26,21 @@
   ARGV[3] window length, ms
   ARGV[4] ms elapsed in the current window (gateway clock, same one that picked the window keys)
   ARGV[5] hold lifetime, ms
-  then for item i, at a = 5 + 3 * (i - 1):
+  ARGV[6] the keys' minute window number (gateway clock: floor(ms / 60000))
+  ARGV[7] ms elapsed in that minute
+  then for item i, at a = 7 + 4 * (i - 1):
   ARGV[a+1] hold id (unique per request; a retry with the same id reserves nothing twice)
   ARGV[a+2] amount to hold, µUSDC
   ARGV[a+3] "wallet|keyId" of the hold
+  ARGV[a+4] the key's requests per minute; 0: none (only the wallet's rate limit)
 
   Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
           {1, item_1, ..., item_n}, each item one of
     {1, available_after, rate_remaining}   held (or already held under this id: rate_remaining 0)
     {0, 'UNAUTHORIZED'}                    key unknown or revoked
     {0, 'HOLD_RESOLVED'}                   this hold id was settled, released or expired before
-    {0, 'RATE_LIMITED', retry_after_ms}
+    {0, 'RATE_LIMITED', retry_after_ms}          the wallet's window is full
+    {0, 'RATE_LIMITED', retry_after_ms, 'key'}   the key's own minute is full (the wallet's slot is not taken)
     {0, 'KEY_BUDGET_EXCEEDED', budget_left}
     {0, 'INSUFFICIENT_BALANCE', available}
   Bad arguments anywhere: an error reply, nothing changed.
@@ -43,23 +51,34 @@
 local refused = fenceRefusal(KEYS[2])
 if refused then return refused end
 local n = (#KEYS - 2) / 5
-local valid = n >= 1 and n == math.floor(n) and #ARGV == 5 + 3 * n and whole(ARGV[2]) and whole(ARGV[3])
-  and whole(ARGV[4]) and whole(ARGV[5]) and tonumber(ARGV[3]) ~= 0
+local valid = n >= 1 and n == math.floor(n) and #ARGV == 7 + 4 * n and whole(ARGV[2]) and whole(ARGV[3])
+  and whole(ARGV[4]) and whole(ARGV[5]) and tonumber(ARGV[3]) ~= 0 and whole(ARGV[6]) and whole(ARGV[7])
+  and tonumber(ARGV[7]) < 60000
 for i = 1, valid and n or 0 do
-  local a = 5 + 3 * (i - 1)
-  if ARGV[a + 1] == '' or not whole(ARGV[a + 2]) then valid = false end
+  local a = 7 + 4 * (i - 1)
+  if ARGV[a + 1] == '' or not whole(ARGV[a + 2]) or not whole(ARGV[a + 4]) then valid = false end
 end
 if not valid then return redis.error_reply('reserve-batch: bad arguments') end
 
 local limit, window, elapsed, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local minute, inMinute = tonumber(ARGV[6]), tonumber(ARGV[7])
 -- Read once per batch, by key name (items of one wallet share them); written back once at the end.
 local keys, markers, rates = {}, {}, {}
 local walletOrder, keyOrder, rateOrder, holds, newMarkers = {}, {}, {}, {}, {}
 local function apiKey(name)
   local k = keys[name]
   if not k then
-    local v = redis.call('HMGET', name, 'revoked', 'budget', 'spent', 'locked')
+    local v = redis.call('HMGET', name, 'revoked', 'budget', 'spent', 'locked', 'rw', 'rc', 'rp')
     k = {revoked = v[1], budget = v[2], spent = tonumber(v[3]) or 0, locked = tonumber(v[4]) or 0}
+    -- The key's minute counters as of this minute: the stored minute, or the one before it, or nothing.
+    local rw = tonumber(v[5])
+    if rw == minute then
+      k.rcur, k.rprev = tonumber(v[6]) or 0, tonumber(v[7]) or 0
+    elseif rw == minute - 1 then
+      k.rcur, k.rprev = 0, tonumber(v[6]) or 0
+    else
+      k.rcur, k.rprev = 0, 0
+    end
     keys[name] = k
   end
   return k
@@ -81,8 +100,8 @@ end
 local now
 local results = {1}
 for i = 1, n do
-  local b, a = 2 + 5 * (i - 1), 5 + 3 * (i - 1)
-  local amount = tonumber(ARGV[a + 2])
+  local b, a = 2 + 5 * (i - 1), 7 + 4 * (i - 1)
+  local amount, rpm = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
   local k = apiKey(KEYS[b + 2])
   local m = k.revoked == '0' and marker(KEYS[b + 3])
   local r
@@ -98,11 +117,15 @@ for i = 1, n do
   else
     local cur, prev = ratePair(KEYS[b + 4], KEYS[b + 5])
     local weighted = math.floor(prev.count * (window - elapsed) / window) + cur.count
+    local keyWeighted = rpm > 0 and math.floor(k.rprev * (60000 - inMinute) / 60000) + k.rcur
     if weighted >= limit then
       r = {0, 'RATE_LIMITED', window - elapsed}
+    elseif keyWeighted and keyWeighted >= rpm then
+      r = {0, 'RATE_LIMITED', 60000 - inMinute, 'key'}
     else
       if cur.added == 0 then rateOrder[#rateOrder + 1] = KEYS[b + 4] end
       cur.count, cur.added = cur.count + 1, cur.added + 1
+      local remaining = limit - weighted - 1
       local left = k.budget and k.budget ~= '' and tonumber(k.budget) - k.spent - k.locked
       if left and left < amount then
         r = {0, 'KEY_BUDGET_EXCEEDED', left}
@@ -123,7 +146,11 @@ for i = 1, n do
           holds[#holds + 1] = ARGV[a + 1]
           markers[KEYS[b + 3]] = 'live|' .. ARGV[a + 2] .. '|' .. ARGV[a + 3]
           newMarkers[#newMarkers + 1] = KEYS[b + 3]
-          r = {1, available - amount, limit - weighted - 1}
+          if keyWeighted then
+            k.rcur, k.rateDirty = k.rcur + 1, true
+            remaining = math.min(remaining, rpm - keyWeighted - 1)
+          end
+          r = {1, available - amount, remaining}
         end
       end
     end
@@ -132,7 +159,14 @@ for i = 1, n do
 end
 
 for _, name in ipairs(walletOrder) do redis.call('HSET', name, 'locked', int(wallets[name].locked)) end
-for _, name in ipairs(keyOrder) do redis.call('HSET', name, 'locked', int(keys[name].locked)) end
+for _, name in ipairs(keyOrder) do
+  local k = keys[name]
+  if k.rateDirty then
+    redis.call('HSET', name, 'locked', int(k.locked), 'rw', int(minute), 'rc', int(k.rcur), 'rp', int(k.rprev))
+  else
+    redis.call('HSET', name, 'locked', int(k.locked))
+  end
+end
 for _, name in ipairs(rateOrder) do
   local added = rates[name].added
   if redis.call('INCRBY', name, added) == added then redis.call('PEXPIRE', name, window * 2) end

@@ -8,6 +8,8 @@ export const ERROR_STATUS = {
   // Beyond the spec's table: a model request with no credential, on a gateway that takes payments; the answer
   // carries the x402 terms of that very call (pay per call, or sign in with the wallet: docs/payments.md).
   PAYMENT_REQUIRED: 402,
+  // Beyond the spec's table: the API key was created with a `models` list that does not name this model.
+  MODEL_NOT_ALLOWED: 403,
   NOT_FOUND: 404,
   // Beyond the spec's table: an x402 payment-identifier id already names another payment (or one still in flight).
   CONFLICT: 409,
@@ -116,6 +118,7 @@ export type ErrorShape = "spec" | "openai";
 export function openaiErrorType(status: number): string {
   if (status === 401) return "authentication_error";
   if (status === 402) return "insufficient_balance";
+  if (status === 403) return "permission_error";
   if (status === 429) return "rate_limit_error";
   if (status >= 500) return "server_error";
   return "invalid_request_error";

@@ -26,7 +26,7 @@ describe("SIWE on key creation", () => {
 
     const list = await gw.call("GET", `/v1/auth/keys?${new URLSearchParams(await gw.signIn(account))}`);
     expect(list.status).toBe(200);
-    expect(list.body).toEqual({ data: [{ id, label: "ci", created_at, revoked_at: null }] });
+    expect(list.body).toEqual({ data: [{ id, label: "ci", created_at, revoked_at: null, models: null, requests_per_minute: null }] });
     expect(JSON.stringify(list.body)).not.toContain(key);
     // Only the SHA-256 is stored.
     const [row] = await gw.services.sql`SELECT key_hash FROM api_keys WHERE id = ${id}`;

@@ -14,7 +14,7 @@ import { privateRedis } from "./helpers/services.ts";
  * `bun -e 'import { SCRIPT_FILES, scriptSource } from "./src/ledger/scripts.ts"; for (const f of SCRIPT_FILES) console.log(f, new Bun.CryptoHasher("sha1").update(scriptSource(f)).digest("hex"))'`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-batch.lua": "277e24687441aa48f52c8d94ff819bcd37678f1f",
+  "reserve-batch.lua": "ff32bfae4d668365d25d08d3fed962fde608e532",
   "settle-batch.lua": "d6b1c873fe7c42a9c48ee72fdd0d166e150e7097",
   "settle-leased-batch.lua": "ff49f3555cab1804565f17e66fd96317e1cd8db3",
   "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
@@ -140,8 +140,11 @@ describe("batch scripts on Redis", () => {
   const K1 = names.apiKey(shard, 1); // no budget
   const K2 = names.apiKey(shard, 2); // budget 1_000
   const K3 = names.apiKey(shard, 3); // revoked
-  const keyOf: Record<number, string> = { 1: K1, 2: K2, 3: K3 };
+  const K4 = names.apiKey(shard, 4); // 3 requests per minute of its own
+  const keyOf: Record<number, string> = { 1: K1, 2: K2, 3: K3, 4: K4 };
+  const rpmOf: Record<number, number> = { 4: 3 };
   const WINDOW = 7; // window number of the rate counters; elapsed 15_000 of a 60_000 ms window
+  const MINUTE = 1_000; // the keys' minute window number; elapsed 15_000 of it
   const marker = (id: string) => names.holdMarker(shard, id);
   let server: Awaited<ReturnType<typeof privateRedis>>;
   let redis: Redis;
@@ -164,15 +167,20 @@ describe("batch scripts on Redis", () => {
     await redis.hset(K1, keyStateFields({ revoked: false, budget: null }));
     await redis.hset(K2, keyStateFields({ revoked: false, budget: 1_000 }));
     await redis.hset(K3, keyStateFields({ revoked: true, budget: null }));
+    await redis.hset(K4, keyStateFields({ revoked: false, budget: null }));
   });
 
   type R = [key: number, holdId: string, amount: number | string];
-  function reserve(items: R[], o: { epoch?: string; limit?: number; window?: number; extraKey?: boolean } = {}) {
+  function reserve(
+    items: R[],
+    o: { epoch?: string; limit?: number; window?: number; extraKey?: boolean; minute?: number; inMinute?: number | string } = {},
+  ) {
     const keys = [names.holds(shard), names.fence(shard)];
     const argv: (string | number)[] = [o.epoch ?? "1", o.limit ?? 100, o.window ?? 60_000, 15_000, 3_600_000];
+    argv.push(o.minute ?? MINUTE, o.inMinute ?? 15_000);
     for (const [k, id, amount] of items) {
       keys.push(W, keyOf[k]!, marker(id), names.rate(shard, wallet, WINDOW), names.rate(shard, wallet, WINDOW - 1));
-      argv.push(id, amount, `${wallet}|${k}`);
+      argv.push(id, amount, `${wallet}|${k}`, rpmOf[k] ?? 0);
     }
     if (o.extraKey) keys.push(W);
     return scripts.reserveBatch(keys, argv);
@@ -259,6 +267,35 @@ describe("batch scripts on Redis", () => {
     expect((await state()).rate).toBe("2");
   });
 
+  test("reserve: a key's own requests per minute refuse past it, weighing its previous minute, apart from the wallet's", async () => {
+    // Key 4 allows 3 a minute: its minute before had 2 (× 45/60 = 1 weighted), so 2 more pass this minute.
+    await redis.hset(K4, { rw: MINUTE - 1, rc: 2, rp: 0 });
+    const r = await reserve([
+      [4, "a", 1],
+      [1, "b", 1], // another key of the wallet: only the wallet's limit applies
+      [4, "c", 1],
+      [4, "d", 1], // the key's minute is full: refused, retry when it ends (45 s)
+      [1, "e", 1],
+    ]);
+    expect(r).toEqual([1, [1, 9_999, 1], [1, 9_998, 98], [1, 9_997, 0], [0, "RATE_LIMITED", 45_000, "key"], [1, 9_996, 96]]);
+    expect(await redis.hmget(K4, "rw", "rc", "rp")).toEqual([String(MINUTE), "2", "2"]);
+    // The refused request took no slot of the wallet's window: a, b, c, e did.
+    expect((await state()).rate).toBe("4");
+    // The next minute weighs this one (2 × 30/60 = 1); a request refused for credit does not use up the key's minute.
+    expect(await reserve([[4, "g", 1]], { minute: MINUTE + 1, inMinute: 30_000 })).toEqual([1, [1, 9_995, 1]]);
+    expect(await redis.hmget(K4, "rw", "rc", "rp")).toEqual([String(MINUTE + 1), "1", "2"]);
+    expect(await reserve([[4, "f", 1_000_000]], { minute: MINUTE + 1, inMinute: 30_000 })).toEqual([1, [0, "INSUFFICIENT_BALANCE", 9_995]]);
+    expect(await redis.hget(K4, "rc")).toBe("1");
+    // Two minutes on, nothing of it is left.
+    expect(await reserve([[4, "h", 1]], { minute: MINUTE + 3 })).toEqual([1, [1, 9_994, 2]]);
+    expect(await redis.hmget(K4, "rw", "rc", "rp")).toEqual([String(MINUTE + 3), "1", "0"]);
+  });
+
+  test("reserve: a full wallet window refuses as the wallet's, before the key's minute is looked at", async () => {
+    await redis.hset(K4, { rw: MINUTE, rc: 3, rp: 0 });
+    expect(await reserve([[4, "a", 1]], { limit: 0 })).toEqual([1, [0, "RATE_LIMITED", 45_000]]);
+  });
+
   test("reserve: a fenced batch or bad arguments change nothing", async () => {
     const before = await state();
     expect(
@@ -285,6 +322,8 @@ describe("batch scripts on Redis", () => {
           [1, "b", "1.5"],
         ]),
       () => reserve([[1, "a", 1]], { window: 0 }),
+      () => reserve([[1, "a", 1]], { inMinute: 60_000 }),
+      () => reserve([[1, "a", 1]], { inMinute: "1.5" }),
       () => reserve([[1, "a", 1]], { extraKey: true }),
       () => reserve([]),
     ]) {

@@ -1,4 +1,5 @@
 import { ApiError } from "../errors.ts";
+import { limitsOfRow } from "../ledger/apiKeyState.ts";
 import type { KeyPrincipal, Ledger } from "../ledger/ledger.ts";
 import type { Sql } from "../store/db.ts";
 
@@ -21,6 +22,8 @@ interface KeyRow {
   budget_usdc: number | null;
   revoked: boolean;
   key_hash: string;
+  models: string | null;
+  requests_per_minute: number | null;
 }
 
 /** A new plaintext key: `sk-` + 32 random bytes as hex. Only its SHA-256 is ever stored. */
@@ -34,8 +37,8 @@ export function hashApiKey(key: string): string {
 }
 
 /**
- * Resolves `Authorization: Bearer sk-…` to its key id and wallet. The hash → (id, wallet) mapping never changes,
- * so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-batch
+ * Resolves `Authorization: Bearer sk-…` to its key id and wallet. The hash → (id, wallet, the key's limits)
+ * mapping never changes, so it is cached in process with no invalidation; whether the key is revoked is checked in Redis by reserve-batch
  * (chat) or `assertActive` (other endpoints), so a revoke bites on the very next request.
  */
 export class ApiKeyAuth {
@@ -117,7 +120,7 @@ export class ApiKeyAuth {
       this.misses.set(hash, Date.now() + MISS_TTL_MS);
       throw new ApiError("UNAUTHORIZED");
     }
-    const p = this.ledger.principal(row.id, row.wallet);
+    const p = this.ledger.principal(row.id, row.wallet, limitsOfRow(row));
     await this.ledger.apiKeys.restore(p, hash, { revoked: row.revoked, budget: row.budget_usdc });
     return p;
   }
@@ -145,7 +148,7 @@ export class ApiKeyAuth {
       this.lastLookupAt = Date.now();
       try {
         const rows = await this.sql<KeyRow[]>`
-          SELECT id, wallet, budget_usdc, revoked_at IS NOT NULL AS revoked, key_hash FROM api_keys
+          SELECT id, wallet, budget_usdc, revoked_at IS NOT NULL AS revoked, key_hash, models, requests_per_minute FROM api_keys
           WHERE key_hash IN ${this.sql([...batch.keys()])}`;
         const byHash = new Map(rows.map((r) => [r.key_hash, r]));
         for (const [h, waiters] of batch) for (const w of waiters) w.resolve(byHash.get(h));

@@ -69,15 +69,18 @@ export class Holds {
    */
   async reserve(principal: KeyPrincipal, holdId: string, amount: number): Promise<{ rateRemaining: number; lease?: LeaseClaim }> {
     if (!this.ledger.connected) throw ApiError.unavailable(1);
-    const lease = this.leases?.admit(principal, amount);
+    // A key with its own requests per minute is counted in Redis by every reserve: a lease's slots are the wallet's.
+    const keyRate = principal.limits?.rpm != null;
+    const lease = keyRate ? undefined : this.leases?.admit(principal, amount);
     if (lease) return { rateRemaining: lease.rateRemaining, lease };
     const outcome = await this.reserveInRedis(principal, holdId, amount);
     if (outcome.ok) return outcome;
-    if (!this.leases) throw refusalError(outcome);
+    // The key's own minute is full: no lease of this process holds any of it.
+    if (!this.leases || (outcome.refusal === "RATE_LIMITED" && outcome.scope === "key")) throw refusalError(outcome);
     // Refused for credit or rate slots this process's own leases on the wallet may hold unused (leaseGiveBack.ts):
     // the key's lease admits the request after all (its call in flight took the window's last slots), or the
     // wallet's leases give back what their requests do not use, and the reserve is tried once more.
-    const late = outcome.refusal === "RATE_LIMITED" ? await this.leases.onRefusal.readmit(principal, amount) : undefined;
+    const late = outcome.refusal === "RATE_LIMITED" && !keyRate ? await this.leases.onRefusal.readmit(principal, amount) : undefined;
     if (late) return { rateRemaining: late.rateRemaining, lease: late };
     if (await this.leases.onRefusal.giveBack(principal, outcome.refusal)) {
       const again = await this.reserveInRedis(principal, holdId, amount);

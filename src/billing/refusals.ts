@@ -11,7 +11,10 @@ export function refusalError(r: ReserveRefusal): ApiError {
       const retryS = Math.max(1, Math.ceil(r.retryAfterMs / 1000));
       return new ApiError({
         code: "RATE_LIMITED",
-        message: `Rate limit of ${r.limit} requests per ${r.windowMs / 1000} s exceeded`,
+        message:
+          r.scope === "key"
+            ? `This API key's rate limit of ${r.limit} requests per minute exceeded`
+            : `Rate limit of ${r.limit} requests per ${r.windowMs / 1000} s exceeded`,
         headers: {
           "retry-after": String(retryS),
           "x-ratelimit-limit": String(r.limit),

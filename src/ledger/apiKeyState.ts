@@ -1,5 +1,5 @@
 import { inChunks, type RedisCommands } from "../redis/connect.ts";
-import type { KeyPrincipal, RedisNames } from "./names.ts";
+import type { KeyLimits, KeyPrincipal, RedisNames } from "./names.ts";
 
 /** An API key's mutable state, as Postgres records it. */
 export interface KeyState {
@@ -21,15 +21,15 @@ export class ApiKeyState {
   constructor(
     private readonly redis: RedisCommands,
     private readonly names: RedisNames,
-    private readonly principal: (keyId: number, wallet: string) => KeyPrincipal,
+    private readonly principal: (keyId: number, wallet: string, limits?: KeyLimits) => KeyPrincipal,
   ) {}
 
-  /** The key of a SHA-256 hash, as Redis maps it; null when Redis does not know the hash. */
+  /** The key of a SHA-256 hash, as Redis maps it (with the key's limits); null when Redis does not know the hash. */
   async lookup(hash: string): Promise<KeyPrincipal | null> {
     const mapped = await this.redis.get(this.names.keyHash(hash));
     if (!mapped) return null;
-    const bar = mapped.indexOf("|");
-    return this.principal(Number(mapped.slice(0, bar)), mapped.slice(bar + 1));
+    const [keyId, wallet, limits] = parseMapping(mapped);
+    return this.principal(keyId, wallet, limits);
   }
 
   /**
@@ -97,7 +97,30 @@ export function rebuiltKeyFields(state: KeyState, counters: Record<string, numbe
   return { ...keyStateFields(state), ...counters };
 }
 
-/** The value of a key's hash mapping. */
+/**
+ * The value of a key's hash mapping: "keyId|wallet", then "|rpm|models" for a key created with limits (immutable
+ * like the rest, so they are cached with it): rpm empty for none, models a JSON list or empty for any.
+ */
 function mapping(p: KeyPrincipal): string {
-  return `${p.keyId}|${p.wallet}`;
+  const l = p.limits;
+  if (!l) return `${p.keyId}|${p.wallet}`;
+  return `${p.keyId}|${p.wallet}|${l.rpm ?? ""}|${l.models ? JSON.stringify(l.models) : ""}`;
+}
+
+/** A mapping's key id, wallet and limits (a mapping written before keys had limits has none). */
+export function parseMapping(mapped: string): [keyId: number, wallet: string, limits: KeyLimits | undefined] {
+  const bar = mapped.indexOf("|");
+  const keyId = Number(mapped.slice(0, bar));
+  const bar2 = mapped.indexOf("|", bar + 1);
+  if (bar2 < 0) return [keyId, mapped.slice(bar + 1), undefined];
+  const wallet = mapped.slice(bar + 1, bar2);
+  const bar3 = mapped.indexOf("|", bar2 + 1);
+  const rpm = mapped.slice(bar2 + 1, bar3);
+  const models = mapped.slice(bar3 + 1);
+  return [keyId, wallet, { rpm: rpm === "" ? null : Number(rpm), models: models === "" ? null : (JSON.parse(models) as string[]) }];
+}
+
+/** A key's limits from its api_keys columns (models: a JSON list, or NULL). */
+export function limitsOfRow(row: { models: string | null; requests_per_minute: number | null }): KeyLimits {
+  return { models: row.models === null ? null : (JSON.parse(row.models) as string[]), rpm: row.requests_per_minute };
 }

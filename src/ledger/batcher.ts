@@ -109,6 +109,8 @@ export interface ReserveItem {
   keyId: number;
   holdId: string;
   amount: number;
+  /** The key's requests per minute; 0: none. */
+  rpm: number;
 }
 
 /** A settle of one request, as the batch script takes it (`lease`: admitted under that lease, settle-leased-batch). */
@@ -153,7 +155,17 @@ export class LedgerBatches {
           const now = Date.now();
           const window = Math.floor(now / windowMs);
           const keys = [names.holds(shard), names.fence(shard)];
-          const argv: (string | number)[] = [epoch, limit, windowMs, now - window * windowMs, limits.holdTtlMs];
+          // The keys' own rate limits count per minute (requests_per_minute), on the same clock.
+          const minute = Math.floor(now / 60_000);
+          const argv: (string | number)[] = [
+            epoch,
+            limit,
+            windowMs,
+            now - window * windowMs,
+            limits.holdTtlMs,
+            minute,
+            now - minute * 60_000,
+          ];
           for (const it of list) {
             keys.push(
               it.walletName,
@@ -162,7 +174,7 @@ export class LedgerBatches {
               names.rate(shard, it.wallet, window),
               names.rate(shard, it.wallet, window - 1),
             );
-            argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`);
+            argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`, it.rpm);
           }
           return scripts.reserveBatch(keys, argv);
         })

@@ -6,12 +6,15 @@ import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import { LedgerReads } from "./reads.ts";
 import type { LedgerScripts } from "./scripts.ts";
-import type { KeyPrincipal } from "./names.ts";
+import type { KeyLimits, KeyPrincipal } from "./names.ts";
 
-export type { KeyPrincipal } from "./names.ts";
+export type { KeyLimits, KeyPrincipal } from "./names.ts";
 
 export type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
 import type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
+
+/** The window of a key's own rate limit (`requests_per_minute`), as reserve-batch.lua counts it. */
+export const KEY_RATE_WINDOW_MS = 60_000;
 
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
@@ -36,7 +39,7 @@ export class Ledger {
     private readonly limits: LedgerLimits,
   ) {
     this.fence = new LedgerFence(scripts.client, names);
-    this.apiKeys = new ApiKeyState(redis, names, (keyId, wallet) => this.principal(keyId, wallet));
+    this.apiKeys = new ApiKeyState(redis, names, (keyId, wallet, limits) => this.principal(keyId, wallet, limits));
     this.batches = new LedgerBatches(scripts, this.fence, names, { ...limits, resolutionTtlS: RESOLUTION_TTL_S });
     this.reads = new LedgerReads(scripts.client, names, (shard) => this.batches.flush(shard));
   }
@@ -65,10 +68,18 @@ export class Ledger {
     return this.scripts.client.connected;
   }
 
-  /** Builds the principal for a key id and wallet (lower-case hex). */
-  principal(keyId: number, wallet: string): KeyPrincipal {
+  /** Builds the principal for a key id and wallet (lower-case hex), with the key's own limits if it has any. */
+  principal(keyId: number, wallet: string, limits?: KeyLimits): KeyPrincipal {
     const shard = this.names.shardOf(wallet);
-    return { keyId, wallet, shard, walletName: this.names.wallet(shard, wallet), apiKeyName: this.names.apiKey(shard, keyId) };
+    const p: KeyPrincipal = {
+      keyId,
+      wallet,
+      shard,
+      walletName: this.names.wallet(shard, wallet),
+      apiKeyName: this.names.apiKey(shard, keyId),
+    };
+    if (limits && (limits.models !== null || limits.rpm !== null)) p.limits = limits;
+    return p;
   }
 
   /**
@@ -77,7 +88,8 @@ export class Ledger {
    */
   async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = this.limits;
-    const r = await this.batches.reserves.submit(p.shard, { ...p, holdId, amount });
+    const rpm = p.limits?.rpm ?? 0;
+    const r = await this.batches.reserves.submit(p.shard, { ...p, holdId, amount, rpm });
     if (r[0] === 1) {
       metrics.reserves.inc({ outcome: "ok" });
       holdOpened(holdId, amount);
@@ -87,7 +99,10 @@ export class Ledger {
     const detail = Number(r[2] ?? 0);
     switch (r[1]) {
       case "RATE_LIMITED":
-        return { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: detail };
+        // The key's own minute, or the wallet's window (reserve-batch says which).
+        return r[3] === "key"
+          ? { ok: false, refusal: "RATE_LIMITED", limit: rpm, windowMs: KEY_RATE_WINDOW_MS, retryAfterMs: detail, scope: "key" }
+          : { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: detail, scope: "wallet" };
       case "KEY_BUDGET_EXCEEDED":
         return { ok: false, refusal: "KEY_BUDGET_EXCEEDED", budgetLeft: detail, required: amount };
       case "INSUFFICIENT_BALANCE":
@@ -113,7 +128,8 @@ export class Ledger {
     const keys: [string, string, string] = [p.apiKeyName, k.rate(p.shard, p.wallet, window), k.rate(p.shard, p.wallet, window - 1)];
     const r = await this.scripts.countRequest(keys, limit, windowMs, now - window * windowMs);
     if (r[0] === 1) return { ok: true, rateRemaining: Number(r[1]) };
-    if (r[1] === "RATE_LIMITED") return { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: Number(r[2] ?? 0) };
+    if (r[1] === "RATE_LIMITED")
+      return { ok: false, refusal: "RATE_LIMITED", limit, windowMs, retryAfterMs: Number(r[2] ?? 0), scope: "wallet" };
     return { ok: false, refusal: "UNAUTHORIZED" };
   }
 

@@ -7,6 +7,16 @@ export interface KeyPrincipal {
   shard: string;
   walletName: string;
   apiKeyName: string;
+  /** The key's own limits, fixed at its creation (so cached with it); absent: none. */
+  limits?: KeyLimits;
+}
+
+/** What a key was created with beyond the gateway-wide rules (POST /v1/auth/keys `models`, `requests_per_minute`). */
+export interface KeyLimits {
+  /** Catalog ids or "<provider>/*" the key may call; null: any model. */
+  models: readonly string[] | null;
+  /** Requests per minute of this key, beside the wallet's rate limit; null: none. */
+  rpm: number | null;
 }
 
 /** The shard count of ledgers built before the even layout: its tags stay `{s00}`…`{s15}` so such a ledger keeps its names. */
@@ -100,7 +110,7 @@ export class RedisNames {
   fence(shard: string) {
     return `gw:${shard}:fence`;
   }
-  /** API key hash → "keyId|wallet"; immutable, so it is safe to cache in process forever. */
+  /** API key hash → "keyId|wallet" (then "|rpm|models" for a key created with limits); immutable, so it is safe to cache in process forever. */
   keyHash(sha256: string) {
     return `gw:kh:${sha256}`;
   }

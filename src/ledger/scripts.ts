@@ -67,7 +67,7 @@ export function scriptFile(file: keyof typeof FILES): string {
 type Arg = string | number;
 
 /** One reserve of a batch: held `{1, available, rate_remaining}`, or `{0, reason, detail?}`. */
-export type ReserveItemReply = [number, number | string, (number | string)?];
+export type ReserveItemReply = [number, number | string, (number | string)?, string?];
 /** One settle of a batch: charged `{1, balance_after}` (`{1, balance_after, covered}` for a leased one), or `{0, state}`. */
 export type SettleItemReply = [number, number | string, number?];
 /** A batch script's reply: one reply per item in order, or the whole batch refused by the fence. */

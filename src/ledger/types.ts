@@ -14,10 +14,10 @@ export interface ChargeDetails {
   model: string;
 }
 
-/** Why a reserve held nothing: the key (unknown or revoked), the wallet's rate, the key's budget, the balance. */
+/** Why a reserve held nothing: the key (unknown or revoked), the wallet's or the key's rate, the key's budget, the balance. */
 export type ReserveRefusal =
   | { ok: false; refusal: "UNAUTHORIZED" }
-  | { ok: false; refusal: "RATE_LIMITED"; limit: number; windowMs: number; retryAfterMs: number }
+  | { ok: false; refusal: "RATE_LIMITED"; limit: number; windowMs: number; retryAfterMs: number; scope: "wallet" | "key" }
   | { ok: false; refusal: "KEY_BUDGET_EXCEEDED"; budgetLeft: number; required: number }
   | { ok: false; refusal: "INSUFFICIENT_BALANCE"; available: number; required: number };
 

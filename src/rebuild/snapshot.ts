@@ -30,9 +30,11 @@ export function readSnapshot(sql: Sql) {
         ct: number;
         spent: number;
         revenue: number;
+        models: string | null;
+        requests_per_minute: number | null;
       }[]
     >`
-      SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked,
+      SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked, k.models, k.requests_per_minute,
              COUNT(e.event_id)::bigint AS requests,
              COALESCE(SUM(e.prompt_tokens), 0)::bigint AS pt, COALESCE(SUM(e.completion_tokens), 0)::bigint AS ct,
              COALESCE(SUM(e.amount_usdc), 0)::bigint AS spent, COALESCE(SUM(e.amount_usdc - e.cost_usd_micro), 0)::bigint AS revenue

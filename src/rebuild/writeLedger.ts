@@ -1,4 +1,4 @@
-import { rebuiltKeyFields } from "../ledger/apiKeyState.ts";
+import { limitsOfRow, rebuiltKeyFields } from "../ledger/apiKeyState.ts";
 import type { Ledger } from "../ledger/ledger.ts";
 import { inChunks, scanKeys } from "../redis/connect.ts";
 import { FencedShardWriter } from "./batch.ts";
@@ -67,8 +67,8 @@ export async function writeLedger(
     await w.flush();
     written.set(s, w.fence);
   }
-  // Key hash -> "keyId|wallet" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One
+  // Key hash -> "keyId|wallet[|rpm|models]" never changes, so a stale rebuild rewriting it is harmless: no fence needed. One
   // command each (on a cluster a pipeline may not span nodes), a thousand at a time.
-  await inChunks(snap.apiKeys, (key) => ledger.apiKeys.writeMapping(ledger.principal(key.id, key.wallet), key.key_hash));
+  await inChunks(snap.apiKeys, (key) => ledger.apiKeys.writeMapping(ledger.principal(key.id, key.wallet, limitsOfRow(key)), key.key_hash));
   return written;
 }

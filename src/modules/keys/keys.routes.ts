@@ -1,6 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { Elysia, t } from "elysia";
 import type { Services } from "../services.ts";
+import { checkKeyModels } from "../../auth/keyLimits.ts";
 import { ApiError } from "../../errors.ts";
 import { traceOf } from "../../observe/trace.ts";
 import { COMPONENTS } from "../../openapi/components.ts";
@@ -25,6 +26,7 @@ export const keysRoutes = (s: Services) =>
         if (input.ref_code !== undefined && input.redeem_code !== undefined) {
           throw new ApiError({ code: "VALIDATION_ERROR", message: "ref_code and redeem_code are mutually exclusive" });
         }
+        if (input.models !== undefined) checkKeyModels(input.models, s.config.catalog);
         const wallet = await s.siwe.verify(input, "once");
         traceOf(request).wallet = wallet;
         const created = await s.keys.create(wallet, input);
@@ -37,8 +39,15 @@ export const keysRoutes = (s: Services) =>
         body: CreateBody,
         detail: doc({
           summary: "Create an API key (plaintext returned once)",
-          description: "SIWE in the body. A message is accepted once. A redeem_code credits the wallet (redeemed_credit_usdc).",
-          requestBody: body("ApiKeyCreateRequest", { ...SIGNED, label: "laptop" }),
+          description:
+            "SIWE in the body. A message is accepted once. A redeem_code credits the wallet (redeemed_credit_usdc). " +
+            "`models` and `requests_per_minute` (extensions) limit the key for its whole life.",
+          requestBody: body("ApiKeyCreateRequest", {
+            ...SIGNED,
+            label: "ci",
+            models: ["openai/gpt-4o-mini", "anthropic/*"],
+            requests_per_minute: 60,
+          }),
           responses: responses(
             { 201: json("ApiKeyCreateResponse", "The new key; its plaintext is never shown again", CREATED, ["Cache-Control"]) },
             errors("VALIDATION_ERROR", "UNAUTHORIZED", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
@@ -61,7 +70,18 @@ export const keysRoutes = (s: Services) =>
           responses: responses(
             {
               200: json("ApiKeyList", "Every key of the wallet, oldest first; never a plaintext", {
-                data: [{ ...CREATED, key: undefined, revoked_at: null }],
+                data: [
+                  { ...CREATED, key: undefined, revoked_at: null, models: null, requests_per_minute: null },
+                  {
+                    ...CREATED,
+                    id: 43,
+                    label: "ci",
+                    key: undefined,
+                    revoked_at: null,
+                    models: ["openai/gpt-4o-mini", "anthropic/*"],
+                    requests_per_minute: 60,
+                  },
+                ],
               }),
             },
             errors("UNAUTHORIZED"),

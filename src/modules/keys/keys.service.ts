@@ -13,6 +13,9 @@ export function hashRedeemCode(code: string): string {
 export interface CreateKeyInput {
   label?: string;
   budget_usdc?: number;
+  /** Catalog ids or "<provider>/*" the key may call (checked by the route against the catalog). */
+  models?: string[];
+  requests_per_minute?: number;
   ref_code?: string;
   redeem_code?: string;
 }
@@ -22,6 +25,11 @@ interface KeyRow {
   label: string;
   created_at: Date;
   revoked_at: Date | null;
+}
+
+interface ListedKeyRow extends KeyRow {
+  models: string | null;
+  requests_per_minute: number | null;
 }
 
 /**
@@ -51,6 +59,10 @@ export class KeyService {
     const hash = hashApiKey(key);
     const label = input.label ?? "";
     const budget = input.budget_usdc ?? null;
+    // Fixed for the key's life, so they travel with its cached mapping (ledger/apiKeyState.ts).
+    const limits = { models: input.models ? [...new Set(input.models)] : null, rpm: input.requests_per_minute ?? null };
+    const models = limits.models ? JSON.stringify(limits.models) : null;
+    const rpm = limits.rpm;
     let row: KeyRow | undefined;
     let redeemed: { id: number; eventId: string; wallet: string; amountUsdc: number } | undefined;
     if (input.redeem_code !== undefined) {
@@ -64,8 +76,8 @@ export class KeyService {
           INSERT INTO credits (event_id, wallet, kind, amount_usdc, reason)
           SELECT ${eventId}, ${wallet}, 'redeem', amount_usdc, 'redeem code' FROM code RETURNING id, amount_usdc
         ), k AS (
-          INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
-          SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM code RETURNING id, label, created_at, revoked_at
+          INSERT INTO api_keys (wallet, key_hash, label, budget_usdc, models, requests_per_minute)
+          SELECT ${wallet}, ${hash}, ${label}, ${budget}, ${models}, ${rpm} FROM code RETURNING id, label, created_at, revoked_at
         )
         SELECT k.id, k.label, k.created_at, k.revoked_at, credit.id AS credit_id, credit.amount_usdc FROM k, credit`;
       if (!r) throw new ApiError({ code: "VALIDATION_ERROR", message: "Unknown or already used redeem_code" });
@@ -83,21 +95,21 @@ export class KeyService {
           SELECT ${wallet}, ref.code, ref.owner FROM ref, first_key WHERE first_key.yes
           ON CONFLICT (wallet) DO NOTHING
         )
-        INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
-        SELECT ${wallet}, ${hash}, ${label}, ${budget} FROM ref RETURNING id, label, created_at, revoked_at`;
+        INSERT INTO api_keys (wallet, key_hash, label, budget_usdc, models, requests_per_minute)
+        SELECT ${wallet}, ${hash}, ${label}, ${budget}, ${models}, ${rpm} FROM ref RETURNING id, label, created_at, revoked_at`;
       if (!row) {
         const [known] = await this.sql`SELECT 1 FROM ref_codes WHERE code = ${code}`;
         throw new ApiError({ code: "VALIDATION_ERROR", message: known ? "A wallet cannot refer itself" : "Unknown ref_code" });
       }
     } else {
       [row] = await this.sql<KeyRow[]>`
-        INSERT INTO api_keys (wallet, key_hash, label, budget_usdc)
-        VALUES (${wallet}, ${hash}, ${label}, ${budget})
+        INSERT INTO api_keys (wallet, key_hash, label, budget_usdc, models, requests_per_minute)
+        VALUES (${wallet}, ${hash}, ${label}, ${budget}, ${models}, ${rpm})
         RETURNING id, label, created_at, revoked_at`;
     }
     const created = row!;
     this.auth?.created(hash);
-    await this.ledger.apiKeys.put(this.ledger.principal(created.id, wallet), hash, { revoked: false, budget });
+    await this.ledger.apiKeys.put(this.ledger.principal(created.id, wallet, limits), hash, { revoked: false, budget });
     const out: { id: number; key: string; label: string; created_at: string; redeemed_credit_usdc?: number } = {
       id: created.id,
       key,
@@ -113,13 +125,15 @@ export class KeyService {
   }
 
   async list(wallet: string) {
-    const rows = await this.sql<KeyRow[]>`
-      SELECT id, label, created_at, revoked_at FROM api_keys WHERE wallet = ${wallet} ORDER BY id`;
+    const rows = await this.sql<ListedKeyRow[]>`
+      SELECT id, label, created_at, revoked_at, models, requests_per_minute FROM api_keys WHERE wallet = ${wallet} ORDER BY id`;
     return rows.map((r) => ({
       id: r.id,
       label: r.label,
       created_at: r.created_at.toISOString(),
       revoked_at: r.revoked_at?.toISOString() ?? null,
+      models: r.models === null ? null : (JSON.parse(r.models) as string[]),
+      requests_per_minute: r.requests_per_minute,
     }));
   }
 

@@ -59,6 +59,12 @@ export class ProviderReachability {
     return this.pages.byId.get(id);
   }
 
+  /** GET /v1/models as a key limited to some models sees it: only those, in catalog order. */
+  listOf(allowed: (id: string) => boolean): string {
+    const data = [...this.pages.byId].flatMap(([id, json]) => (allowed(id) ? [json] : []));
+    return `{"object":"list","data":[${data.join(",")}]}`;
+  }
+
   /** False while `provider` (keyless) did not answer its last probe. */
   reachable(provider: string): boolean {
     return !this.down.has(provider);

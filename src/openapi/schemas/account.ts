@@ -33,6 +33,22 @@ export const ACCOUNT_SCHEMAS = {
     budget_usdc: T.Optional(
       T.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Per-key spending cap, µUSDC (extension)" }),
     ),
+    models: T.Optional(
+      T.Array(T.String({ minLength: 1, maxLength: 200 }), {
+        minItems: 1,
+        maxItems: 200,
+        description:
+          'Models this key may call (extension): catalog ids, or "<provider>/*" for all of a provider\'s; any other is 403 ' +
+          "MODEL_NOT_ALLOWED, and GET /v1/models with the key lists only these. Absent: any model",
+      }),
+    ),
+    requests_per_minute: T.Optional(
+      T.Integer({
+        minimum: 1,
+        maximum: 1_000_000,
+        description: "This key's own rate limit (extension), beside the wallet's: past it, 429 RATE_LIMITED with Retry-After",
+      }),
+    ),
     ref_code: T.Optional(T.String({ minLength: 1, maxLength: 64, description: "Referral code; not with redeem_code" })),
     redeem_code: T.Optional(
       T.String({ minLength: 1, maxLength: 64, description: "One-time code crediting the wallet; not with ref_code" }),
@@ -54,6 +70,10 @@ export const ACCOUNT_SCHEMAS = {
       label: T.String(),
       created_at: DateTime,
       revoked_at: T.Union([DateTime, T.Null()], { description: "null while active" }),
+      models: T.Union([T.Array(T.String()), T.Null()], { description: "The key's model allow-list (extension); null: any model" }),
+      requests_per_minute: T.Union([T.Integer({ minimum: 1 }), T.Null()], {
+        description: "The key's own rate limit (extension); null: only the wallet's",
+      }),
     },
     closed,
   ),
