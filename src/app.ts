@@ -20,7 +20,7 @@ import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
-import { bodyTooLarge, declaredTooLarge, jsonBody } from "./requestBody.ts";
+import { bodyTooLarge, declaredTooLarge, jsonBody, unboundedBody } from "./requestBody.ts";
 import type { Services } from "./wiring.ts";
 
 function validationMessage(error: ValidationError): string {
@@ -86,6 +86,7 @@ export function createApp(s: Services) {
           finishTrace(trace, undefined, res.status);
           return res;
         }
+        if (unboundedBody(request)) set.headers.connection = "close";
       })
       // Every body is read here, under the size limit and the body deadline, before any route sees it.
       .onParse({ as: "global" }, jsonBody(s.config))

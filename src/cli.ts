@@ -70,7 +70,7 @@ async function serve(config: Config): Promise<void> {
   const role = workerRole(config);
   if (role.kind === "background") return runBackground(config, role);
   // Workers share the port with the primary (the kernel spreads connections over them).
-  const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits(config) };
+  const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits() };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
   // Until the services are up, requests get 503. A worker (the port is known to be free for it) listens only once
   // it can serve: a replacement started under load would otherwise take connections from the running ones only to

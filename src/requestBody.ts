@@ -78,11 +78,23 @@ export function jsonBody(limits: BodyLimits) {
 }
 
 /**
- * Bun.serve's own limits. Its body cap sits 1 MiB above the app's, so the app answers first, in the spec's
- * shape (Bun's own 413 has no body). No idle timeout: a chat waits on its provider up to UPSTREAM_TIMEOUT_MS with
- * no byte moving, and a stream may pause as long; a slow body meets the body deadline instead, and Bun closes a
- * connection whose headers are not complete within ~10 s by itself.
+ * Bun.serve's own limits. No body cap of Bun's: it refuses a Content-Length above its cap before the app sees the
+ * request, with an empty 413, so any finite cap would answer a large enough declared body outside the spec's
+ * shape. The app refuses every declared length past MAX_BODY_BYTES first thing (`declaredTooLarge`, connection
+ * closed), reads a chunked body capped, and closes the connection of a chunked request it may not read
+ * (`unboundedBody`), so no body is drained past the limit. No idle timeout: a chat waits on its provider up to
+ * UPSTREAM_TIMEOUT_MS with no byte moving, and a stream may pause as long; a slow body meets the body deadline
+ * instead, and Bun closes a connection whose headers are not complete within ~10 s by itself.
  */
-export function serverLimits(limits: BodyLimits): { idleTimeout: number; maxRequestBodySize: number } {
-  return { idleTimeout: 0, maxRequestBodySize: limits.maxBodyBytes + 1024 * 1024 };
+export function serverLimits(): { idleTimeout: number; maxRequestBodySize: number } {
+  return { idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER };
+}
+
+/**
+ * A body without Content-Length (chunked): a route that reads no body (a GET, a 404) would leave Bun draining it
+ * for as long as the client sends, so the answer closes the connection. Clients that send one are rare (SDKs
+ * send Content-Length); a read one is capped by `readBody` all the same.
+ */
+export function unboundedBody(request: Request): boolean {
+  return !request.headers.has("content-length") && request.headers.has("transfer-encoding");
 }
