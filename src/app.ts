@@ -70,10 +70,40 @@ function renderError(code: string | number, error: unknown, s: Services, started
   return errorResponse(new ApiError("INTERNAL_ERROR"), shape);
 }
 
+// Elysia reads a request's path from a fixed offset of its URL (the first "/" from the 12th character: "https://" and a
+// host of 3+ characters, "http://" and 4+), so "Host: x" routed GET /v1/metrics as /metrics, past the proxy rules an
+// operator writes; a request with no Host (HTTP/1.0) has a relative URL. Such a request is served under this origin
+// instead, its path read properly (nothing in the gateway answers by host: payment URLs come from PUBLIC_URL).
+const CANONICAL_ORIGIN = "http://gateway.invalid";
+
+/**
+ * The request as the router must see it, before any routing: a Host header sent twice (a comma-joined list here) is
+ * 400 (RFC 9112 §3.2); a URL whose path Elysia would misread is rebuilt under CANONICAL_ORIGIN. Every other request
+ * passes as it is, after two string searches.
+ */
+function routable(request: Request): Request | Response {
+  const host = request.headers.get("host");
+  if (host !== null && host.includes(",")) {
+    const error = new ApiError({ code: "VALIDATION_ERROR", message: "Host header sent more than once", headers: { connection: "close" } });
+    return errorResponse(error, "spec");
+  }
+  const url = request.url;
+  const authority = url.startsWith("https://") ? 8 : url.startsWith("http://") ? 7 : -1;
+  const start = authority === -1 ? -1 : url.indexOf("/", authority);
+  if (start !== -1 && start === url.indexOf("/", 11)) return request;
+  const path = start !== -1 ? url.slice(start) : url.startsWith("/") ? url : "/";
+  return new Request(CANONICAL_ORIGIN + path, request);
+}
+
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
   return (
     new Elysia()
+      // Around the router (Elysia's higher-order function): the path it routes by is read right, or the request refused.
+      .wrap(((handle: (r: Request) => unknown, request: Request) => {
+        const r = routable(request);
+        return r === request ? handle : r instanceof Response ? () => r : () => handle(r);
+      }) as unknown as Parameters<Elysia["wrap"]>[0])
       // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A
       // preflight is answered there, before a trace opens: it is neither counted nor logged.
       .use(cors(s.config.corsOrigins))
