@@ -14,7 +14,7 @@ let server: ReturnType<typeof Bun.serve>;
 
 beforeAll(() => {
   // As main serves it: Bun builds each request's URL from its Host header.
-  server = Bun.serve({ port: 0, hostname: "127.0.0.1", ...serverLimits(gw.services.config), fetch: (r) => gw.handle(r) });
+  server = Bun.serve({ port: 0, hostname: "127.0.0.1", ...serverLimits(), fetch: (r) => gw.handle(r) });
 });
 afterAll(() => server.stop(true));
 
