@@ -90,7 +90,7 @@ async function expectAuditClean(g: TestGateway) {
 }
 
 describe("a payment credits once, whoever carries it again", () => {
-  test("replayed on the same key, on another key, and on /v1/topup: 402, nothing credited, nothing moved", async () => {
+  test("replayed on the same key or another key: 409 PAYMENT_ALREADY_USED; on /v1/topup: 402; nothing credited, nothing moved", async () => {
     const owner = await gw.newWallet(0);
     const other = await gw.newWallet(0);
     const payer = await chain.newPayer();
@@ -100,15 +100,22 @@ describe("a payment credits once, whoever carries it again", () => {
     const afterFirst = { owner: await gw.ledgerState(owner.wallet), payer: await usdc(payer.address) };
     expect(await topupRows(gw, owner.wallet)).toEqual([{ amount_usdc: 1_000_000, payer: payer.address.toLowerCase() }]);
 
+    // Its own answer, not a 402 "short of credit" (the wallet holds the credit the payment bought), and no fresh
+    // offer an x402 client would pay again.
     const again = await chat(gw, owner.key, header);
-    expect(again.status).toBe(402);
-    expect(again.body).toMatchObject({ error: "INSUFFICIENT_BALANCE", x402Version: 1 });
-    expect(again.body.message).toStartWith("Payment not accepted (");
+    expect([again.status, again.body]).toEqual([
+      409,
+      {
+        error: "PAYMENT_ALREADY_USED",
+        message:
+          "This payment was already used (invalid_exact_evm_nonce_already_used); it moves no money again and nothing was charged. The credit it bought is in the wallet of the key that paid with it: send the request without a payment header to spend it, or sign a new payment",
+      },
+    ]);
     expect(decode(again.headers.get("payment-response")!)).toMatchObject({ success: false });
-    expect(again.headers.get("payment-required")).not.toBeNull(); // a fresh offer
+    expect(again.headers.get("payment-required")).toBeNull();
 
     const elsewhere = await chat(gw, other.key, header);
-    expect(elsewhere.status).toBe(402);
+    expect([elsewhere.status, elsewhere.body.error]).toEqual([409, "PAYMENT_ALREADY_USED"]);
     expect(await gw.ledgerState(other.wallet)).toEqual({ balance: 0, locked: 0 });
 
     const topup = await gw.call("POST", "/v1/topup", { amount: 1 }, header);
@@ -233,10 +240,10 @@ describe("a concurrent spend after the credit", () => {
     expect(decode(res.headers.get("payment-required")!).accepts[0].amount).toBe("1000000");
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000, locked: 999_999 });
 
-    // The client resends the same payment: refused, nothing moves; its credit stays the one top-up.
+    // The client resends the same payment: refused as already used, nothing moves; its credit stays the one top-up.
     const spent = await usdc(payer.address);
     const again = await chat(gw, key, header);
-    expect(again.status).toBe(402);
+    expect([again.status, again.body.error]).toEqual([409, "PAYMENT_ALREADY_USED"]);
     expect(await usdc(payer.address)).toBe(spent);
     expect(await topupRows(gw, wallet)).toEqual([{ amount_usdc: 1_000_000, payer: payer.address.toLowerCase() }]);
     expect(await gw.services.ledger.release(principal, "concurrent")).toBe(true);

@@ -50,7 +50,7 @@ export const chatRoutes = (s: Services) =>
           "Reserves the most the answer can cost, calls the provider, then charges the exact usage (or releases the hold when the " +
           "provider fails). `stream: true` answers text/event-stream: `data:` lines of ChatCompletionChunk, a StreamErrorEvent if the " +
           "provider fails mid-stream, and always `data: [DONE]` last. An upstream rejection (UPSTREAM_CLIENT_ERROR) keeps the " +
-          "provider's 4xx status. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason; a payment-identifier id naming another payment is 409 CONFLICT.",
+          "provider's 4xx status. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason, one already used 409 PAYMENT_ALREADY_USED; a payment-identifier id naming another payment is 409 CONFLICT.",
         security: SECURITY.paidCall,
         responses: responses(
           {

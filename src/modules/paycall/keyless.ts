@@ -15,6 +15,7 @@ import { decodePaymentHeader, paymentHeaderOf } from "../../payments/paymentHead
 import { encodeHeader } from "../../payments/requirements.ts";
 import type { Payer } from "../chat/chat.service.ts";
 import type { TopupService } from "../topup/topup.service.ts";
+import { alreadyUsed } from "./paycall.service.ts";
 
 const HOW_TO_PAY =
   "This call needs payment: resend it with PAYMENT-SIGNATURE (x402 v2, the terms in PAYMENT-REQUIRED: `exact` through an " +
@@ -148,7 +149,8 @@ export class KeylessCalls {
       if (claimed === undefined) throw refuse("the payment names no amount of an accepted asset");
       if (claimed < micro) throw refuse(`it pays ${claimed} µUSDC, below the call's hold of ${micro}`);
       const r = await this.topup.pay(claimed, this.topup.callOffer(claimed, resource, describe(claimed)), decoded);
-      if ("reason" in r) throw refuse(r.reason, r.headers);
+      if ("reason" in r)
+        throw alreadyUsed(r.reason, "in the payer's wallet (sign in with it for a key)", r.headers) ?? refuse(r.reason, r.headers);
       return { receipt: r.headers, payer: r.payer, id };
     } catch (e) {
       if (id !== undefined && !(e instanceof Replayed) && !(e instanceof BareError && e.status === 409))

@@ -23,6 +23,22 @@ export function offerAmount(available: number, required: number, minimum: number
   return Math.max(minimum, Math.ceil(short / CENT) * CENT);
 }
 
+/** The facilitators' reasons for an authorization already spent: x402's EIP-3009 check and our permit path's. */
+const SPENT = /nonce_already_used|nonce_used/;
+
+/**
+ * 409 PAYMENT_ALREADY_USED when a model call's payment was refused because it was spent before (the same payment
+ * sent again); undefined for any other reason. `whose` says where the credit it bought went.
+ */
+export function alreadyUsed(reason: string, whose: string, headers?: Record<string, string>): ApiError | undefined {
+  if (!SPENT.test(reason)) return undefined;
+  return new ApiError({
+    code: "PAYMENT_ALREADY_USED",
+    message: `This payment was already used (${reason}); it moves no money again and nothing was charged. The credit it bought is ${whose}: send the request without a payment header to spend it, or sign a new payment`,
+    headers,
+  });
+}
+
 const describe = (micro: number) =>
   `Top up ${micro / 1_000_000} USD of gateway credit to the wallet of this API key, then serve the request`;
 
@@ -101,7 +117,8 @@ export class PaidCalls {
           return;
         }
         const r = once.fresh;
-        if ("reason" in r) throw refuse(r.reason, r.headers);
+        if ("reason" in r)
+          throw alreadyUsed(r.reason, "in the wallet of the key that paid with it", r.headers) ?? refuse(r.reason, r.headers);
         receipt = r.headers;
       } catch (e) {
         // /v1/topup's bare errors in this route's words: a payment that does not fit is refused (402), not malformed.
