@@ -16,12 +16,15 @@
   KEYS[b+3] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → settled (kept ARGV[2] s)
 
   ARGV[1] ledger epoch the caller believes in   ARGV[2] marker ttl s
-  then for item i, at a = 2 + 8 * (i - 1):
+  then for item i, at a = 2 + 11 * (i - 1):
   ARGV[a+1] hold id   ARGV[a+2] charge µUSDC   ARGV[a+3] prompt tokens   ARGV[a+4] completion tokens
   ARGV[a+5] provider cost µUSD   ARGV[a+6] model id   ARGV[a+7] wallet   ARGV[a+8] key id
+  ARGV[a+9] cache-read tokens   ARGV[a+10] 5-minute cache-write tokens   ARGV[a+11] 1-hour cache-write tokens
+            (of the prompt tokens; the key's cached_prompt_tokens and cache_write_tokens counters add them)
 
-  Outbox event: {"type":"charge","hold","wallet","key","model","amount","cost","pt","ct","at"} (at: Redis clock,
-  ms). It is JSON so the flusher hands its entries to Postgres as one json_to_recordset parameter, unparsed.
+  Outbox event: {"type":"charge","hold","wallet","key","model","amount","cost","pt","ct","cr","cw","cw1h","at"} (at:
+  Redis clock, ms; cr, cw, cw1h: the cache split, only when one of them is not 0). It is JSON so the flusher hands its entries to Postgres as one json_to_recordset parameter,
+  unparsed.
 
   Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
           {1, item_1, ..., item_n}, each item one of
@@ -37,11 +40,12 @@
 local refused = fenceRefusal(KEYS[3])
 if refused then return refused end
 local n = (#KEYS - 3) / 3
-local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 8 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
+local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 11 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
 for i = 1, valid and n or 0 do
-  local a = 2 + 8 * (i - 1)
+  local a = 2 + 11 * (i - 1)
   if ARGV[a + 1] == '' or not (whole(ARGV[a + 2]) and whole(ARGV[a + 3]) and whole(ARGV[a + 4])
-    and string.match(ARGV[a + 5], '^%-?%d+$') and string.len(ARGV[a + 5]) <= 15 and whole(ARGV[a + 8])) then
+    and string.match(ARGV[a + 5], '^%-?%d+$') and string.len(ARGV[a + 5]) <= 15 and whole(ARGV[a + 8])
+    and whole(ARGV[a + 9]) and whole(ARGV[a + 10]) and whole(ARGV[a + 11])) then
     valid = false
   end
 end
@@ -52,7 +56,7 @@ local markers = {}
 local posted, zrem = {}, {}
 local results = {1}
 for i = 1, n do
-  local b, a = 3 + 3 * (i - 1), 2 + 8 * (i - 1)
+  local b, a = 3 + 3 * (i - 1), 2 + 11 * (i - 1)
   local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
   local name = KEYS[b + 3]
   if markers[name] == nil then markers[name] = redis.call('GET', name) end
@@ -70,7 +74,7 @@ for i = 1, n do
       zrem[#zrem + 1] = id
     end
     w.balance = w.balance - charge
-    chargeKey(KEYS[b + 2], a, held)
+    chargeKey(KEYS[b + 2], a, held, a + 9)
     markers[name] = 'settled'
     posted[#posted + 1] = name
     results[i + 1] = {1, w.balance}

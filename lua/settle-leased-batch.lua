@@ -16,11 +16,13 @@
   KEYS[b+4] lease marker  gw:{sNN}:hd:<leaseId>   "live|amount|wallet|keyId": amount shrinks by what it covered
 
   ARGV[1] ledger epoch the caller believes in   ARGV[2] marker ttl s
-  then for item i, at a = 2 + 9 * (i - 1):
+  then for item i, at a = 2 + 12 * (i - 1):
   ARGV[a+1] charge id   ARGV[a+2] charge µUSDC   ARGV[a+3] prompt tokens   ARGV[a+4] completion tokens
   ARGV[a+5] provider cost µUSD   ARGV[a+6] model id   ARGV[a+7] wallet   ARGV[a+8] key id
   ARGV[a+9] held µUSDC: what the request held of the lease; the lock it gives up is at most this (an overrun
             beyond it is charged to the balance, never taken from what the lease covers for other requests)
+  ARGV[a+10] cache-read tokens   ARGV[a+11] 5-minute cache-write tokens   ARGV[a+12] 1-hour cache-write tokens
+            (of the prompt tokens, as in settle-batch)
 
   Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
           {1, item_1, ..., item_n}, each item one of
@@ -36,12 +38,12 @@
 local refused = fenceRefusal(KEYS[2])
 if refused then return refused end
 local n = (#KEYS - 2) / 4
-local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 9 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
+local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 12 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
 for i = 1, valid and n or 0 do
-  local a = 2 + 9 * (i - 1)
+  local a = 2 + 12 * (i - 1)
   if ARGV[a + 1] == '' or not (whole(ARGV[a + 2]) and whole(ARGV[a + 3]) and whole(ARGV[a + 4])
     and string.match(ARGV[a + 5], '^%-?%d+$') and string.len(ARGV[a + 5]) <= 15 and whole(ARGV[a + 8])
-    and whole(ARGV[a + 9])) then
+    and whole(ARGV[a + 9]) and whole(ARGV[a + 10]) and whole(ARGV[a + 11]) and whole(ARGV[a + 12])) then
     valid = false
   end
 end
@@ -67,7 +69,7 @@ end
 
 local results = {1}
 for i = 1, n do
-  local b, a = 2 + 4 * (i - 1), 2 + 9 * (i - 1)
+  local b, a = 2 + 4 * (i - 1), 2 + 12 * (i - 1)
   local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
   local name = KEYS[b + 3]
   if markers[name] == nil then markers[name] = redis.call('GET', name) or false end
@@ -86,7 +88,7 @@ for i = 1, n do
       w.locked, w.lockedChanged = w.locked - covered, true
     end
     w.balance = w.balance - charge
-    chargeKey(KEYS[b + 2], a, covered)
+    chargeKey(KEYS[b + 2], a, covered, a + 10)
     markers[name] = 'settled'
     posted[#posted + 1] = name
     results[i + 1] = {1, w.balance, covered}

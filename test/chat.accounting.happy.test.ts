@@ -108,6 +108,7 @@ describe("a provider that reports no usage is billed by the tokenizer", () => {
       prompt_tokens: row!.prompt_tokens,
       completion_tokens: row!.completion_tokens,
       total_tokens: row!.prompt_tokens + row!.completion_tokens,
+      ...({ charge_usdc: row!.amount_usdc } as {}),
     });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - row!.amount_usdc, locked: 0 });
   });
@@ -120,7 +121,12 @@ describe("a provider that reports no usage is billed by the tokenizer", () => {
     expect(rows).toHaveLength(1);
     const { prompt_tokens, completion_tokens, amount_usdc } = rows[0]!;
     // The answer carries the usage it was billed at, as the spec's response has it.
-    expect(completion.usage).toEqual({ prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens });
+    expect(completion.usage).toEqual({
+      prompt_tokens,
+      completion_tokens,
+      total_tokens: prompt_tokens + completion_tokens,
+      ...({ charge_usdc: amount_usdc } as {}),
+    });
     expectNear(prompt_tokens, PROMPT_COUNT);
     expectNear(completion_tokens, COMPLETION_COUNT);
     expect(amount_usdc).toBe(expectedCharge(prompt_tokens, completion_tokens));

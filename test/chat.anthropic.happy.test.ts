@@ -58,7 +58,12 @@ describe("Anthropic through the openai SDK: text", () => {
       { index: 0, message: { role: "assistant", content: REPLY.join(""), refusal: null }, logprobs: null, finish_reason: "stop" },
     ]);
     const { request, prompt } = lastUpstream();
-    expect(completion.usage).toEqual({ prompt_tokens: prompt, completion_tokens: REPLY.length, total_tokens: prompt + REPLY.length });
+    expect(completion.usage).toEqual({
+      prompt_tokens: prompt,
+      completion_tokens: REPLY.length,
+      total_tokens: prompt + REPLY.length,
+      ...extension({ charge_usdc: expectedCharge(prompt, REPLY.length) }),
+    });
     // The Messages API request: system lifted out of the messages, upstream model name, clamped max_tokens.
     expect(request).toEqual({
       model: "claude-sonnet-4-5",
@@ -108,7 +113,12 @@ describe("Anthropic through the openai SDK: text", () => {
     for await (const chunk of stream) chunks.push(chunk);
     const { prompt } = lastUpstream();
     expect(chunks.at(-1)!.choices).toEqual([]);
-    expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: prompt, completion_tokens: REPLY.length, total_tokens: prompt + REPLY.length });
+    expect(chunks.at(-1)!.usage).toEqual({
+      prompt_tokens: prompt,
+      completion_tokens: REPLY.length,
+      total_tokens: prompt + REPLY.length,
+      ...extension({ charge_usdc: expectedCharge(prompt, REPLY.length) }),
+    });
     const charge = expectedCharge(prompt, REPLY.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
     await gw.services.flusher.drain();
@@ -346,8 +356,13 @@ describe("Anthropic through the openai SDK: thinking and reasoning_effort", () =
     expect(text).toBe(REPLY.join(""));
     const { prompt } = lastUpstream();
     const out = THINKING.length + REPLY.length;
-    expect(usage).toEqual({ prompt_tokens: prompt, completion_tokens: out, total_tokens: prompt + out });
     const charge = expectedCharge(prompt, out);
+    expect(usage).toEqual({
+      prompt_tokens: prompt,
+      completion_tokens: out,
+      total_tokens: prompt + out,
+      ...extension({ charge_usdc: charge }),
+    });
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
     await gw.services.flusher.drain();
     expect(await pgCharges(wallet)).toEqual([

@@ -106,6 +106,8 @@ describe("chat completions, happy paths", () => {
           request_count: 4,
           total_prompt_tokens: 4 * usage.prompt_tokens,
           total_completion_tokens: 4 * usage.completion_tokens,
+          total_cached_prompt_tokens: 0,
+          total_cache_write_tokens: 0,
           total_charged_usdc: 4 * charge,
           // billed − cost at 2/8 USD per 1M
           total_platform_revenue_usd: (4 * (charge - Math.ceil(usage.prompt_tokens * 2 + usage.completion_tokens * 8))) / 1e6,

@@ -45,6 +45,8 @@ describe("settle-leased-batch on Redis", () => {
       prompt_tokens: "400",
       completion_tokens: "80",
       revenue: "6460",
+      cached_prompt_tokens: "0",
+      cache_write_tokens: "0",
     });
     // A lease whose lock reached 0 stays open, in the holds zset, until its owner closes it or it expires.
     expect(s.markers).toEqual({ L: live(0), a: "settled", b: "settled", c: "settled", d: null, e: "settled" });
@@ -153,7 +155,7 @@ describe("settle-leased-batch on Redis", () => {
     }
     // One ARGV short of the items' keys.
     const keys = [r.names.outbox(r.shard), r.names.fence(r.shard), r.W, r.keyName(1), marker("a"), marker("L")];
-    await expect(r.t.scripts.settleLeasedBatch(keys, ["1", 604_800, "a", 1, 1, 1, 1, "m/x", wallet, 1])).rejects.toThrow(
+    await expect(r.t.scripts.settleLeasedBatch(keys, ["1", 604_800, "a", 1, 1, 1, 1, "m/x", wallet, 1, 1, 0, 0])).rejects.toThrow(
       "settle-leased-batch: bad arguments",
     );
     expect(await state(["L", "a", "b"])).toEqual(before);

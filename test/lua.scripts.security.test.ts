@@ -15,8 +15,8 @@ import { privateRedis } from "./helpers/services.ts";
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "ff32bfae4d668365d25d08d3fed962fde608e532",
-  "settle-batch.lua": "d6b1c873fe7c42a9c48ee72fdd0d166e150e7097",
-  "settle-leased-batch.lua": "ff49f3555cab1804565f17e66fd96317e1cd8db3",
+  "settle-batch.lua": "2fc9d1f7a38ef578012177d32f1ae94e49c154d6",
+  "settle-leased-batch.lua": "cb95428c34b4fac689992ce3d5a3b5dd83ab2f1b",
   "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
   "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
@@ -185,13 +185,13 @@ describe("batch scripts on Redis", () => {
     if (o.extraKey) keys.push(W);
     return scripts.reserveBatch(keys, argv);
   }
-  type S = [key: number, holdId: string, charge: number | string, cost?: number | string];
+  type S = [key: number, holdId: string, charge: number | string, cost?: number | string, cache?: [number, number, number]];
   function settle(items: S[], epoch = "1") {
     const keys = [names.holds(shard), names.outbox(shard), names.fence(shard)];
     const argv: (string | number)[] = [epoch, 604_800];
-    for (const [k, id, charge, cost = 10] of items) {
+    for (const [k, id, charge, cost = 10, cache = [0, 0, 0]] of items) {
       keys.push(W, keyOf[k]!, marker(id));
-      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k);
+      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k, ...cache);
     }
     return scripts.settleBatch(keys, argv);
   }
@@ -377,6 +377,27 @@ describe("batch scripts on Redis", () => {
     ]);
     // One outbox entry for the batch's three charges.
     expect(s.entries).toBe(1);
+  });
+
+  test("settle: a charge's cache split goes to its event and to the key's cache counters", async () => {
+    await reserve([
+      [1, "a", 3_000],
+      [1, "b", 500],
+    ]);
+    // a: 30 of its 100 prompt tokens read from the cache, 40 written for 5 minutes, 20 for an hour; b: none.
+    expect(
+      await settle([
+        [1, "a", 2_500, 10, [30, 40, 20]],
+        [1, "b", 400],
+      ]),
+    ).toEqual([1, [1, 7_500], [1, 7_100]]);
+    const s = await state();
+    expect(s.k1).toMatchObject({ prompt_tokens: "200", cached_prompt_tokens: "30", cache_write_tokens: "60", spent: "2900" });
+    expect(s.outbox.map(({ at, ...e }: Record<string, unknown>) => e)).toEqual([
+      { type: "charge", hold: "a", wallet, key: 1, model: "m/x", amount: 2_500, cost: 10, pt: 100, ct: 20, cr: 30, cw: 40, cw1h: 20 },
+      { type: "charge", hold: "b", wallet, key: 1, model: "m/x", amount: 400, cost: 10, pt: 100, ct: 20 },
+    ]);
+    await expect(settle([[1, "c", 1, 10, [1, -1, 0]]])).rejects.toThrow("settle-batch: bad arguments");
   });
 
   test("settle: a fenced batch or bad arguments change nothing", async () => {

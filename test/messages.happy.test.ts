@@ -76,13 +76,14 @@ describe("messages.create", () => {
       stop_sequence: null,
     });
     expect(blocks(msg)).toEqual([{ type: "text", text: REPLY.join("") }]);
+    const charge = expectedCharge(prompt, REPLY.length);
     expect(usage(msg)).toEqual({
       input_tokens: prompt,
       output_tokens: REPLY.length,
       cache_creation_input_tokens: 0,
       cache_read_input_tokens: 0,
+      charge_usdc: charge,
     });
-    const charge = expectedCharge(prompt, REPLY.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charge, locked: 0 });
     expect(await pgCharges(wallet)).toEqual([
       { amount_usdc: charge, prompt_tokens: prompt, completion_tokens: REPLY.length, model: SONNET },
@@ -179,7 +180,7 @@ describe("messages.stream", () => {
     expect(data(events.at(-2)!)).toEqual({
       type: "message_delta",
       delta: { stop_reason: "end_turn", stop_sequence: null },
-      usage: { output_tokens: REPLY.length },
+      usage: { charge_usdc: expectedCharge(lastClaude().prompt, REPLY.length), output_tokens: REPLY.length },
     });
     expect(events.join("")).not.toContain('"model":"claude-sonnet-4-5"');
   });
@@ -317,7 +318,7 @@ describe("a tool round trip", () => {
 describe("to an Anthropic provider, natively (no translation through chat)", () => {
   const cache = { cache_control: { type: "ephemeral", ttl: "1h" } } as const;
 
-  test("what a chat translation would lose survives: separate text blocks, is_error, the stop sequence named in the answer; cache_control stays behind", async () => {
+  test("what a chat translation would lose survives: separate text blocks, is_error, the stop sequence named in the answer, the cache_control breakpoints", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const client = anthropic(key);
     const params = {
@@ -341,23 +342,24 @@ describe("to an Anthropic provider, natively (no translation through chat)", () 
     } satisfies Anthropic.MessageCreateParamsNonStreaming;
     const one = await client.messages.create(params);
     const { request, prompt } = lastClaude();
+    // The breakpoints reach Anthropic (without them it never caches): the hold covers the writes they may cause.
     expect(request).toEqual({
       model: "claude-sonnet-4-5",
       max_tokens: 100,
-      system: [{ type: "text", text: "Be brief." }],
-      tools: [{ name: "get_weather", description: weather.description, input_schema: weather.input_schema }],
+      system: [{ type: "text", text: "Be brief.", ...cache }],
+      tools: [{ name: "get_weather", description: weather.description, input_schema: weather.input_schema, ...cache }],
       stop_sequences: ["sunny"],
       messages: [
-        { role: "user", content: [{ type: "text", text: "Weather in Paris?" }] },
+        { role: "user", content: [{ type: "text", text: "Weather in Paris?", ...cache }] },
         {
           role: "assistant",
           content: [
             { type: "text", text: "Let me check." },
             { type: "text", text: "One moment." },
-            { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT },
+            { type: "tool_use", id: TOOL_ID, name: "get_weather", input: TOOL_INPUT, ...cache },
           ],
         },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "station offline", is_error: true }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: TOOL_ID, content: "station offline", is_error: true, ...cache }] },
       ],
     });
     const two = await client.messages.stream(params).finalMessage();
@@ -372,6 +374,8 @@ describe("to an Anthropic provider, natively (no translation through chat)", () 
         output_tokens: words.length,
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: 0,
+        // The SDK's stream accumulator keeps only the usage fields it knows (the raw events carry the charge).
+        ...(msg === one && { charge_usdc: expectedCharge(prompt, words.length) }),
       });
     }
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - 2 * expectedCharge(prompt, words.length), locked: 0 });
@@ -403,13 +407,15 @@ describe("to an Anthropic provider, natively (no translation through chat)", () 
     });
   });
 
-  test("cache reads and writes the provider reports: shown as it reported them, billed with the input at the prompt price", async () => {
+  test("cache reads and writes the provider reports: shown as it reported them, billed with the input at the prompt price when the catalog gives no cache prices", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const client = anthropic(key);
     const params = { model: "claude/cached", max_tokens: 100, messages: [{ role: "user" as const, content: "Say hello." }] };
     const one = await client.messages.create(params);
     const two = await client.messages.stream(params).finalMessage();
     const { prompt } = lastClaude();
+    // The catalog gives this model no cache prices: reads and writes are billed at the prompt price.
+    const charge = expectedCharge(prompt + CACHED.write + CACHED.read, REPLY.length);
     for (const msg of [one, two]) {
       expect(msg.model).toBe("claude/cached");
       expect(usage(msg)).toEqual({
@@ -417,9 +423,9 @@ describe("to an Anthropic provider, natively (no translation through chat)", () 
         output_tokens: REPLY.length,
         cache_creation_input_tokens: CACHED.write,
         cache_read_input_tokens: CACHED.read,
+        ...(msg === one && { charge_usdc: charge }),
       });
     }
-    const charge = expectedCharge(prompt + CACHED.write + CACHED.read, REPLY.length);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - 2 * charge, locked: 0 });
     expect(await pgCharges(wallet)).toEqual(
       [one, two].map(() => ({

@@ -66,6 +66,7 @@ for (const model of [ECHO, SONNET] as const) {
         output_tokens: output,
         output_tokens_details: { reasoning_tokens: 0 },
         total_tokens: input + output,
+        ...({ charge_usdc: expectedCharge(input, output) } as {}),
       });
       await charged(wallet, input, output);
     });

@@ -128,6 +128,10 @@ export class Holds {
       costMicro: costMicro(call.model, usage),
       model: call.model.id,
     };
+    // The prompt's cache split, kept with the charge (key counters, Postgres) where there is one.
+    if (usage.cached_prompt_tokens) details.cachedPromptTokens = usage.cached_prompt_tokens;
+    if (usage.cache_write_tokens) details.cacheWriteTokens = usage.cache_write_tokens;
+    if (usage.cache_write_1h_tokens) details.cacheWrite1hTokens = usage.cache_write_1h_tokens;
     const claim = call.lease;
     const lease = claim && { id: claim.leaseId, held: claim.amount };
     const keep: PendingSettle = { holdId: call.holdId, wallet: call.principal.wallet, keyId: call.principal.keyId, charge, details, lease };

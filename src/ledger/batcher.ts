@@ -128,6 +128,9 @@ export interface SettleItem {
   completionTokens: number;
   costMicro: number;
   model: string;
+  cachedPromptTokens?: number;
+  cacheWriteTokens?: number;
+  cacheWrite1hTokens?: number;
 }
 
 export interface BatchLimits {
@@ -187,7 +190,17 @@ export class LedgerBatches {
           const argv: (string | number)[] = [epoch, limits.resolutionTtlS];
           for (const it of list) {
             keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId));
-            argv.push(it.holdId, it.charge, it.promptTokens, it.completionTokens, it.costMicro, it.model, it.wallet, it.keyId);
+            argv.push(
+              it.holdId,
+              it.charge,
+              it.promptTokens,
+              it.completionTokens,
+              it.costMicro,
+              it.model,
+              it.wallet,
+              it.keyId,
+              ...cacheSplit(it),
+            );
           }
           return scripts.settleBatch(keys, argv);
         })
@@ -201,6 +214,7 @@ export class LedgerBatches {
           for (const it of list) {
             keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId), names.holdMarker(shard, it.lease!));
             argv.push(it.holdId, it.charge, it.promptTokens, it.completionTokens, it.costMicro, it.model, it.wallet, it.keyId, it.held!);
+            argv.push(...cacheSplit(it));
           }
           return scripts.settleLeasedBatch(keys, argv);
         })
@@ -214,6 +228,11 @@ export class LedgerBatches {
     this.settles.flush(shard);
     this.leasedSettles.flush(shard);
   }
+}
+
+/** A settle's cache split as the scripts take it: cache-read, 5-minute and 1-hour cache-write tokens. */
+function cacheSplit(it: SettleItem): [number, number, number] {
+  return [it.cachedPromptTokens ?? 0, it.cacheWriteTokens ?? 0, it.cacheWrite1hTokens ?? 0];
 }
 
 /** The per-item replies of a batch that passed the fence (fence.run retried any FENCED reply). */

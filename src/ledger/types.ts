@@ -12,6 +12,10 @@ export interface ChargeDetails {
   completionTokens: number;
   costMicro: number;
   model: string;
+  /** Of promptTokens: read from the provider's cache, written to it for 5 minutes, for 1 hour (absent: 0). */
+  cachedPromptTokens?: number;
+  cacheWriteTokens?: number;
+  cacheWrite1hTokens?: number;
 }
 
 /** Why a reserve held nothing: the key (unknown or revoked), the wallet's or the key's rate, the key's budget, the balance. */

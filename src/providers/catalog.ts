@@ -46,7 +46,28 @@ export interface Model {
   completionPico: number;
   costPromptPico: number;
   costCompletionPico: number;
+  /** Cache prices as listed (USD per 1M tokens), shown on /v1/models under these names; absent: the prompt price. */
+  cachedPromptPricePer1M?: number;
+  cacheWritePricePer1M?: number;
+  cacheWrite1hPricePer1M?: number;
+  /** Cache reads, 5-minute and 1-hour cache writes, billed and cost (tariff/charge.ts); absent: the prompt's. */
+  cachedPromptPico?: number;
+  cacheWritePico?: number;
+  cacheWrite1hPico?: number;
+  costCachedPromptPico?: number;
+  costCacheWritePico?: number;
+  costCacheWrite1hPico?: number;
 }
+
+/** The optional cache prices of a catalog model: its field → the Model's pico field (billed, then cost side). */
+const CACHE_PRICES = [
+  ["cachedPromptPricePer1M", "cachedPromptPico"],
+  ["cacheWritePricePer1M", "cacheWritePico"],
+  ["cacheWrite1hPricePer1M", "cacheWrite1hPico"],
+  ["costCachedPromptPer1M", "costCachedPromptPico"],
+  ["costCacheWritePer1M", "costCacheWritePico"],
+  ["costCacheWrite1hPer1M", "costCacheWrite1hPico"],
+] as const;
 
 /** The loaded catalog: lookup by id, and what serves. */
 export interface Catalog {
@@ -155,6 +176,12 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       costPromptPico: toPico(m.costPromptPer1M, `${at}.costPromptPer1M`),
       costCompletionPico: toPico(m.costCompletionPer1M, `${at}.costCompletionPer1M`),
     };
+    // Scaled once here: every charge is integer arithmetic on them (tariff/charge.ts).
+    for (const [field, pico] of CACHE_PRICES) {
+      if (m[field] === undefined || m[field] === null) continue;
+      model[pico] = toPico(m[field], `${at}.${field}`);
+      if (field.endsWith("PricePer1M")) model[field as "cachedPromptPricePer1M"] = m[field] as number;
+    }
     const provider = providers.get(providerName);
     if (provider) models.set(id, { ...model, provider });
     else disabled.set(id, states.get(providerName)!);
@@ -170,8 +197,9 @@ export interface ModelPages {
 }
 
 /**
- * Renders the served models: the spec's Model fields, and `available` (an extension): false while the model's
- * provider did not answer its last reachability probe (`reachable`).
+ * Renders the served models: the spec's Model fields, the billed cache prices a model has (extensions, USD per 1M
+ * tokens, named as in the catalog), and `available` (an extension): false while the model's provider did not answer
+ * its last reachability probe (`reachable`).
  */
 export function renderModels(catalog: Catalog, reachable: (provider: string) => boolean): ModelPages {
   const data = [...catalog.models.values()].map((m) => ({
@@ -182,6 +210,9 @@ export function renderModels(catalog: Catalog, reachable: (provider: string) => 
     contextLength: m.contextLength,
     promptPricePer1MTokens: m.promptPricePer1MTokens,
     completionPricePer1M: m.completionPricePer1M,
+    ...(m.cachedPromptPricePer1M !== undefined && { cachedPromptPricePer1M: m.cachedPromptPricePer1M }),
+    ...(m.cacheWritePricePer1M !== undefined && { cacheWritePricePer1M: m.cacheWritePricePer1M }),
+    ...(m.cacheWrite1hPricePer1M !== undefined && { cacheWrite1hPricePer1M: m.cacheWrite1hPricePer1M }),
     available: reachable(m.provider.name),
   }));
   return { list: JSON.stringify({ object: "list", data }), byId: new Map(data.map((d) => [d.id, JSON.stringify(d)])) };

@@ -1,8 +1,24 @@
 import type { ApiError } from "../errors.ts";
 import type { Model } from "./catalog.ts";
 
-/** Token counts as providers report them (and as the gateway counts them when a provider reports none). */
-export interface Usage {
+/**
+ * Of a usage's prompt tokens, those the provider's cache served or took: each kind is billed at its own price
+ * (tariff/charge.ts). Absent or 0: none. Their sum never exceeds prompt_tokens.
+ */
+export interface CacheTokens {
+  /** Read from the cache: OpenAI's prompt_tokens_details.cached_tokens, Anthropic's cache_read_input_tokens. */
+  cached_prompt_tokens?: number;
+  /** Written to the cache for 5 minutes: Anthropic's cache_creation_input_tokens (ephemeral_5m_input_tokens). */
+  cache_write_tokens?: number;
+  /** Written to the cache for 1 hour: Anthropic's cache_creation.ephemeral_1h_input_tokens. */
+  cache_write_1h_tokens?: number;
+}
+
+/**
+ * Token counts as providers report them (and as the gateway counts them when a provider reports none).
+ * prompt_tokens is the whole input, cached and written tokens included (as OpenAI counts it).
+ */
+export interface Usage extends CacheTokens {
   prompt_tokens: number;
   completion_tokens: number;
 }
@@ -58,6 +74,8 @@ export interface StreamStep {
   usage?: Usage;
   /** Prompt tokens the provider reported before the end (Anthropic's message_start): exact even if the client leaves early. */
   promptTokens?: number;
+  /** Of promptTokens, those read from or written to the provider's cache (billed at their own prices). */
+  promptCache?: CacheTokens;
   /** Text generated in this event, for counting when the final usage never comes. */
   generated?: string;
   /** The provider signalled the end of its answer. */
@@ -118,8 +136,8 @@ export interface ClientFormat {
   failed: Uint8Array;
   /** The stream was stopped at the gateway's time cap, charged for what it produced (chat: [DONE]). */
   cut: Uint8Array;
-  /** The answer's `usage` field when the provider reported none and the gateway counted what it bills. */
-  usage(u: Usage): unknown;
+  /** The answer's `usage` field when the provider reported none and the gateway counted what it bills (`charge` µUSDC). */
+  usage(u: Usage, charge: number): unknown;
 }
 
 /**

@@ -28,6 +28,8 @@ export function readSnapshot(sql: Sql) {
         requests: number;
         pt: number;
         ct: number;
+        cpt: number;
+        cwt: number;
         spent: number;
         revenue: number;
         models: string | null;
@@ -37,6 +39,8 @@ export function readSnapshot(sql: Sql) {
       SELECT k.id, k.wallet, k.key_hash, k.budget_usdc, k.revoked_at IS NOT NULL AS revoked, k.models, k.requests_per_minute,
              COUNT(e.event_id)::bigint AS requests,
              COALESCE(SUM(e.prompt_tokens), 0)::bigint AS pt, COALESCE(SUM(e.completion_tokens), 0)::bigint AS ct,
+             COALESCE(SUM(e.cached_prompt_tokens), 0)::bigint AS cpt,
+             COALESCE(SUM(e.cache_write_tokens + e.cache_write_1h_tokens), 0)::bigint AS cwt,
              COALESCE(SUM(e.amount_usdc), 0)::bigint AS spent, COALESCE(SUM(e.amount_usdc - e.cost_usd_micro), 0)::bigint AS revenue
       FROM api_keys k LEFT JOIN ledger_events e ON e.api_key_id = k.id AND e.type = 'charge'
       GROUP BY k.id`;

@@ -54,6 +54,8 @@ export async function writeLedger(
             requests: key.requests,
             prompt_tokens: key.pt,
             completion_tokens: key.ct,
+            cached_prompt_tokens: key.cpt,
+            cache_write_tokens: key.cwt,
             revenue: key.revenue,
           },
         ),

@@ -18,11 +18,14 @@ const EVENT_ID_SQL = "e.type || ':' || e.hold";
 
 const INSERT_EVENTS = `
   INSERT INTO ledger_events (event_id, type, hold_id, wallet, api_key_id, model, amount_usdc, cost_usd_micro,
-                             prompt_tokens, completion_tokens, occurred_at)
+                             prompt_tokens, completion_tokens, cached_prompt_tokens, cache_write_tokens,
+                             cache_write_1h_tokens, occurred_at)
   SELECT ${EVENT_ID_SQL}, e.type, e.hold, e.wallet, e.key, e.model, e.amount, COALESCE(e.cost, 0),
-         COALESCE(e.pt, 0), COALESCE(e.ct, 0), to_timestamp(e.at / 1000.0)
+         COALESCE(e.pt, 0), COALESCE(e.ct, 0), COALESCE(e.cr, 0), COALESCE(e.cw, 0), COALESCE(e.cw1h, 0),
+         to_timestamp(e.at / 1000.0)
   FROM json_to_recordset($1::text::json) AS e(type text, hold text, wallet text, key bigint, model text, amount bigint,
-                                        cost bigint, pt integer, ct integer, at bigint)
+                                        cost bigint, pt integer, ct integer, cr integer, cw integer, cw1h integer,
+                                        at bigint)
   ON CONFLICT (event_id) DO NOTHING`;
 
 /**

@@ -29,6 +29,9 @@ function rowOf(p: PendingSettle) {
     completion_tokens: d.completionTokens,
     cost_usd_micro: d.costMicro,
     model: d.model,
+    cached_prompt_tokens: d.cachedPromptTokens ?? 0,
+    cache_write_tokens: d.cacheWriteTokens ?? 0,
+    cache_write_1h_tokens: d.cacheWrite1hTokens ?? 0,
     unresolved: p.unresolved ?? false,
     lease_id: p.lease?.id ?? null,
     lease_held: p.lease?.held ?? null,
@@ -92,12 +95,23 @@ export class PendingSettles {
         completion_tokens: number;
         cost_usd_micro: number;
         model: string;
+        cached_prompt_tokens: number;
+        cache_write_tokens: number;
+        cache_write_1h_tokens: number;
         lease_id: string | null;
         lease_held: number | null;
       }[]
     >`SELECT * FROM pending_settles WHERE NOT unresolved ORDER BY created_at LIMIT 500`;
     for (const r of rows) {
-      const details = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, costMicro: r.cost_usd_micro, model: r.model };
+      const details = {
+        promptTokens: r.prompt_tokens,
+        completionTokens: r.completion_tokens,
+        costMicro: r.cost_usd_micro,
+        model: r.model,
+        cachedPromptTokens: r.cached_prompt_tokens,
+        cacheWriteTokens: r.cache_write_tokens,
+        cacheWrite1hTokens: r.cache_write_1h_tokens,
+      };
       const p = this.ledger.principal(r.api_key_id, r.wallet);
       const outcome =
         r.lease_id === null

@@ -1,7 +1,7 @@
 import { log } from "../log.ts";
 import type { Model } from "../providers/catalog.ts";
 import { countPromptTokens, countTokens } from "../providers/tokens.ts";
-import type { ChatRequest, Usage } from "../providers/types.ts";
+import type { CacheTokens, ChatRequest, Usage } from "../providers/types.ts";
 import type { ReserveBound } from "./hold.ts";
 
 /** What counting a request's usage needs: the request, its model and what its hold covers. */
@@ -18,15 +18,27 @@ export interface CountedCall {
  * vendor's tokenizer, an image counted at a typical size) is the estimate's error. Never throws: should
  * counting fail, the bounds themselves are billed.
  */
-export async function estimateUsage(call: CountedCall, generated: string, promptTokens?: number): Promise<Usage> {
+export async function estimateUsage(
+  call: CountedCall,
+  generated: string,
+  promptTokens?: number,
+  promptCache?: CacheTokens,
+): Promise<Usage> {
   const { promptTokens: promptBound, completionTokens: completionBound } = call.bound;
+  // The provider's own prompt count comes with its cache split (Anthropic's message_start), billed at its prices.
+  const cache = promptTokens !== undefined ? promptCache : undefined;
   try {
     return {
       prompt_tokens: promptTokens ?? Math.min(await countPromptTokens(call.body), promptBound),
       completion_tokens: Math.min(await countTokens(generated), completionBound),
+      ...cache,
     };
   } catch (e) {
     log.error("token count failed; billing the upper bounds", { model: call.model.id, error: e });
-    return { prompt_tokens: promptTokens ?? promptBound, completion_tokens: Math.min(Buffer.byteLength(generated), completionBound) };
+    return {
+      prompt_tokens: promptTokens ?? promptBound,
+      completion_tokens: Math.min(Buffer.byteLength(generated), completionBound),
+      ...cache,
+    };
   }
 }

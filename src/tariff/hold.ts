@@ -1,5 +1,5 @@
 import type { Model } from "../providers/catalog.ts";
-import { billedMicro } from "./charge.ts";
+import { holdMicro } from "./charge.ts";
 import { adapterFor } from "../providers/index.ts";
 import type { ChatRequest, ProviderAdapter } from "../providers/types.ts";
 
@@ -50,6 +50,16 @@ function imagePayloadLength(part: Record<string, unknown>): number {
 }
 
 /**
+ * Whether the upstream request can write to the provider's cache: it carries a `cache_control` breakpoint (only the
+ * Anthropic dialects pass them on; an OpenAI-compatible request has its messages rebuilt without them, parts.ts).
+ * Looked for as the key in the body's JSON: inside a string its quotes are escaped, so a prompt that merely mentions
+ * it never matches (a false match would only hold more).
+ */
+export function mayWriteCache(upstreamBody: string): boolean {
+  return upstreamBody.includes('"cache_control"');
+}
+
+/**
  * The reserve: an upper bound of everything the provider can bill for this request.
  * - Text, tool definitions, `response_format` schemas, message framing: bytes of the upstream body (+ 8). Every
  *   token of a byte-level BPE or byte-fallback tokenizer covers at least one byte, whichever vendor's, and the
@@ -65,6 +75,8 @@ function imagePayloadLength(part: Record<string, unknown>): number {
  *   before this, parts.ts; this is the second line).
  * - The prompt bound never exceeds the context window: a provider refuses a longer prompt, unbilled.
  * - Completion: the cap (max_tokens clamped to the model's maximum output, always sent upstream) per choice.
+ * - Every prompt token is held at the highest prompt rate it can be billed at (charge.ts holdPromptPico): a cache
+ *   read's price if above the prompt's, and the cache write prices when the request can write (mayWriteCache).
  * `maxTokens` is the cap the upstream call was shaped with (decided once by the caller, with `completionCap`).
  */
 export function reserveFor(
@@ -117,7 +129,7 @@ export function reserveFor(
   return {
     promptTokens,
     completionTokens,
-    micro: billedMicro(model, { prompt_tokens: promptTokens, completion_tokens: completionTokens }),
+    micro: holdMicro(model, promptTokens, completionTokens, mayWriteCache(upstreamBody)),
     unbounded,
     shape,
   };

@@ -90,7 +90,7 @@ export function leaseScriptsOnRedis() {
     const argv: (string | number)[] = [epoch, 604_800];
     for (const [k, id, charge, leaseId, held, cost = 10] of items) {
       keys.push(W, keyName(k), marker(id), marker(leaseId));
-      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k, held);
+      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k, held, 0, 0, 0);
     }
     return t.scripts.settleLeasedBatch(keys, argv);
   }

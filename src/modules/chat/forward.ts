@@ -1,4 +1,5 @@
-import { estimateUsage } from "../../tariff/index.ts";
+import { withCharge } from "../../providers/charged.ts";
+import { billedMicro, estimateUsage, outcomeUsage } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
@@ -65,14 +66,19 @@ export class Forwarder {
     }
     const headers = { "content-type": "application/json", ...call.headers };
     if (parsed.usage) {
+      // The answer's usage says what the request was charged (charge_usdc), as every usage the gateway answers does.
+      const charge = billedMicro(call.model, parsed.usage);
       await this.holds.settleBehind(call, parsed.usage);
-      return new Response(reshape ? reshape(parsed.json, parsed.answer) : parsed.json, { headers });
+      const usage = (parsed.answer as { usage?: Record<string, unknown> } | undefined)?.usage;
+      if (usage && typeof usage === "object") usage.charge_usdc = charge;
+      const json = withCharge(parsed.json, charge);
+      return new Response(reshape ? reshape(json, parsed.answer) : json, { headers });
     }
     // The provider reported no usage: the answer carries the counted usage it is billed at (the spec's usage field).
-    const counted = await estimateUsage(call, parsed.generated);
+    const counted = outcomeUsage("counted", { counted: await estimateUsage(call, parsed.generated), bound: call.bound })!;
     await this.holds.settleBehind(call, counted);
     const answer = JSON.parse(parsed.json) as Record<string, unknown>;
-    answer.usage = (call.adapter.clientFormat?.usage ?? usageBody)(counted);
+    answer.usage = (call.adapter.clientFormat?.usage ?? usageBody)(counted, billedMicro(call.model, counted));
     const json = JSON.stringify(answer);
     return new Response(reshape ? reshape(json, answer) : json, { headers });
   }

@@ -1,4 +1,5 @@
 import type { Ledger } from "../../ledger/ledger.ts";
+import { withCharge } from "../../providers/charged.ts";
 import { SseDecoder } from "../../providers/sse.ts";
 import type { DoorStream, StreamStep, StreamTranslator } from "../../providers/types.ts";
 import { type Call, upstreamFailed } from "./call.ts";
@@ -8,6 +9,16 @@ import { StreamFrames } from "./streamFrames.ts";
 import { UsageTally } from "./usageTally.ts";
 
 const encoder = new TextEncoder();
+
+/**
+ * Once the provider's usage is known, the usage object a step carries (the chat usage chunk, a provider's own
+ * message_delta, the object a door reads) says what the request is charged: `charge_usdc`, µUSDC.
+ */
+function chargeInto(step: StreamStep, charge: number): void {
+  const usage = (step.parsed as { usage?: unknown } | undefined)?.usage;
+  if (usage && typeof usage === "object") (usage as Record<string, unknown>).charge_usdc = charge;
+  else if (step.chunk?.includes('"usage"')) step.chunk = withCharge(step.chunk, charge);
+}
 
 /** What a metered stream needs besides its call. */
 export interface MeterOptions {
@@ -119,6 +130,7 @@ export class MeteredStream {
           break;
         }
         this.tally.count(step);
+        if (this.tally.usage) chargeInto(step, this.tally.charged(this.tally.usage));
         out += this.frames.step(step);
         if (step.done) done = true;
       }

@@ -1,5 +1,6 @@
 import type { ClientFormat, DoorStream, StreamStep, Usage } from "../../providers/types.ts";
 import { usageBody } from "../../providers/openai/wire.ts";
+import { billedMicro } from "../../tariff/index.ts";
 import type { Call } from "./call.ts";
 
 const encoder = new TextEncoder();
@@ -19,7 +20,7 @@ function usageChunk(call: Call, u: Usage): string {
     created,
     model: call.model.id,
     choices: [],
-    usage: usageBody(u),
+    usage: usageBody(u, billedMicro(call.model, u)),
   });
 }
 

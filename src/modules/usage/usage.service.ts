@@ -2,7 +2,15 @@ import type { Ledger } from "../../ledger/ledger.ts";
 import type { Sql } from "../../store/db.ts";
 import type { KeyService } from "../keys/keys.service.ts";
 
-const COUNTERS = ["requests", "prompt_tokens", "completion_tokens", "spent", "revenue"] as const;
+const COUNTERS = [
+  "requests",
+  "prompt_tokens",
+  "completion_tokens",
+  "spent",
+  "revenue",
+  "cached_prompt_tokens",
+  "cache_write_tokens",
+] as const;
 const DAY_MS = 86_400_000;
 
 type DailyRow = { day: string; api_key_id: number; requests: number; prompt: number; completion: number; charged: number };
@@ -34,13 +42,16 @@ export class UsageService {
       locked_usdc: locked,
       available_usdc: balance - locked,
       keys: keys.map((k, i) => {
-        const [requests = 0, pt = 0, ct = 0, spent = 0, revenue = 0] = counters[i]!;
+        const [requests = 0, pt = 0, ct = 0, spent = 0, revenue = 0, cached = 0, written = 0] = counters[i]!;
         return {
           api_key_id: k.id,
           label: k.label,
           request_count: requests,
           total_prompt_tokens: pt,
           total_completion_tokens: ct,
+          // Of total_prompt_tokens: read from the provider's cache, and written to it (5-minute and 1-hour writes).
+          total_cached_prompt_tokens: cached,
+          total_cache_write_tokens: written,
           total_charged_usdc: spent,
           total_platform_revenue_usd: revenue / 1_000_000,
         };

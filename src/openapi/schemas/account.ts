@@ -86,6 +86,8 @@ export const ACCOUNT_SCHEMAS = {
       request_count: Int(),
       total_prompt_tokens: Int(),
       total_completion_tokens: Int(),
+      total_cached_prompt_tokens: Int("Of total_prompt_tokens: read from the provider's cache (billed at the cached price)"),
+      total_cache_write_tokens: Int("Of total_prompt_tokens: written to the provider's cache (5-minute and 1-hour writes)"),
       total_charged_usdc: Micro("Charged"),
       total_platform_revenue_usd: T.Number({ description: "USD" }),
     },

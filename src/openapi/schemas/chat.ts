@@ -49,6 +49,19 @@ export const CHAT_SCHEMAS = {
       contextLength: Int("Context window, tokens"),
       promptPricePer1MTokens: T.Number({ description: "USD per 1M prompt tokens (the billed rate)" }),
       completionPricePer1M: T.Number({ description: "USD per 1M completion tokens (the billed rate)" }),
+      cachedPromptPricePer1M: T.Optional(
+        T.Number({ description: "Extension: USD per 1M prompt tokens read from the provider's cache; absent: the prompt price" }),
+      ),
+      cacheWritePricePer1M: T.Optional(
+        T.Number({
+          description: "Extension: USD per 1M prompt tokens written to the provider's cache for 5 minutes; absent: the prompt price",
+        }),
+      ),
+      cacheWrite1hPricePer1M: T.Optional(
+        T.Number({
+          description: "Extension: USD per 1M prompt tokens written to the provider's cache for 1 hour; absent: the prompt price",
+        }),
+      ),
       available: T.Boolean({
         description:
           "Extension: false while the model's provider (a keyless local server) did not answer its last reachability probe; keyed providers are not probed",
@@ -60,7 +73,21 @@ export const CHAT_SCHEMAS = {
   ChatMessage,
   ChatCompletionRequest,
   ChatCompletionUsage: T.Object(
-    { prompt_tokens: Int(), completion_tokens: Int(), total_tokens: Int() },
+    {
+      prompt_tokens: Int(),
+      completion_tokens: Int(),
+      total_tokens: Int(),
+      prompt_tokens_details: T.Optional(
+        T.Object(
+          {
+            cached_tokens: Int("Of prompt_tokens: read from the provider's cache, billed at the cached price"),
+            cache_write_tokens: T.Optional(Int("Of prompt_tokens: written to the provider's cache, billed at the write price")),
+          },
+          { additionalProperties: true },
+        ),
+      ),
+      charge_usdc: Int("Extension: the µUSDC charged for this request (the balance change)"),
+    },
     { additionalProperties: true, description: "The usage the answer is billed at" },
   ),
   ChatCompletionResponse: T.Object(

@@ -8,6 +8,7 @@ import type {
   ThinkingBlock as ClientThinkingBlock,
 } from "../openai/wire.ts";
 import type { UpstreamParams } from "../types.ts";
+import { withCacheControl } from "./cacheControl.ts";
 import { claudeCapabilities } from "./models.ts";
 import { thinkingParams } from "./thinking.ts";
 import type {
@@ -53,9 +54,10 @@ function contentBlocks(content: ChatMessage["content"], where: string, images: b
   if (content === null || content === undefined) return [];
   if (typeof content === "string") return textBlock(content);
   const blocks: (TextBlock | ImageBlock)[] = [];
+  // A part's `cache_control` breakpoint (as OpenRouter and LiteLLM take it on chat) reaches Anthropic on its block.
   content.forEach((part, i) => {
-    if (part?.type === "text" && typeof part.text === "string") blocks.push(...textBlock(part.text));
-    else if (part?.type === "image_url" && images) blocks.push(imageBlock(part, `${where}[${i}]`));
+    if (part?.type === "text" && typeof part.text === "string") blocks.push(...textBlock(part.text).map((b) => withCacheControl(b, part)));
+    else if (part?.type === "image_url" && images) blocks.push(withCacheControl(imageBlock(part, `${where}[${i}]`), part));
     else throw invalid(`${where}[${i}]: content part type "${String(part?.type)}" is not supported for this model`);
   });
   return blocks;

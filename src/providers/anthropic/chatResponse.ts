@@ -1,5 +1,5 @@
 import type { Usage } from "../types.ts";
-import type { AssistantMessage, ChatCompletion, ThinkingBlock, ToolCall, Usage as OpenAIUsage } from "../openai/wire.ts";
+import { type AssistantMessage, type ChatCompletion, type ThinkingBlock, type ToolCall, usageBody } from "../openai/wire.ts";
 import type { ParsedCompletion } from "../types.ts";
 import type { Message, Usage as AnthropicUsage } from "./wire.ts";
 
@@ -25,12 +25,20 @@ function count(v: unknown): number {
 }
 
 /**
- * Prompt tokens of an Anthropic usage object: input_tokens excludes cached input, so cache writes and reads are
- * added back. All are billed at the prompt price: the gateway sends no cache_control, so they are rare, and
- * charging them in full never bills less than the provider's cost.
+ * The prompt of an Anthropic usage object, split as the tariff bills it: input_tokens excludes cached input, so
+ * the whole prompt is input + cache writes + cache reads; the reads and the writes (by lifetime, from
+ * `cache_creation`; without it, all writes are 5-minute) are billed at their own prices (tariff/charge.ts).
  */
-export function promptTokensOf(u: AnthropicUsage): number {
-  return count(u.input_tokens) + count(u.cache_creation_input_tokens) + count(u.cache_read_input_tokens);
+export function promptOf(u: AnthropicUsage): Omit<Usage, "completion_tokens"> {
+  const read = count(u.cache_read_input_tokens);
+  const created = count(u.cache_creation_input_tokens);
+  const byTtl = u.cache_creation && typeof u.cache_creation === "object" ? u.cache_creation : undefined;
+  const write1h = byTtl ? Math.min(count(byTtl.ephemeral_1h_input_tokens), created) : 0;
+  const out: Omit<Usage, "completion_tokens"> = { prompt_tokens: count(u.input_tokens) + created + read };
+  if (read > 0) out.cached_prompt_tokens = read;
+  if (created - write1h > 0) out.cache_write_tokens = created - write1h;
+  if (write1h > 0) out.cache_write_1h_tokens = write1h;
+  return out;
 }
 
 /** Usage of a complete answer, or null when the body has none the gateway can bill. */
@@ -38,18 +46,7 @@ export function usageOf(u: AnthropicUsage | null | undefined): Usage | null {
   if (!u || typeof u !== "object") return null;
   const o = u;
   if (!Number.isSafeInteger(o.input_tokens) || !Number.isSafeInteger(o.output_tokens)) return null;
-  return { prompt_tokens: promptTokensOf(o), completion_tokens: count(o.output_tokens) };
-}
-
-/** OpenAI's usage object, as clients read it (cached prompt tokens under prompt_tokens_details). */
-export function openaiUsage(usage: Usage, cachedTokens = 0): OpenAIUsage {
-  const out: OpenAIUsage = {
-    prompt_tokens: usage.prompt_tokens,
-    completion_tokens: usage.completion_tokens,
-    total_tokens: usage.prompt_tokens + usage.completion_tokens,
-  };
-  if (cachedTokens > 0) out.prompt_tokens_details = { cached_tokens: cachedTokens };
-  return out;
+  return { ...promptOf(o), completion_tokens: count(o.output_tokens) };
 }
 
 /**
@@ -92,7 +89,6 @@ export function parseMessage(text: string, modelId: string): ParsedCompletion {
   if (thinkingBlocks.length > 0) message.thinking_blocks = thinkingBlocks;
 
   const usage = usageOf(msg.usage);
-  const cached = count(msg.usage?.cache_read_input_tokens);
   const body: ChatCompletion = {
     id: msg.id,
     object: "chat.completion",
@@ -100,6 +96,6 @@ export function parseMessage(text: string, modelId: string): ParsedCompletion {
     model: modelId,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(msg.stop_reason) }],
   };
-  if (usage) body.usage = openaiUsage(usage, cached);
+  if (usage) body.usage = usageBody(usage);
   return { json: JSON.stringify(body), usage, generated, answer: body };
 }

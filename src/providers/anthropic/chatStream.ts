@@ -1,7 +1,8 @@
 import type { ChatCompletionChunk, ChunkDelta, ToolCallDelta } from "../openai/wire.ts";
 import type { Usage } from "../types.ts";
 import type { StreamStep, StreamTranslator } from "../types.ts";
-import { finishReason, openaiUsage, promptTokensOf } from "./chatResponse.ts";
+import { usageBody } from "../openai/wire.ts";
+import { finishReason, promptOf } from "./chatResponse.ts";
 import type { Message, StreamEvent, Usage as AnthropicUsage } from "./wire.ts";
 
 /**
@@ -17,8 +18,7 @@ import type { Message, StreamEvent, Usage as AnthropicUsage } from "./wire.ts";
 export function openAnthropicStream(includeUsage: boolean, model: string, door = false): StreamTranslator {
   let id = "";
   const created = Math.floor(Date.now() / 1000);
-  let promptTokens = 0;
-  let cached = 0;
+  let prompt: Omit<Usage, "completion_tokens"> = { prompt_tokens: 0 };
   let usage: Usage | undefined;
   // Anthropic numbers content blocks across text, thinking and tools; OpenAI numbers tool calls alone.
   const toolIndex = new Map<number, number>();
@@ -38,10 +38,9 @@ export function openAnthropicStream(includeUsage: boolean, model: string, door =
       case "message_start": {
         const msg: Pick<Message, "id" | "usage"> = ev.message ?? {};
         id = String(msg.id ?? "");
-        const u: AnthropicUsage = msg.usage ?? {};
-        promptTokens = promptTokensOf(u);
-        cached = Number.isSafeInteger(u.cache_read_input_tokens) ? (u.cache_read_input_tokens as number) : 0;
-        return chunk({ role: "assistant", content: "" }, null, { promptTokens });
+        prompt = promptOf(msg.usage ?? {});
+        const { prompt_tokens: promptTokens, ...promptCache } = prompt;
+        return chunk({ role: "assistant", content: "" }, null, { promptTokens, promptCache });
       }
       case "content_block_start": {
         const block = ev.content_block;
@@ -80,8 +79,8 @@ export function openAnthropicStream(includeUsage: boolean, model: string, door =
       case "message_delta": {
         const u: AnthropicUsage = ev.usage ?? {};
         // Newer API versions repeat the input counts here, cumulative like output_tokens.
-        if (Number.isSafeInteger(u.input_tokens)) promptTokens = promptTokensOf(u);
-        if (Number.isSafeInteger(u.output_tokens)) usage = { prompt_tokens: promptTokens, completion_tokens: u.output_tokens as number };
+        if (Number.isSafeInteger(u.input_tokens)) prompt = promptOf(u);
+        if (Number.isSafeInteger(u.output_tokens)) usage = { ...prompt, completion_tokens: u.output_tokens as number };
         return chunk({}, finishReason(ev.delta?.stop_reason), { usage });
       }
       case "message_stop":
@@ -92,7 +91,7 @@ export function openAnthropicStream(includeUsage: boolean, model: string, door =
             created,
             model,
             choices: [],
-            usage: openaiUsage(usage, cached),
+            usage: usageBody(usage),
           };
           return put(last, { done: true });
         }

@@ -1,4 +1,5 @@
-import type { ChatCompletion, Usage as ChatUsage } from "../openai/wire.ts";
+import { type ChatCompletion, type Usage as ChatUsage, usageBody } from "../openai/wire.ts";
+import type { Usage } from "../types.ts";
 import type { MessageAnswer } from "./wire.ts";
 
 // OpenAI finish reasons → Anthropic's stop reasons (the inverse of chatResponse.ts's FINISH). A stop sequence
@@ -18,17 +19,28 @@ export function stopReason(finish: unknown): string | null {
 }
 
 /**
- * Anthropic usage from the chat usage the request was billed at: input_tokens is the whole prompt (cached
- * input included, as billed), so that input + output tokens at the catalog's prices is the charge.
+ * Anthropic usage from the chat usage the request was billed at, in Anthropic's terms: input_tokens excludes the
+ * cache reads (cache_read_input_tokens, chat's prompt_tokens_details.cached_tokens) and writes
+ * (cache_creation_input_tokens, its cache_write_tokens); charge_usdc is what the request was charged.
  */
 export function messagesUsage(u: Partial<ChatUsage> | null | undefined): MessageAnswer["usage"] {
   const n = (v: unknown) => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : 0);
-  return {
-    input_tokens: n(u?.prompt_tokens),
+  const prompt = n(u?.prompt_tokens);
+  const read = Math.min(n(u?.prompt_tokens_details?.cached_tokens), prompt);
+  const write = Math.min(n(u?.prompt_tokens_details?.cache_write_tokens), prompt - read);
+  const out: MessageAnswer["usage"] = {
+    input_tokens: prompt - read - write,
     output_tokens: n(u?.completion_tokens),
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
+    cache_creation_input_tokens: write,
+    cache_read_input_tokens: read,
   };
+  if (Number.isSafeInteger(u?.charge_usdc)) out.charge_usdc = u!.charge_usdc;
+  return out;
+}
+
+/** messagesUsage of a usage as the gateway bills it (a counted one: the provider reported none). */
+export function messagesUsageOf(u: Usage): MessageAnswer["usage"] {
+  return messagesUsage(usageBody(u));
 }
 
 /** A message id: Anthropic's own (msg_…) kept, any other id prefixed. */

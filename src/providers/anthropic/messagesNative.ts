@@ -1,6 +1,7 @@
 import { ApiError } from "../../errors.ts";
 import type { ProviderAdapter, UpstreamParams } from "../types.ts";
 import { anthropicHeaders, MESSAGES_PATH } from "./api.ts";
+import { withCacheControl } from "./cacheControl.ts";
 import { TOOL_SYSTEM_PROMPT_TOKENS } from "./chatRequest.ts";
 import { anthropicError } from "./errors.ts";
 import { MESSAGES_CLIENT, relayMessage, relayStream } from "./messagesRelay.ts";
@@ -35,24 +36,25 @@ function image(b: ClientBlock, where: string): ImageBlock {
 }
 
 /**
- * One block rebuilt from its type's keys: `cache_control` (a cache write costs the operator 1.25–2× the input, as
- * on chat), `citations` and any other key a client added stay behind.
+ * One block rebuilt from its type's keys: its `cache_control` breakpoint (cacheControl.ts: the hold covers the
+ * cache write it may cause, and the charge bills it at the catalog's write price) and the type's own fields;
+ * `citations` and any other key a client added stay behind.
  */
 function block(b: ClientBlock, where: string): ContentBlock {
   switch (b.type) {
     case "text":
-      return { type: "text", text: String(b.text) };
+      return withCacheControl({ type: "text", text: String(b.text) }, b);
     case "image":
-      return image(b, where);
+      return withCacheControl(image(b, where), b);
     case "tool_use":
-      return { type: "tool_use", id: String(b.id), name: String(b.name), input: b.input as object };
+      return withCacheControl({ type: "tool_use", id: String(b.id), name: String(b.name), input: b.input as object }, b);
     case "tool_result": {
       const out: ToolResultBlock = { type: "tool_result", tool_use_id: String(b.tool_use_id) };
       if (typeof b.content === "string") out.content = b.content;
       else if (Array.isArray(b.content))
         out.content = (b.content as ClientBlock[]).map((c, i) => block(c, `${where}.content.${i}`) as TextBlock | ImageBlock);
       if (b.is_error === true) out.is_error = true;
-      return out;
+      return withCacheControl(out, b);
     }
     case "thinking":
       return { type: "thinking", thinking: String(b.thinking), signature: typeof b.signature === "string" ? b.signature : "" };
@@ -72,7 +74,7 @@ function content(c: unknown, where: string): string | ContentBlock[] {
 function systemBlocks(system: unknown): TextBlock[] {
   if (typeof system === "string") return system.length > 0 ? [{ type: "text", text: system }] : [];
   if (!Array.isArray(system)) return [];
-  return (system as ClientBlock[]).filter((b) => b.type === "text").map((b) => ({ type: "text", text: String(b.text) }));
+  return (system as ClientBlock[]).filter((b) => b.type === "text").map((b) => withCacheControl({ type: "text", text: String(b.text) }, b));
 }
 
 function tools(list: unknown): Tool[] | undefined {
@@ -80,7 +82,7 @@ function tools(list: unknown): Tool[] | undefined {
   return list.map((t: Obj) => {
     const tool: Tool = { name: String(t.name), input_schema: t.input_schema };
     if (typeof t.description === "string") tool.description = t.description;
-    return tool;
+    return withCacheControl(tool, t);
   });
 }
 
@@ -100,8 +102,8 @@ function thinking(t: unknown): ThinkingConfig | undefined {
 /**
  * The client's Messages request as an Anthropic provider receives it: the same turns, blocks and options, with
  * the catalog's upstream model and the hold's `max_tokens`, each part rebuilt from the keys it may carry. What
- * could raise the provider's bill behind the hold or reach beyond the tokens does not go: `cache_control`,
- * `service_tier`, `container`, `mcp_servers`, server tools (the last four refused when the request was read),
+ * could raise the provider's bill behind the hold or reach beyond the tokens does not go (`cache_control`
+ * breakpoints do: the hold covers a cache write at its price, tariff/hold.ts): `service_tier`, `container`, `mcp_servers`, server tools (the last four refused when the request was read),
  * `output_config.format` (structured outputs add a prompt the hold does not see; as on chat, which drops
  * `response_format` for Claude), any beta field; `anthropic-beta` headers are not passed on either.
  */

@@ -1,5 +1,6 @@
 import type { ClientFormat, ParsedCompletion, StreamStep, StreamTranslator, Usage } from "../types.ts";
-import { promptTokensOf, usageOf } from "./chatResponse.ts";
+import { promptOf, usageOf } from "./chatResponse.ts";
+import { messagesUsageOf } from "./messagesAnswer.ts";
 import { STREAM_FAILED } from "./messagesStream.ts";
 import type { Message, StreamEvent, Usage as AnthropicUsage } from "./wire.ts";
 
@@ -17,12 +18,7 @@ export const MESSAGES_CLIENT: ClientFormat = {
   done: new Uint8Array(0),
   failed: errorEvent(STREAM_FAILED),
   cut: errorEvent({ type: "timeout_error", message: "The stream reached the gateway's time limit" }),
-  usage: (u) => ({
-    input_tokens: u.prompt_tokens,
-    output_tokens: u.completion_tokens,
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
-  }),
+  usage: (u, charge) => ({ ...messagesUsageOf(u), charge_usdc: charge }),
 };
 
 // What the answer generated, for counting when the provider reported no usage.
@@ -59,7 +55,7 @@ const EVENT_NAME = /^[a-z_]{1,64}$/;
  * MESSAGES_CLIENT's fixed one and releases the hold.
  */
 export function relayStream(modelId: string): StreamTranslator {
-  let promptTokens = 0;
+  let prompt: Omit<Usage, "completion_tokens"> = { prompt_tokens: 0 };
   return (payload): StreamStep => {
     const ev = JSON.parse(payload) as StreamEvent & Obj;
     const name = typeof ev?.type === "string" && EVENT_NAME.test(ev.type) ? ev.type : undefined;
@@ -69,8 +65,10 @@ export function relayStream(modelId: string): StreamTranslator {
     switch (ev.type) {
       case "message_start": {
         const msg = ev.message as (Message & Obj) | undefined;
-        promptTokens = promptTokensOf(msg?.usage ?? {});
-        step.promptTokens = promptTokens;
+        prompt = promptOf(msg?.usage ?? {});
+        const { prompt_tokens, ...cache } = prompt;
+        step.promptTokens = prompt_tokens;
+        step.promptCache = cache;
         if (msg && typeof msg === "object") {
           msg.model = modelId;
           step.chunk = JSON.stringify(ev);
@@ -94,9 +92,8 @@ export function relayStream(modelId: string): StreamTranslator {
       case "message_delta": {
         const u: AnthropicUsage = ev.usage ?? {};
         // Newer API versions repeat the input counts here, cumulative like output_tokens.
-        if (Number.isSafeInteger(u.input_tokens)) promptTokens = promptTokensOf(u);
-        if (Number.isSafeInteger(u.output_tokens))
-          step.usage = { prompt_tokens: promptTokens, completion_tokens: u.output_tokens } as Usage;
+        if (Number.isSafeInteger(u.input_tokens)) prompt = promptOf(u);
+        if (Number.isSafeInteger(u.output_tokens)) step.usage = { ...prompt, completion_tokens: u.output_tokens as number };
         return step;
       }
       case "message_stop":

@@ -11,9 +11,10 @@ const blockStop = (index: number) => `event: content_block_stop\ndata: {"type":"
 const textDelta = (index: number, text: string) =>
   `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}\n\n`;
 const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
-/** messagesUsage's JSON (its four counts are always whole numbers). */
+/** messagesUsage's JSON (its four counts, and the charge when known, are always whole numbers). */
 const usageJson = (u: ReturnType<typeof messagesUsage>) =>
-  `{"input_tokens":${u.input_tokens},"output_tokens":${u.output_tokens},"cache_creation_input_tokens":${u.cache_creation_input_tokens},"cache_read_input_tokens":${u.cache_read_input_tokens}}`;
+  `{"input_tokens":${u.input_tokens},"output_tokens":${u.output_tokens},"cache_creation_input_tokens":${u.cache_creation_input_tokens},"cache_read_input_tokens":${u.cache_read_input_tokens}` +
+  (u.charge_usdc === undefined ? "}" : `,"charge_usdc":${u.charge_usdc}}`);
 const NO_USAGE = usageJson(messagesUsage(null));
 
 /** What a client reads when the provider fails mid-stream: a fixed message, never the provider's detail. */

@@ -4,16 +4,24 @@
  * none of it: readers test each field they rely on, and the parts an answer may lack are optional.
  */
 
+/** A prompt-caching breakpoint: the prefix up to this block is cached (5 minutes unless `ttl` says 1h). */
+export interface CacheControl {
+  type: "ephemeral";
+  ttl?: "5m" | "1h";
+}
+
 /** Plain text; Anthropic refuses an empty one. */
 export interface TextBlock {
   type: "text";
   text: string;
+  cache_control?: CacheControl;
 }
 
 /** An image, inline (base64 from a data: URL) or by URL. */
 export interface ImageBlock {
   type: "image";
   source: { type: "base64"; media_type: string; data: string } | { type: "url"; url: string };
+  cache_control?: CacheControl;
 }
 
 /** A tool call of an assistant turn. */
@@ -22,6 +30,7 @@ export interface ToolUseBlock {
   id: string;
   name: string;
   input: object;
+  cache_control?: CacheControl;
 }
 
 /** A tool's answer, in a user turn; it may only carry text and images. */
@@ -31,6 +40,7 @@ export interface ToolResultBlock {
   content?: string | (TextBlock | ImageBlock)[];
   /** The tool failed (a client of the gateway's Messages API may say so; the chat dialect has no such flag). */
   is_error?: boolean;
+  cache_control?: CacheControl;
 }
 
 /** Signed reasoning; sent back verbatim when a tool-use conversation continues. */
@@ -60,6 +70,7 @@ export interface Tool {
   name: string;
   description?: string;
   input_schema: unknown;
+  cache_control?: CacheControl;
 }
 
 /** How the model may use tools: auto, any ("required"), none, or one named tool. */
@@ -94,6 +105,8 @@ export interface Usage {
   output_tokens?: number;
   cache_creation_input_tokens?: number | null;
   cache_read_input_tokens?: number | null;
+  /** The cache writes by lifetime (their sum is cache_creation_input_tokens); absent: all are 5-minute writes. */
+  cache_creation?: { ephemeral_5m_input_tokens?: number | null; ephemeral_1h_input_tokens?: number | null } | null;
 }
 
 /** A block of an answer the adapter translates; server-tool blocks (web search and the like) are skipped. */
@@ -174,6 +187,7 @@ export interface ClientBlock {
   thinking?: unknown;
   signature?: unknown;
   data?: unknown;
+  cache_control?: unknown;
 }
 
 /** A Messages API answer as the gateway writes it for its own clients. */
@@ -185,5 +199,12 @@ export interface MessageAnswer {
   content: Record<string, unknown>[];
   stop_reason: string | null;
   stop_sequence: string | null;
-  usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number };
+  usage: {
+    input_tokens: number;
+    output_tokens: number;
+    cache_creation_input_tokens: number;
+    cache_read_input_tokens: number;
+    /** What the gateway charged for the request, µUSDC (absent only before it is known). */
+    charge_usdc?: number;
+  };
 }

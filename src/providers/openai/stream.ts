@@ -2,13 +2,20 @@ import type { Usage } from "../types.ts";
 import type { StreamStep, StreamTranslator } from "../types.ts";
 import type { AssistantMessage, ChatCompletionChunk, ChunkDelta, StreamError, Usage as WireUsage } from "./wire.ts";
 
-/** The provider's usage when it is whole (two safe non-negative integers), else null. */
+/**
+ * The provider's usage when it is whole (two safe non-negative integers), else null. Its cached input
+ * (`prompt_tokens_details.cached_tokens`, part of prompt_tokens) is billed at the cached price; an OpenAI-compatible
+ * request carries no cache_control (parts.ts), so no cache write is read from it.
+ */
 export function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null {
   if (!u || typeof u !== "object") return null;
   const { prompt_tokens, completion_tokens } = u;
   if (!Number.isSafeInteger(prompt_tokens) || !Number.isSafeInteger(completion_tokens)) return null;
   if ((prompt_tokens as number) < 0 || (completion_tokens as number) < 0) return null;
-  return { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
+  const usage: Usage = { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
+  const cached = u.prompt_tokens_details?.cached_tokens;
+  if (Number.isSafeInteger(cached) && (cached as number) > 0) usage.cached_prompt_tokens = Math.min(cached as number, usage.prompt_tokens);
+  return usage;
 }
 
 /** Everything an answer or a chunk generated that the provider bills as output, for counting without usage. */

@@ -31,6 +31,8 @@ export interface ContentPart {
   type: string;
   text?: string;
   image_url?: { url: string; detail?: string };
+  /** A prompt-caching breakpoint: passed on to an Anthropic provider only (anthropic/cacheControl.ts). */
+  cache_control?: unknown;
 }
 
 /** One message of a client's request (role and content checked by the route's schema, the rest not). */
@@ -63,12 +65,16 @@ export type ForwardedRequest = Record<string, unknown> & {
   stream_options?: { include_usage?: boolean };
 };
 
-/** Token usage of an answer; cached prompt tokens under prompt_tokens_details. */
+/**
+ * Token usage of an answer; cached prompt tokens under prompt_tokens_details (cache writes as OpenRouter names
+ * them), and what the gateway charged for the request (`charge_usdc`, µUSDC) in every usage it answers.
+ */
 export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  prompt_tokens_details?: { cached_tokens: number };
+  prompt_tokens_details?: { cached_tokens: number; cache_write_tokens?: number };
+  charge_usdc?: number;
 }
 
 /**
@@ -120,7 +126,20 @@ export interface StreamError {
   error: unknown;
 }
 
-/** OpenAI's usage object for a billed usage. */
-export function usageBody(u: TokenCounts) {
-  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens };
+/**
+ * OpenAI's usage object for a billed usage: the cache reads (and writes, OpenRouter's name) under
+ * prompt_tokens_details when there are any, and the charge when it is known.
+ */
+export function usageBody(u: TokenCounts, charge?: number): Usage {
+  const out: Usage = {
+    prompt_tokens: u.prompt_tokens,
+    completion_tokens: u.completion_tokens,
+    total_tokens: u.prompt_tokens + u.completion_tokens,
+  };
+  const cached = u.cached_prompt_tokens ?? 0;
+  const writes = (u.cache_write_tokens ?? 0) + (u.cache_write_1h_tokens ?? 0);
+  if (cached > 0 || writes > 0)
+    out.prompt_tokens_details = writes > 0 ? { cached_tokens: cached, cache_write_tokens: writes } : { cached_tokens: cached };
+  if (charge !== undefined) out.charge_usdc = charge;
+  return out;
 }

@@ -60,44 +60,56 @@ export type ResponsesRequest = Record<string, unknown> & {
   parallel_tool_calls?: boolean | null;
 };
 
-/** Usage as the Responses API reports it. */
+/** Usage as the Responses API reports it; charge_usdc: what the gateway charged for the request, µUSDC. */
 export interface ResponsesUsage {
   input_tokens: number;
   input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
+  charge_usdc?: number;
 }
 
-/** Chat-completions usage (the core's answer) as the Responses API reports it. */
-export function responsesUsage(u: {
+type ChatUsage = {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number };
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number };
   completion_tokens_details?: { reasoning_tokens?: number };
-}): ResponsesUsage {
+  charge_usdc?: number;
+};
+
+/** Chat-completions usage (the core's answer) as the Responses API reports it. */
+export function responsesUsage(u: ChatUsage): ResponsesUsage {
   const input = u.prompt_tokens ?? 0;
   const output = u.completion_tokens ?? 0;
-  return {
+  const out: ResponsesUsage = {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0, cache_write_tokens: 0 },
+    input_tokens_details: {
+      cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0,
+      cache_write_tokens: u.prompt_tokens_details?.cache_write_tokens ?? 0,
+    },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: u.completion_tokens_details?.reasoning_tokens ?? 0 },
     total_tokens: input + output,
   };
+  if (u.charge_usdc !== undefined) out.charge_usdc = u.charge_usdc;
+  return out;
 }
 
-/** responsesUsage's JSON: written as text when the four counts are safe integers (as usage comes), else serialised. */
-export function responsesUsageJson(u: Parameters<typeof responsesUsage>[0]): string {
+/** responsesUsage's JSON: written as text when its counts are safe integers (as usage comes), else serialised. */
+export function responsesUsageJson(u: ChatUsage): string {
   const input = u.prompt_tokens ?? 0;
   const output = u.completion_tokens ?? 0;
   const cached = u.prompt_tokens_details?.cached_tokens ?? 0;
+  const written = u.prompt_tokens_details?.cache_write_tokens ?? 0;
   const reasoning = u.completion_tokens_details?.reasoning_tokens ?? 0;
-  if (!(Number.isSafeInteger(input) && Number.isSafeInteger(output) && Number.isSafeInteger(cached) && Number.isSafeInteger(reasoning)))
-    return JSON.stringify(responsesUsage(u));
+  const charge = u.charge_usdc;
+  const safe = [input, output, cached, written, reasoning].every(Number.isSafeInteger);
+  if (!safe || (charge !== undefined && !Number.isSafeInteger(charge))) return JSON.stringify(responsesUsage(u));
   return (
-    `{"input_tokens":${input},"input_tokens_details":{"cached_tokens":${cached},"cache_write_tokens":0},"output_tokens":${output}` +
-    `,"output_tokens_details":{"reasoning_tokens":${reasoning}},"total_tokens":${input + output}}`
+    `{"input_tokens":${input},"input_tokens_details":{"cached_tokens":${cached},"cache_write_tokens":${written}},"output_tokens":${output}` +
+    `,"output_tokens_details":{"reasoning_tokens":${reasoning}},"total_tokens":${input + output}` +
+    (charge === undefined ? "}" : `,"charge_usdc":${charge}}`)
   );
 }
 
