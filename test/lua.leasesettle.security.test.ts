@@ -45,8 +45,6 @@ describe("settle-leased-batch on Redis", () => {
       prompt_tokens: "400",
       completion_tokens: "80",
       revenue: "6460",
-      cached_prompt_tokens: "0",
-      cache_write_tokens: "0",
     });
     // A lease whose lock reached 0 stays open, in the holds zset, until its owner closes it or it expires.
     expect(s.markers).toEqual({ L: live(0), a: "settled", b: "settled", c: "settled", d: null, e: "settled" });

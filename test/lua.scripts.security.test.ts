@@ -15,8 +15,8 @@ import { privateRedis } from "./helpers/services.ts";
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "ff32bfae4d668365d25d08d3fed962fde608e532",
-  "settle-batch.lua": "2fc9d1f7a38ef578012177d32f1ae94e49c154d6",
-  "settle-leased-batch.lua": "cb95428c34b4fac689992ce3d5a3b5dd83ab2f1b",
+  "settle-batch.lua": "5ec0a757bce4526ad5fc0f7742b6ebc642dde085",
+  "settle-leased-batch.lua": "0742859894d43b6bfa3f960164388b7bcc70bfda",
   "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
   "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",

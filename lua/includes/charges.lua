@@ -58,8 +58,11 @@ local function writeWalletsAndKeys()
   for _, name in ipairs(keyOrder) do
     local k, fields = keys[name], {}
     for f = 1, #KEY_FIELDS do
-      fields[#fields + 1] = KEY_FIELDS[f]
-      fields[#fields + 1] = int(k[f])
+      -- The cache counters (7, 8) only once there is something to count: a key without caching keeps its hash.
+      if f <= 6 or k[f] ~= 0 then
+        fields[#fields + 1] = KEY_FIELDS[f]
+        fields[#fields + 1] = int(k[f])
+      end
     end
     redis.call('HSET', name, unpack(fields))
   end

@@ -54,9 +54,10 @@ export async function writeLedger(
             requests: key.requests,
             prompt_tokens: key.pt,
             completion_tokens: key.ct,
-            cached_prompt_tokens: key.cpt,
-            cache_write_tokens: key.cwt,
             revenue: key.revenue,
+            // As settle writes them: only once there is something to count.
+            ...(Number(key.cpt) > 0 && { cached_prompt_tokens: key.cpt }),
+            ...(Number(key.cwt) > 0 && { cache_write_tokens: key.cwt }),
           },
         ),
       );

@@ -9,6 +9,8 @@
  *   after the first words) · hang (three words, then silence until the client goes) · slow (2 s before answering)
  *   · greedy (bills the most it may: every byte of the body as input tokens, the whole max_tokens as output)
  *   · cached (reports CACHED cache reads and writes beside input_tokens, which excludes them, as the real API does)
+ *   · cached-1h (the same, its writes split by lifetime in `cache_creation`: CACHED_1H, as the API reports them)
+ *   · greedy-1h (like greedy, but every byte of the body reported as a 1-hour cache write, the dearest input)
  * A normal answer depends on the request: thinking first when thinking is on; with tools and no tool result yet,
  * a sentence and a call of the first (or the forced) tool; after a tool result, the weather; else REPLY.
  * Names containing 4-7 take only adaptive thinking and no sampling parameters, names containing 3-5 no thinking,
@@ -25,6 +27,8 @@ export const TOOL_ID = "toolu_01StandinCall";
 export const AFTER_TOOL = ["It", " is", " sunny", " in", " Paris", "."];
 /** What the "cached" model reports as read from and written to its prompt cache, beside input_tokens. */
 export const CACHED = { read: 40, write: 12 };
+/** The "cached-1h" model's writes by lifetime (their sum is CACHED.write). */
+export const CACHED_1H = { ephemeral_5m_input_tokens: 4, ephemeral_1h_input_tokens: 8 };
 
 export interface AnthropicStandin {
   url: string;
@@ -174,7 +178,7 @@ export function planFor(b: Obj): { blocks: Block[]; stop: string; stopSequence: 
 }
 
 function messageJson(b: Obj, plan: ReturnType<typeof planFor>, inputTokens = inputTokensFor(b)) {
-  const cached = b.model === "cached";
+  const cached = b.model === "cached" || b.model === "cached-1h";
   const content = plan.blocks.map((blk) => {
     if (blk.type === "thinking") return { type: "thinking", thinking: blk.words.join(""), signature: SIGNATURE };
     if (blk.type === "tool_use") return { type: "tool_use", id: TOOL_ID, name: blk.name, input: JSON.parse(TOOL_JSON.join("")) };
@@ -192,6 +196,12 @@ function messageJson(b: Obj, plan: ReturnType<typeof planFor>, inputTokens = inp
       input_tokens: inputTokens,
       cache_creation_input_tokens: cached ? CACHED.write : 0,
       cache_read_input_tokens: cached ? CACHED.read : 0,
+      ...(b.model === "cached-1h" && { cache_creation: CACHED_1H }),
+      ...(b.model === "greedy-1h" && {
+        input_tokens: 0,
+        cache_creation_input_tokens: inputTokens,
+        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: inputTokens },
+      }),
       output_tokens: plan.outputTokens,
     },
   };
@@ -247,7 +257,7 @@ export function startAnthropicStandin(opts: { record?: boolean } = {}): Anthropi
 
       const plan = planFor(b);
       let input = inputTokensFor(b);
-      if (mode === "greedy") {
+      if (mode === "greedy" || mode === "greedy-1h") {
         // Every byte a token (no tokenizer does better), and the answer billed as if it ran to max_tokens, thinking
         // included (Anthropic bills thinking as output, within max_tokens).
         input = Buffer.byteLength(raw);
@@ -269,7 +279,7 @@ export function startAnthropicStandin(opts: { record?: boolean } = {}): Anthropi
               content: [],
               stop_reason: null,
               stop_sequence: null,
-              usage: { ...start.usage, input_tokens: input, output_tokens: 1 },
+              usage: { ...start.usage, output_tokens: 1 },
             },
           });
           let sent = 0;

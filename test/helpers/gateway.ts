@@ -71,11 +71,26 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       catalogModel("standin", "vision", { imageTokens: { low: 85, high: 1_445 } }),
       catalogModel("standin", "underpriced", { imageTokens: { low: 1, high: 1 } }),
       catalogModel("dead", "echo"),
+      // Cache prices (issue 32): OpenAI's cached input at half the prompt price; Anthropic's reads at 0.1×, 5-minute
+      // writes at 1.25×, 1-hour writes at 2× (cost side likewise from the cost prices).
+      catalogModel("standin", "cached", { cachedPromptPricePer1M: 1.25, costCachedPromptPer1M: 1 }),
+      ...["cached-1h", "greedy-1h"].map((n) => catalogModel("claude", n, CLAUDE_CACHE_PRICES)),
+      catalogModel("claude", "cached", { id: "claude/cached-priced", ...CLAUDE_CACHE_PRICES }),
       // The Anthropic stand-in's own image maximum: a model without imageTokens holds the context window per image.
       ...CLAUDE_MODELS.map((n) => catalogModel("claude", n, { imageTokens: { low: CLAUDE_IMAGE_TOKENS, high: CLAUDE_IMAGE_TOKENS } })),
     ],
   };
 }
+
+/** The test catalog's Anthropic cache prices, USD per 1M tokens: 0.1×, 1.25× and 2× its 2.5 prompt (cost: of 2). */
+export const CLAUDE_CACHE_PRICES = {
+  cachedPromptPricePer1M: 0.25,
+  cacheWritePricePer1M: 3.125,
+  cacheWrite1hPricePer1M: 5,
+  costCachedPromptPer1M: 0.2,
+  costCacheWritePer1M: 2.5,
+  costCacheWrite1hPer1M: 4,
+};
 
 /** What a fault test needs beyond the defaults. */
 export interface GatewayOptions {

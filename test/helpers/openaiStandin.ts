@@ -3,6 +3,8 @@
  * bodies). The upstream model name picks the behaviour, so tests need no shared mutable state:
  *   echo (default) · no-usage · fail-400 · fail-429 · fail-500 · garbage · slow · stream-break · stream-error
  *   · drip (stream words 50 ms apart) · no-usage-long (LONG_WORDS and a LONG_TOOL call, never any usage)
+ *   · cached (all but OPENAI_UNCACHED prompt tokens reported read from OpenAI's prompt cache, in
+ *     usage.prompt_tokens_details.cached_tokens: part of prompt_tokens, as OpenAI counts it)
  *   · hang (stream three words, then silence until the client goes) · endless (stream words until the client goes)
  *   · greedy (bills the most a provider may: see greedyUsage)
  * Usage is deterministic: prompt_tokens = 10 × messages + 1 + what the media parts cost, completion_tokens = words
@@ -72,6 +74,9 @@ export function mediaTokensOf(messages: unknown[]): number {
   }
   return tokens;
 }
+
+/** The "cached" model's prompt tokens not read from its cache (the rest are). */
+export const OPENAI_UNCACHED = 3;
 
 export function usageFor(messages: number, mediaTokens = 0) {
   const prompt_tokens = 10 * messages + 1 + mediaTokens;
@@ -160,7 +165,11 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       if (mode === "slow") {
         await sleep(2_000);
       }
-      const usage = usageFor(body.messages.length, mediaTokensOf(body.messages));
+      const usage: ReturnType<typeof usageFor> & { prompt_tokens_details?: { cached_tokens: number } } = usageFor(
+        body.messages.length,
+        mediaTokensOf(body.messages),
+      );
+      if (mode === "cached") usage.prompt_tokens_details = { cached_tokens: usage.prompt_tokens - OPENAI_UNCACHED };
       const base = { id: "chatcmpl-standin", created: Math.floor(Date.now() / 1000), model: mode, system_fingerprint: "fp_standin" };
       if (mode === "no-usage-long") return longAnswer(base, body.stream === true);
       if (mode === "flood" && body.stream) return floodAnswer(base, flood, cancelled);
