@@ -1,24 +1,115 @@
 /**
  * The one deadline race in the gateway (Redis and Postgres calls, settles, health probes, the facilitator): a slow
  * dependency must cost a request a known time, never an unbounded wait.
+ *
+ * Deadlines share one clock: a timer that ticks every TICK_MS while any deadline is pending, instead of a timer, an
+ * AbortController and a Promise.race per call (a request's reserve, body read and settle each had all three: a
+ * share of its CPU, issue 31). Deadlines of one length are due in the order they were set, so each length keeps a
+ * queue and a tick looks only at the queues' heads. A deadline fires at most TICK_MS after it is due, never before.
  */
+
+const TICK_MS = 20;
+
+interface Pending {
+  at: number;
+  /** Set once the work settled or the deadline fired: the tick then skips it. */
+  done: boolean;
+  fire(): void;
+}
+
+/**
+ * Pending deadlines of one length, in due order. `head` is the first not yet taken off; `settled` counts those
+ * behind it whose work ended first: once they are most of a long queue it is compacted (a long deadline, a body
+ * read's, would otherwise keep every request's entry until it is due).
+ */
+interface Queue {
+  items: Pending[];
+  head: number;
+  settled: number;
+}
+const queues = new Map<number, Queue>();
+let ticking: ReturnType<typeof setInterval> | undefined;
+
+function schedule(ms: number, p: Pending): Queue {
+  let q = queues.get(ms);
+  if (!q) queues.set(ms, (q = { items: [], head: 0, settled: 0 }));
+  q.items.push(p);
+  // unref: a pending deadline alone never keeps a process alive (its work, a socket or a timer, does if it must).
+  ticking ??= setInterval(tick, TICK_MS).unref();
+  return q;
+}
+
+/** The work ended before its deadline. */
+function settle(q: Queue, p: Pending): void {
+  p.done = true;
+  if (++q.settled > 1024 && q.settled * 2 > q.items.length - q.head) {
+    q.items = q.items.slice(q.head).filter((x) => !x.done);
+    q.head = 0;
+    q.settled = 0;
+  }
+}
+
+function tick(): void {
+  const now = performance.now();
+  for (const [ms, q] of queues) {
+    const { items } = q;
+    let i = q.head;
+    for (; i < items.length; i++) {
+      const p = items[i]!;
+      if (p.done) continue;
+      if (p.at > now) break;
+      p.done = true;
+      p.fire();
+    }
+    if (i >= items.length) queues.delete(ms);
+    else if (i > 1024 && i * 2 > items.length) (items.splice(0, i), (q.head = 0), (q.settled = 0));
+    else q.head = i;
+  }
+  if (queues.size === 0) {
+    clearInterval(ticking);
+    ticking = undefined;
+  }
+}
+
+// The signal work gets when it does not take one (it never fires).
+const NEVER = new AbortController().signal;
 
 /**
  * Settles as `work` does, unless `ms` pass first: then it rejects with `late()` and fires the signal. Work that
- * listens to the signal (a fetch) stops; other work runs on, its outcome the caller's to handle.
+ * listens to the signal (a fetch) stops; other work runs on, its outcome the caller's to handle. Only work that
+ * declares the signal parameter gets an AbortController of its own.
  */
-export async function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promise<T>, late: () => Error): Promise<T> {
-  const ctrl = new AbortController();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      ctrl.abort();
-      reject(late());
-    }, ms);
+export function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promise<T>, late: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const ctrl = work.length > 0 ? new AbortController() : undefined;
+    const p: Pending = {
+      at: performance.now() + ms,
+      done: false,
+      fire() {
+        ctrl?.abort();
+        reject(late());
+      },
+    };
+    const q = schedule(ms, p);
+    let running: Promise<T>;
+    try {
+      running = work(ctrl?.signal ?? NEVER);
+    } catch (e) {
+      settle(q, p);
+      reject(e);
+      return;
+    }
+    running.then(
+      (v) => {
+        if (p.done) return;
+        settle(q, p);
+        resolve(v);
+      },
+      (e: unknown) => {
+        if (p.done) return;
+        settle(q, p);
+        reject(e);
+      },
+    );
   });
-  try {
-    return await Promise.race([work(ctrl.signal), expired]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -43,6 +43,8 @@ export function hashApiKey(key: string): string {
  */
 export class ApiKeyAuth {
   private readonly cache = new Map<string, KeyPrincipal>();
+  /** The same principals by the plaintext key, for the requests after the first (no hash per request). */
+  private readonly byKey = new Map<string, KeyPrincipal>();
   /** Hashes known to be unknown, with when that stops being trusted (insertion order = oldest first). */
   private readonly misses = new Map<string, number>();
   /** Hashes waiting for the next Postgres lookup, with their waiters. */
@@ -63,10 +65,15 @@ export class ApiKeyAuth {
   }
 
   async resolve(key: string): Promise<KeyPrincipal> {
+    // A key seen before is found without hashing it again (the SHA-256 was a share of every request's CPU, issue
+    // 31). The map holds keys this process was sent and resolved, as its requests do while they run; whether a key
+    // is revoked is never read from it (see the class comment), so a revoke bites on the next request as before.
+    const known = this.byKey.get(key);
+    if (known) return known;
     if (!KEY_FORMAT.test(key)) throw new ApiError("UNAUTHORIZED");
     const hash = hashApiKey(key);
     const hit = this.cache.get(hash);
-    if (hit) return hit;
+    if (hit) return this.remember(key, hit);
     let principal = await this.ledger.apiKeys.lookup(hash);
     if (!principal) {
       const missUntil = this.misses.get(hash);
@@ -75,7 +82,13 @@ export class ApiKeyAuth {
     }
     if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
     this.cache.set(hash, principal);
-    return principal;
+    return this.remember(key, principal);
+  }
+
+  private remember(key: string, p: KeyPrincipal): KeyPrincipal {
+    if (this.byKey.size >= CACHE_LIMIT) this.byKey.clear();
+    this.byKey.set(key, p);
+    return p;
   }
 
   /** A key was just created in this process: never answer it from the miss cache. */

@@ -1,7 +1,13 @@
 import type { KeyPrincipal, LeaseReply, Ledger } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
+import { boundCounters } from "../observe/bound.ts";
 import { metrics } from "../observe/metrics.ts";
 import { Lease, type LeaseClaim, type LeaseSettings } from "./lease.ts";
+
+// Counted on every admission: bound once (observe/bound.ts).
+const admissions = boundCounters(metrics.leaseAdmissions);
+const admittedByLease = admissions("lease", () => ({ outcome: "lease" }));
+const sentToReserve = admissions("reserve", () => ({ outcome: "reserve" }));
 import { LeaseGiveBack } from "./leaseGiveBack.ts";
 
 export { LEASE_DEFAULTS, type LeaseClaim, type LeaseSettings } from "./lease.ts";
@@ -65,11 +71,11 @@ export class Leases {
       l.admitted++;
       if (l.inUse > l.peak) l.peak = l.inUse;
       if (now - l.lastCallAt >= this.s.renewMs) void this.call(l, now);
-      metrics.leaseAdmissions.inc({ outcome: "lease" });
+      admittedByLease.inc();
       return { leaseId: l.id, amount, lease: l, rateRemaining: l.rateLeft + l.slots };
     }
     if (now - l.lastCallAt >= NEED_GAP_MS) void this.call(l, now);
-    metrics.leaseAdmissions.inc({ outcome: "reserve" });
+    sentToReserve.inc();
     return undefined;
   }
 

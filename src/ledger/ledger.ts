@@ -1,4 +1,5 @@
 import type { RedisCommands } from "../redis/connect.ts";
+import { boundCounters } from "../observe/bound.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import { ApiKeyState } from "./apiKeyState.ts";
 import { LedgerBatches, type SettleItem } from "./batcher.ts";
@@ -11,6 +12,10 @@ import type { KeyLimits, KeyPrincipal } from "./names.ts";
 export type { KeyLimits, KeyPrincipal } from "./names.ts";
 
 export type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
+
+// Counted on every request: bound once per outcome (observe/bound.ts).
+const reserves = boundCounters(metrics.reserves);
+const settles = boundCounters(metrics.settles);
 import type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome, ReserveRefusal, SettleOutcome } from "./types.ts";
 
 /** The window of a key's own rate limit (`requests_per_minute`), as reserve-batch.lua counts it. */
@@ -91,11 +96,12 @@ export class Ledger {
     const rpm = p.limits?.rpm ?? 0;
     const r = await this.batches.reserves.submit(p.shard, { ...p, holdId, amount, rpm });
     if (r[0] === 1) {
-      metrics.reserves.inc({ outcome: "ok" });
+      reserves("ok", () => ({ outcome: "ok" })).inc();
       holdOpened(holdId, amount);
       return { ok: true, available: r[1] as number, rateRemaining: Number(r[2] ?? 0) };
     }
-    metrics.reserves.inc({ outcome: String(r[1]) });
+    const refusal = String(r[1]);
+    reserves(refusal, () => ({ outcome: refusal })).inc();
     const detail = Number(r[2] ?? 0);
     switch (r[1]) {
       case "RATE_LIMITED":
@@ -180,7 +186,7 @@ export class Ledger {
       throw e;
     });
     const outcome = r[0] === 1 ? "charged" : (r[1] as Exclude<SettleOutcome, "charged">);
-    metrics.settles.inc({ outcome });
+    settles(outcome, () => ({ outcome })).inc();
     holdClosed(item.holdId);
     return { outcome, covered: Number(r[2] ?? 0) };
   }

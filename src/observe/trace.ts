@@ -1,5 +1,6 @@
 import { infoVetted, redactText } from "../log.ts";
 import { metrics } from "./metrics.ts";
+import { boundCounters, boundHistograms } from "./bound.ts";
 
 /**
  * What one request leaves for its access-log line and metrics: filled by the app's hooks (id, timing, status)
@@ -73,6 +74,12 @@ export function traceOf(request: Request): RequestTrace {
   return trace;
 }
 
+// The series every request counts into, bound once per label set (observe/bound.ts).
+const httpRequests = boundCounters(metrics.httpRequests);
+const httpDuration = boundHistograms(metrics.httpDuration);
+const upstreamLatency = boundHistograms(metrics.upstreamLatency);
+const addedLatency = boundHistograms(metrics.addedLatency);
+
 /**
  * Counts the request and writes its access-log line: once the response is handed over, or, for a stream, once it
  * ended (so the line carries the charge). `route` is the matched pattern, never the raw path, which could carry a
@@ -84,12 +91,14 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
   if (trace.awaited) written();
   const latencyMs = performance.now() - trace.start;
   const pattern = route ?? "unmatched";
-  metrics.httpRequests.inc({ method: trace.method, route: pattern, status: String(status) });
-  metrics.httpDuration.observe({ method: trace.method, route: pattern }, latencyMs / 1000);
+  const method = trace.method;
+  httpRequests(`${method} ${pattern} ${status}`, () => ({ method, route: pattern, status: String(status) })).inc();
+  httpDuration(`${method} ${pattern}`, () => ({ method, route: pattern })).observe(latencyMs / 1000);
   if (trace.upstreamMs !== undefined) {
     const stream = String(trace.stream === true);
-    metrics.upstreamLatency.observe({ provider: trace.provider ?? "unknown", stream }, trace.upstreamMs / 1000);
-    metrics.addedLatency.observe({ stream }, Math.max(0, latencyMs - trace.upstreamMs) / 1000);
+    const provider = trace.provider ?? "unknown";
+    upstreamLatency(`${provider} ${stream}`, () => ({ provider, stream })).observe(trace.upstreamMs / 1000);
+    addedLatency(stream, () => ({ stream })).observe(Math.max(0, latencyMs - trace.upstreamMs) / 1000);
   }
   const write = () => infoVetted("request", accessFields(trace, pattern, status, latencyMs));
   if (trace.streamEnd) trace.streamEnd.then(write, write);

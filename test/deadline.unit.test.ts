@@ -1,0 +1,59 @@
+/**
+ * withDeadline on the shared clock (src/deadline.ts): the work's outcome when it ends first, the late error (and
+ * the aborted signal) when the deadline passes first, never before it is due, and many deadlines at once.
+ */
+import { expect, test } from "bun:test";
+import { withDeadline } from "../src/deadline.ts";
+
+const late = () => new Error("late");
+
+test("work that ends first settles the call with its value or its error", async () => {
+  expect(await withDeadline(1_000, async () => 7, late)).toBe(7);
+  await expect(withDeadline(1_000, () => Promise.reject(new Error("own")), late)).rejects.toThrow("own");
+  await expect(
+    withDeadline(
+      1_000,
+      () => {
+        throw new Error("sync");
+      },
+      late,
+    ),
+  ).rejects.toThrow("sync");
+});
+
+test("a deadline fires late() and aborts the signal once due, not before", async () => {
+  let signal: AbortSignal | undefined;
+  const started = performance.now();
+  const err = await withDeadline(
+    60,
+    (s) => {
+      signal = s;
+      return new Promise<never>(() => {});
+    },
+    late,
+  ).catch((e: Error) => e);
+  expect((err as Error).message).toBe("late");
+  expect(performance.now() - started).toBeGreaterThanOrEqual(59);
+  expect(signal!.aborted).toBe(true);
+  // Work that outlives its deadline does not change the outcome.
+  let finish!: (v: number) => void;
+  const p = withDeadline(30, () => new Promise<number>((r) => (finish = r)), late);
+  await expect(p).rejects.toThrow("late");
+  finish(1);
+});
+
+test("thousands of deadlines of mixed lengths: each call gets its own outcome", async () => {
+  const calls = Array.from({ length: 5_000 }, (_, i) =>
+    withDeadline(
+      i % 3 === 0 ? 40 : 5_000 + (i % 2),
+      () => (i % 3 === 0 ? new Promise<number>(() => {}) : Promise.resolve(i)),
+      () => new Error(`late ${i}`),
+    ).catch((e: Error) => e.message),
+  );
+  const out = await Promise.race([Promise.all(calls), Bun.sleep(10_000).then(() => "stuck")]);
+  expect(out).not.toBe("stuck");
+  const results = out as (number | string)[];
+  results.forEach((r, i) => {
+    expect(r).toBe(i % 3 === 0 ? `late ${i}` : i);
+  });
+});
