@@ -50,6 +50,11 @@ export interface Config {
   ledgerShards: number;
   /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
   responsesStoreTtlS: number;
+  /** Bounds of the Responses store (RESPONSES_STORE_MAX_*): one item's JSON, one stored conversation, one wallet's over a lifetime. */
+  responsesStoreItemBytes: number;
+  responsesStoreConversationBytes: number;
+  responsesStoreWalletBytes: number;
+  responsesStoreWalletResponses: number;
   /** PROVIDER_PROBE_INTERVAL_S: how often keyless providers are probed for GET /v1/models' `available`. */
   providerProbeIntervalMs: number;
   /** ERROR_SHAPE: the envelope of errors on the OpenAI-compatible routes (chat completions, models); the spec's by default. */
@@ -188,6 +193,12 @@ export function loadConfig(env: Env = process.env): Config {
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
     // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
     responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
+    // A long message, a conversation of a 1M-token context (~4 MB of text), and per wallet within one lifetime 16 of
+    // those or 10,000 responses: what an agent's loop keeps, while one paying wallet cannot fill Redis.
+    responsesStoreItemBytes: int(env, "RESPONSES_STORE_MAX_ITEM_BYTES", 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    responsesStoreConversationBytes: int(env, "RESPONSES_STORE_MAX_CONVERSATION_BYTES", 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    responsesStoreWalletBytes: int(env, "RESPONSES_STORE_MAX_WALLET_BYTES", 64 * 1024 * 1024, 1024, 1024 ** 4),
+    responsesStoreWalletResponses: int(env, "RESPONSES_STORE_MAX_WALLET_RESPONSES", 10_000, 1, 100_000_000),
     // Half a minute: a local server started or stopped shows in the list about as soon as a person looks again.
     providerProbeIntervalMs: int(env, "PROVIDER_PROBE_INTERVAL_S", 30, 1, 86_400) * 1000,
     errorShape: oneOf(env, "ERROR_SHAPE", ["spec", "openai"] as const, "spec"),

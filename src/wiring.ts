@@ -180,7 +180,22 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
     ),
     chat,
     reachability,
-    responses: new ResponsesService(chat, apiKeyAuth, new ConversationStore(router, redisNames, config.responsesStoreTtlS, ledger)),
+    responses: new ResponsesService(
+      chat,
+      apiKeyAuth,
+      new ConversationStore(
+        router,
+        redisNames,
+        {
+          ttlS: config.responsesStoreTtlS,
+          itemBytes: config.responsesStoreItemBytes,
+          conversationBytes: config.responsesStoreConversationBytes,
+          walletBytes: config.responsesStoreWalletBytes,
+          walletResponses: config.responsesStoreWalletResponses,
+        },
+        ledger,
+      ),
+    ),
     pendingSettles,
     flusher,
     startBackground() {

@@ -24,6 +24,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "count-request-3.lua": "42a70b1efa09408290dbedc1f54d40f2a849ef25",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
   "rebuild-write-2.lua": "ac6397413a8a7998ee8b35be79e0a5405faff901",
+  "store-response-3.lua": "5cd89477609a7b3ea839fc1a66dba2352124d3d0",
 };
 
 const LUA_DIR = join(import.meta.dir, "..", "lua");

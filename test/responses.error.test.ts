@@ -234,7 +234,13 @@ describe("stored conversations that are not there", () => {
   test("past the cap on waiting reads, a fresh id's miss is refused at once", async () => {
     const { wallet } = await gw.newWallet(1);
     const names = gw.services.ledger.names;
-    const store = new ConversationStore(gw.services.scripts.client, names, 60, gw.services.ledger, 1);
+    const store = new ConversationStore(
+      gw.services.scripts.client,
+      names,
+      { ttlS: 60, itemBytes: 1 << 20, conversationBytes: 1 << 22, walletBytes: 1 << 26, walletResponses: 10_000 },
+      gw.services.ledger,
+      1,
+    );
     const keyOf = (id: string) => names.storedResponse(names.shardOf(wallet), wallet, id);
     // Made "next second": fresh for 3–4 s from now, so it keeps the one waiting place while the second id is read.
     const holder = `resp_${(Math.floor(Date.now() / 1000) + 1).toString(16)}${"1".repeat(40)}`;

@@ -124,6 +124,10 @@ export class RedisNames {
   storedResponse(shard: string, wallet: string, responseId: string) {
     return `gw:${shard}:rsp:${wallet}:${responseId}`;
   }
+  /** What a wallet stored in the Responses store in one window of the store's lifetime (store-response-3.lua). */
+  storeUsage(shard: string, wallet: string, window: number) {
+    return `gw:${shard}:rsu:${wallet}:${window}`;
+  }
   /** One output item of a stored response (an `item_reference` names it by its id), beside the response. */
   storedItem(shard: string, wallet: string, itemId: string) {
     return `gw:${shard}:rit:${wallet}:${itemId}`;

@@ -9,6 +9,7 @@ import release from "../../lua/release-6.lua" with { type: "text" };
 import reserveBatch from "../../lua/reserve-batch.lua" with { type: "text" };
 import settleBatch from "../../lua/settle-batch.lua" with { type: "text" };
 import settleLeasedBatch from "../../lua/settle-leased-batch.lua" with { type: "text" };
+import storeResponse from "../../lua/store-response-3.lua" with { type: "text" };
 import chargesInclude from "../../lua/includes/charges.lua" with { type: "text" };
 import fenceInclude from "../../lua/includes/fence.lua" with { type: "text" };
 import numbersInclude from "../../lua/includes/numbers.lua" with { type: "text" };
@@ -27,6 +28,7 @@ const FILES = {
   "count-request-3.lua": countRequest,
   "audit-3.lua": audit,
   "rebuild-write-2.lua": rebuildWrite,
+  "store-response-3.lua": storeResponse,
 } as const;
 
 /** Code shared by several scripts (lua/includes/), pulled in where a script says `--- @include "includes/<name>"`. */
@@ -105,6 +107,7 @@ export class LedgerScripts {
     countRequest: script("count-request-3.lua"),
     audit: script("audit-3.lua"),
     rebuildWrite: script("rebuild-write-2.lua"),
+    storeResponse: script("store-response-3.lua"),
   };
 
   constructor(readonly client: KeyRouter) {}
@@ -187,6 +190,14 @@ export class LedgerScripts {
   /** rebuild-write-2.lua: one fenced batch of a rebuild into one shard; its key count varies. */
   rebuildWrite(keys: string[], argv: Arg[]): Promise<[1, number] | [0, "FENCED", string]> {
     return this.runVariadic(this.scripts.rebuildWrite, keys, argv) as Promise<[1, number] | [0, "FENCED", string]>;
+  }
+
+  /**
+   * store-response-3.lua: {1, bytes, count} stored | {0, 'FULL', bytes, count}; `keys` are its 3 and one per output
+   * item, `argv` its lifetime, bounds and values.
+   */
+  storeResponse(keys: string[], argv: Arg[]): Promise<[number, number | string, ...number[]]> {
+    return this.runVariadic(this.scripts.storeResponse, keys, argv) as Promise<[number, number | string, ...number[]]>;
   }
 
   close(): void {

@@ -3,12 +3,52 @@
  * resolved, then its output items) and each of its output items, in Redis beside the ledger for a bounded time
  * (RESPONSES_STORE_TTL_S), under the wallet's own key names, so `previous_response_id` and `item_reference`
  * resolve to what was said, and never to another wallet's. Billing is not involved: the provider bills the whole
- * conversation sent upstream, and the hold bounds it.
+ * conversation sent upstream, and the hold bounds it. What is stored is bounded (StoreLimits, docs/operating.md):
+ * per item, per conversation, per wallet; inline data (data: URLs: images, files) is never stored.
  */
+import { log } from "../../log.ts";
 import type { RedisNames } from "../../ledger/names.ts";
+import { LedgerScripts } from "../../ledger/scripts.ts";
 import type { KeyRouter } from "../../redis/router.ts";
 import { idSecond, type Item } from "../../providers/responses/wire.ts";
-import { StoredItemMissing } from "./errors.ts";
+import { StoredItemMissing, StoreRefusal } from "./errors.ts";
+
+/** The store's lifetime and bounds (RESPONSES_STORE_TTL_S, RESPONSES_STORE_MAX_*). */
+export interface StoreLimits {
+  ttlS: number;
+  /** Most bytes of one item's JSON (an input item, an output item). */
+  itemBytes: number;
+  /** Most bytes of one stored conversation (earlier turns, the input, the output). */
+  conversationBytes: number;
+  /** Most bytes and responses one wallet stores within one lifetime (two windows of it: store-response-3.lua). */
+  walletBytes: number;
+  walletResponses: number;
+}
+
+/**
+ * What an inline data: URL (an image, a file) is stored as: a base64 image is MBs billed as one image, so it is not
+ * kept. A later turn that continues such a conversation by id is refused (400) and resends the conversation.
+ */
+const NOT_STORED = "gateway:inline-data-not-stored";
+
+/** The item as stored: every string of its content parts that is a data: URL replaced by NOT_STORED. */
+function withoutInlineData(item: Item): Item {
+  const content = (item as { content?: unknown }).content;
+  if (!Array.isArray(content)) return item;
+  const parts = content.map((part: unknown) => {
+    if (typeof part !== "object" || part === null) return part;
+    const copy: Record<string, unknown> = { ...(part as Record<string, unknown>) };
+    for (const [k, v] of Object.entries(copy)) if (typeof v === "string" && v.startsWith("data:")) copy[k] = NOT_STORED;
+    return copy;
+  });
+  return { ...item, content: parts } as Item;
+}
+
+/** An item's JSON as stored: inline data left out (looked for only where the JSON has some). */
+function storedJson(item: Item): string {
+  const json = JSON.stringify(item);
+  return json.includes('"data:') ? JSON.stringify(withoutInlineData(item)) : json;
+}
 
 /**
  * How long after the second an id was made a miss of it is read again. An answer leaves without waiting for its
@@ -46,17 +86,43 @@ export interface Alongside {
  */
 export class ConversationStore {
   private readonly ttl: string;
-
+  private readonly scripts: LedgerScripts;
   private waiting = 0;
+  /** Wallets whose last store was refused for their bound, with when to try again (the next window). */
+  private readonly full = new Map<string, number>();
 
   constructor(
     private readonly redis: KeyRouter,
     private readonly names: RedisNames,
-    ttlS: number,
+    private readonly limits: StoreLimits,
     private readonly ledger: Alongside,
     private readonly maxWaiting = MAX_WAITING_READS,
   ) {
-    this.ttl = String(ttlS);
+    this.ttl = String(limits.ttlS);
+    // EVALSHA on the same connection, EVAL after a NOSCRIPT (the ledger's own instance loads the scripts).
+    this.scripts = new LedgerScripts(redis);
+  }
+
+  /**
+   * Before a request to be stored is served (nothing held yet): its conversation's items as they will be stored, or a
+   * refusal (400) when one item, the conversation, or the wallet (known full in this process) is over its bound.
+   */
+  admit(wallet: string | undefined, items: Item[]): string[] {
+    const { itemBytes, conversationBytes } = this.limits;
+    const stored = items.map(storedJson);
+    let total = 0;
+    for (let i = 0; i < stored.length; i++) {
+      const bytes = Buffer.byteLength(stored[i]!);
+      if (bytes > itemBytes) throw StoreRefusal.item(i, bytes, itemBytes);
+      total += bytes + 1;
+    }
+    if (total > conversationBytes) throw StoreRefusal.conversation(total, conversationBytes);
+    if (wallet !== undefined) {
+      const until = this.full.get(wallet);
+      if (until !== undefined && Date.now() < until) throw StoreRefusal.wallet(this.limits);
+      if (until !== undefined) this.full.delete(wallet);
+    }
+    return stored;
   }
 
   /**
@@ -73,6 +139,7 @@ export class ConversationStore {
       const key = typeof previousId === "string" ? this.names.storedResponse(shard, wallet, previousId) : undefined;
       const stored = key === undefined ? undefined : (await this.read([previousId as string], [key]))[0];
       if (typeof stored !== "string") throw StoredItemMissing.response(String(previousId));
+      if (stored.includes(NOT_STORED)) throw StoreRefusal.inlineData(previousId as string);
       chain = JSON.parse(stored) as Item[];
     }
     const refs = input.filter((i) => i?.type === "item_reference");
@@ -118,27 +185,43 @@ export class ConversationStore {
   }
 
   /**
-   * Keeps a response (its conversation then its output) and each output item, for the store's lifetime.
-   * `outputJson` is each output item's JSON as the client read it, written as it is. With `ride`, the writes leave
-   * with the wallet's shard's next settle (the answer's own, queued before this) or now, and a read of the store
-   * sends them first; without, now. The promise says whether Redis took them.
+   * Keeps a response (its conversation, as `admit` gave it, then its output) and each output item, for the store's
+   * lifetime, unless that passes a bound: the conversation's or an output item's (the answer is then only not
+   * stored), or the wallet's (store-response-3.lua writes nothing, and this process refuses the wallet's next
+   * stores until the next window). `outputJson` is each output item's JSON as the client read it, written as it is.
+   * With `ride`, the write leaves with the wallet's shard's next settle (the answer's own, queued before this) or
+   * now, and a read of the store sends it first; without, now. The promise says whether Redis took it.
    */
-  save(wallet: string, responseId: string, conversation: Item[], output: Item[], outputJson: string[], ride = false): Promise<unknown> {
+  save(wallet: string, responseId: string, conversation: string[], output: Item[], outputJson: string[], ride = false): Promise<unknown> {
     const shard = this.names.shardOf(wallet);
-    const items = outputJson.join(",");
-    const past = conversation.length ? JSON.stringify(conversation).slice(1, -1) : "";
-    const whole = `[${past}${past && items ? "," : ""}${items}]`;
-    const key = this.names.storedResponse(shard, wallet, responseId);
-    const put = () => {
-      // One shard tag for all of them: one slot, so one connection on a Redis Cluster too.
-      const writes = [this.redis.send("SET", [key, whole, "EX", this.ttl], key)];
-      for (let i = 0; i < output.length; i++) {
-        const id = output[i]!.id;
-        if (!id) continue;
-        const itemKey = this.names.storedItem(shard, wallet, id);
-        writes.push(this.redis.send("SET", [itemKey, outputJson[i]!, "EX", this.ttl], itemKey));
-      }
-      return Promise.all(writes);
+    const { itemBytes, conversationBytes, walletBytes, walletResponses, ttlS } = this.limits;
+    const whole = `[${[...conversation, ...outputJson].join(",")}]`;
+    if (Buffer.byteLength(whole) > conversationBytes || outputJson.some((j) => Buffer.byteLength(j) > itemBytes)) {
+      log.warn("responses: conversation over the store's bound, not stored", { response_id: responseId });
+      return Promise.resolve(false);
+    }
+    const windowMs = ttlS * 1000;
+    const window = Math.floor(Date.now() / windowMs);
+    const keys = [
+      this.names.storeUsage(shard, wallet, window),
+      this.names.storeUsage(shard, wallet, window - 1),
+      this.names.storedResponse(shard, wallet, responseId),
+    ];
+    const values = [whole];
+    for (let i = 0; i < output.length; i++) {
+      const id = output[i]!.id;
+      if (!id) continue;
+      keys.push(this.names.storedItem(shard, wallet, id));
+      values.push(outputJson[i]!);
+    }
+    // One shard tag for all of them: one slot, so one connection on a Redis Cluster too.
+    const put = async () => {
+      const r = await this.scripts.storeResponse(keys, [this.ttl, walletBytes, walletResponses, ...values]);
+      if (r[0] === 1) return true;
+      if (this.full.size >= 100_000) this.full.clear();
+      this.full.set(wallet, (window + 1) * windowMs);
+      log.warn("responses: the wallet's stored conversations are at their bound; not stored", { response_id: responseId });
+      return false;
     };
     if (!ride) return put();
     return new Promise((resolve, reject) => this.ledger.alongside(shard, () => void put().then(resolve, reject)));

@@ -59,11 +59,63 @@ export class StoredItemMissing extends HttpError {
 }
 
 /**
+ * A request the store will not keep (docs/operating.md "Stored conversations"): refused 400 before anything is held,
+ * so nothing is charged or stored; `store: false` serves it without storing.
+ */
+export class StoreRefusal extends HttpError {
+  readonly status = 400;
+
+  constructor(
+    readonly code: "store_item_too_large" | "store_conversation_too_large" | "store_limit_reached" | "stored_inline_data_not_kept",
+    readonly param: "input" | "store" | "previous_response_id",
+    message: string,
+  ) {
+    super(message);
+  }
+
+  static item(index: number, bytes: number, limit: number): StoreRefusal {
+    return new StoreRefusal(
+      "store_item_too_large",
+      "input",
+      `Item ${index} of the conversation is ${bytes} bytes, over the ${limit} bytes one stored item may have; send store: false to use it without storing it.`,
+    );
+  }
+
+  static conversation(bytes: number, limit: number): StoreRefusal {
+    return new StoreRefusal(
+      "store_conversation_too_large",
+      "input",
+      `The conversation is ${bytes} bytes, over the ${limit} bytes one stored conversation may have; send store: false (and the whole conversation in input) to continue it without storing.`,
+    );
+  }
+
+  static wallet(limits: { walletBytes: number; walletResponses: number; ttlS: number }): StoreRefusal {
+    return new StoreRefusal(
+      "store_limit_reached",
+      "store",
+      `This wallet's stored conversations are at their bound (${limits.walletBytes} bytes or ${limits.walletResponses} responses within ${limits.ttlS} s); send store: false, or wait for stored ones to expire.`,
+    );
+  }
+
+  static inlineData(id: string): StoreRefusal {
+    return new StoreRefusal(
+      "stored_inline_data_not_kept",
+      "previous_response_id",
+      `Previous response '${id.slice(0, 100)}' continues a conversation with inline images or files (data: URLs), which are not stored; resend the whole conversation in input instead.`,
+    );
+  }
+
+  toResponse(): Response {
+    return openaiError(this.status, this.message, this.code, this.param);
+  }
+}
+
+/**
  * Anything thrown while serving the route, in OpenAI's shape: a spec error keeps its status, code, message and
  * headers (Retry-After, the rate limit); an outage is 503; anything else 500, its detail in the log only.
  */
 export function renderResponsesError(kind: string | number, error: unknown, markPostgresDown: (e: unknown) => void): Response {
-  if (error instanceof StoredItemMissing) return error.toResponse();
+  if (error instanceof StoredItemMissing || error instanceof StoreRefusal) return error.toResponse();
   if (kind === "PARSE" && (error as Error).cause instanceof HttpError)
     return renderResponsesError("UNKNOWN", (error as Error).cause, markPostgresDown);
   if (kind === "PARSE") return openaiError(400, "Body is not valid JSON", "VALIDATION_ERROR");

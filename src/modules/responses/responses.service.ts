@@ -54,9 +54,12 @@ export class ResponsesService {
     const chatBody = toChatRequest(body, items);
     if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
 
+    const keep = body.store !== false;
+    // A conversation to be stored is checked against the store's bounds first: refused before anything is held. The
+    // wallet is the key's (a call without a key stores under its payer's, checked by the store's write alone).
+    const stored = keep ? this.store.admit(authorization ? (await this.auth.fromHeader(authorization)).wallet : undefined, items) : [];
     const id = newId("resp");
     const frame = responseFrame(id, body, body.stream === true);
-    const keep = body.store !== false;
     // The answer is billed and sent whatever happens here, without waiting for the write: it is queued on the
     // wallet's Redis connection before the answer leaves, so a next turn here reads after it, and one on another
     // process that arrives first reads a fresh id again (ConversationStore.read). A conversation that could not be
@@ -65,7 +68,7 @@ export class ResponsesService {
       const wallet = trace.wallet; // known once the core has authenticated the key
       if (!keep || !wallet) return;
       this.store
-        .save(wallet, id, items, output, outputJson, ride)
+        .save(wallet, id, stored, output, outputJson, ride)
         .catch((e) => log.warn("responses: conversation not stored", { request_id: trace.id, error: e }));
     };
     let answer: ReturnType<typeof responseObject> | undefined;
