@@ -55,12 +55,21 @@ describe("chat completions, every error row", () => {
     }
   });
 
-  test("402 INSUFFICIENT_BALANCE carries the balance and top-up instructions, no hold", async () => {
+  test("402 INSUFFICIENT_BALANCE carries the balance and, on this gateway without payment settings, says how credit comes instead of pointing at /v1/topup (503 here); no hold", async () => {
     const { wallet, key } = await gw.newWallet(0);
     await gw.grant(wallet, 100); // 100 µUSDC: far below a 1024-token reserve
+    expect(gw.services.config.payments.enabled).toBe(false);
     const res = await chat(key, { model: "standin/echo", messages });
     expect(res.status).toBe(402);
-    expect(res.body).toMatchObject({ error: "INSUFFICIENT_BALANCE", available_usdc: 100, topup: { endpoint: "/v1/topup" } });
+    expect(res.body).toMatchObject({
+      error: "INSUFFICIENT_BALANCE",
+      message: "Balance cannot cover the estimated cost of this request; this gateway takes no payments: ask its operator for credit",
+      available_usdc: 100,
+      topup: {
+        endpoint: null,
+        message: "This gateway takes no payments: its operator grants credit (admin grant) or hands out redeem codes (POST /v1/auth/keys)",
+      },
+    });
     expect(res.body.required_usdc).toBeGreaterThan(100);
     await expectUntouched(wallet, 100);
   });

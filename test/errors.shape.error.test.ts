@@ -63,17 +63,20 @@ describe("ERROR_SHAPE=openai on the OpenAI-compatible routes", () => {
     expect(e).toBeInstanceOf(OpenAI.APIError);
     expect(e.status).toBe(402);
     expect(e.code).toBe("INSUFFICIENT_BALANCE");
-    expect(e.message).toBe("402 Balance cannot cover the estimated cost of this request");
+    // This gateway has no payment settings: the pointer says how credit comes, not /v1/topup (503 here).
+    expect(e.message).toBe(
+      "402 Balance cannot cover the estimated cost of this request; this gateway takes no payments: ask its operator for credit",
+    );
     const raw = await oai.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { authorization: `Bearer ${key}` });
     expect(raw.status).toBe(402);
     expect(Object.keys(raw.body)).toEqual(["error"]);
     expect(raw.body.error).toMatchObject({
-      message: "Balance cannot cover the estimated cost of this request",
+      message: "Balance cannot cover the estimated cost of this request; this gateway takes no payments: ask its operator for credit",
       type: "insufficient_balance",
       code: "INSUFFICIENT_BALANCE",
       param: null,
       available_usdc: 100,
-      topup: { endpoint: "/v1/topup", method: "POST" },
+      topup: { endpoint: null },
     });
     expect(raw.body.error.required_usdc).toBeGreaterThan(100);
     expect(await oai.ledgerState(wallet)).toEqual({ balance: 100, locked: 0 });

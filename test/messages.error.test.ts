@@ -98,7 +98,11 @@ describe("request errors → Anthropic's error classes", () => {
     const e = await rejection(anthropic(empty.key).messages.create({ model: "claude/claude-sonnet-4-5", max_tokens: 100, messages }));
     expect(e).toBeInstanceOf(PaymentRequiredError);
     expect(e.status).toBe(402);
-    expect(e.error.error).toEqual({ type: "billing_error", message: "Balance cannot cover the estimated cost of this request" });
+    // No payment settings here: the message says how credit comes (no /v1/topup to point at).
+    expect(e.error.error).toEqual({
+      type: "billing_error",
+      message: "Balance cannot cover the estimated cost of this request; this gateway takes no payments: ask its operator for credit",
+    });
 
     const budgeted = await gw.newWallet(1, { budget_usdc: 1 });
     const b = await rejection(anthropic(budgeted.key).messages.create({ model: "standin/echo", max_tokens: 100, messages }));

@@ -99,7 +99,7 @@ describe("each client's error class, OpenAI's error shape", () => {
     expect(e).toBeInstanceOf(OpenAI.APIError);
     expect(e.status).toBe(402);
     expect(e.code).toBe("INSUFFICIENT_BALANCE");
-    expect(e.error).toMatchObject({ available_usdc: 100, topup: { endpoint: "/v1/topup" } });
+    expect(e.error).toMatchObject({ available_usdc: 100, topup: { endpoint: null } }); // no payment settings here: no /v1/topup
     const ai = await rejection(
       generateText({ model: createOpenAI({ baseURL: `${BASE}/v1`, apiKey: key, fetch: gw.fetch })(ECHO), prompt: "hi", maxRetries: 0 }),
     );

@@ -4,6 +4,22 @@ import type { ReserveRefusal } from "../ledger/ledger.ts";
 /** Where a client short of credit tops up: the 402's hint (spec). */
 export const TOPUP_HINT = { endpoint: "/v1/topup", method: "POST", minimum_usd: 1 };
 
+/** How credit comes on a gateway without payment settings, whose /v1/topup answers 503: the 402's hint there. */
+export const NO_TOPUP_HINT = {
+  endpoint: null,
+  message: "This gateway takes no payments: its operator grants credit (admin grant) or hands out redeem codes (POST /v1/auth/keys)",
+};
+
+/** The 402 INSUFFICIENT_BALANCE of a gateway that takes no payments: the same refusal, pointing at the operator. */
+export function withoutTopup(e: ApiError): ApiError {
+  return new ApiError({
+    code: e.code,
+    message: `${e.message}; this gateway takes no payments: ask its operator for credit`,
+    extra: { ...e.extra, topup: NO_TOPUP_HINT },
+    headers: e.headers,
+  });
+}
+
 /** The spec's 401/402/429 for a reserve the ledger refused, with its body fields and rate-limit headers. */
 export function refusalError(r: ReserveRefusal): ApiError {
   switch (r.refusal) {

@@ -5,7 +5,7 @@
  * been there. The money rules are /v1/topup's: this module only decides the amount and where the answer goes.
  */
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
-import { refusalError, TOPUP_HINT } from "../../billing/refusals.ts";
+import { NO_TOPUP_HINT, refusalError, TOPUP_HINT, withoutTopup } from "../../billing/refusals.ts";
 import { ApiError, BareError } from "../../errors.ts";
 import type { Ledger } from "../../ledger/ledger.ts";
 import { claimedMicro } from "../../payments/payment.ts";
@@ -53,10 +53,12 @@ export class PaidCalls {
 
   /**
    * A model endpoint's 402 INSUFFICIENT_BALANCE with x402 terms for this request's URL (`PAYMENT-REQUIRED`, and
-   * `x402Version` + `accepts` for the body); any other error, or a gateway that takes no payments, unchanged.
+   * `x402Version` + `accepts` for the body); on a gateway that takes no payments, the same 402 pointing at the
+   * operator instead of /v1/topup (which answers 503 there); any other error unchanged.
    */
   offerOn(error: unknown, request: Request): unknown {
-    if (!(error instanceof ApiError) || error.code !== "INSUFFICIENT_BALANCE" || !this.topup.enabled) return error;
+    if (!(error instanceof ApiError) || error.code !== "INSUFFICIENT_BALANCE") return error;
+    if (!this.topup.enabled) return error.extra?.topup === NO_TOPUP_HINT ? error : withoutTopup(error);
     const available = Number(error.extra?.available_usdc ?? 0);
     const required = Number(error.extra?.required_usdc ?? 0);
     const micro = offerAmount(available, required, this.cfg.callMinMicro);
@@ -89,7 +91,7 @@ export class PaidCalls {
         new ApiError({
           code: "INSUFFICIENT_BALANCE",
           message: `Payment not accepted (${reason}); nothing was charged`,
-          extra: { available_usdc: available, required_usdc: required, topup: TOPUP_HINT },
+          extra: { available_usdc: available, required_usdc: required, topup: this.topup.enabled ? TOPUP_HINT : NO_TOPUP_HINT },
           headers,
         });
       if (!this.topup.enabled) throw refuse("this gateway takes no payments");
