@@ -212,3 +212,19 @@ describe("revocation and wallet scoping", () => {
     expect(await gw.call("GET", `/v1/usage/${a.wallet}`)).toMatchObject({ status: 401 });
   });
 });
+
+describe("SIWE nonces", () => {
+  test("GET /v1/auth/siwe's nonces are unpredictable: no part of one is in the next", async () => {
+    const nonces: string[] = [];
+    for (let i = 0; i < 50; i++) nonces.push((await gw.call("GET", "/v1/auth/siwe")).body.nonce);
+    expect(new Set(nonces).size).toBe(nonces.length);
+    for (let i = 1; i < nonces.length; i++) {
+      const [a, b] = [nonces[i - 1]!, nonces[i]!];
+      expect(a).toMatch(/^[A-Za-z0-9]{32,}$/); // 128 bits at least (hex) — EIP-4361 asks 8+ alphanumerics
+      // viem's nonces (Math.random, through a shared buffer) were the one before shifted by a character: no run of
+      // 12 characters of one may appear in the next (48 bits: chance never does it).
+      const shared = Array.from({ length: a.length - 11 }, (_, k) => a.slice(k, k + 12)).filter((run) => b.includes(run));
+      expect(shared).toEqual([]);
+    }
+  });
+});

@@ -9,6 +9,15 @@ const MAX_MESSAGE_BYTES = 4096;
 export const SIWE_MAX_AGE_MS = 10 * 60_000;
 /** Allowance for a client clock ahead of ours (issuedAt, notBefore) and for the replay guard's lifetime. */
 export const SIWE_CLOCK_SKEW_MS = 60_000;
+
+/**
+ * A fresh SIWE nonce: 128 bits from the platform's CSPRNG as 32 hex characters (EIP-4361 asks 8+ alphanumerics).
+ * viem's generateSiweNonce draws from Math.random through a shared buffer, so consecutive nonces differed by one
+ * character: predictable.
+ */
+export function siweNonce(): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex");
+}
 const MAX_AGE_MS = SIWE_MAX_AGE_MS;
 const CLOCK_SKEW_MS = SIWE_CLOCK_SKEW_MS;
 

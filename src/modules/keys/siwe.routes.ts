@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS } from "../../auth/siwe.ts";
+import { SIWE_CLOCK_SKEW_MS, SIWE_MAX_AGE_MS, siweNonce } from "../../auth/siwe.ts";
 import { doc, json } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 
@@ -10,9 +10,7 @@ import type { Services } from "../services.ts";
 export const siweRoutes = (s: Services) =>
   new Elysia({ tags: ["keys"] }).get(
     "/v1/auth/siwe",
-    async ({ request, set }) => {
-      // viem's SIWE helpers are loaded with the first sign-in, not at start.
-      const { generateSiweNonce } = await import("viem/siwe");
+    ({ request, set }) => {
       const url = new URL(request.url);
       const domain = s.siwe.domainFor(request.headers.get("host") ?? url.host);
       // Locally the scheme is whatever the client used; deployed gateways sit behind TLS.
@@ -23,7 +21,7 @@ export const siweRoutes = (s: Services) =>
         uri: `${scheme}://${domain}`,
         version: "1" as const,
         chain_ids: s.config.siweChainIds,
-        nonce: generateSiweNonce(),
+        nonce: siweNonce(),
         statement: null,
         issued_at_max_age_s: SIWE_MAX_AGE_MS / 1000,
         clock_skew_s: SIWE_CLOCK_SKEW_MS / 1000,
