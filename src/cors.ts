@@ -16,6 +16,7 @@ const EXPOSED_HEADERS = [
   "X-RateLimit-Reset",
   "Retry-After",
   "X-Request-Id",
+  "X-Served-Model",
 ].join(", ");
 const PREFLIGHT_MAX_AGE_S = "600";
 

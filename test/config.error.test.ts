@@ -117,6 +117,28 @@ describe("configuration is validated once, naming the variable", () => {
     ],
     ["image tokens as a number", { ...good, models: [{ ...goodModel, imageTokens: 765 }] }, /models\[0\]\.imageTokens must be an object/],
     ["bad provider type", { ...good, providers: { p: { ...good.providers.p, type: "grpc" } } }, /providers\.p\.type/],
+    ["fallbacks not a list", { ...good, models: [{ ...goodModel, fallbacks: "p/b" }] }, /models\[0\]\.fallbacks must be a list/],
+    [
+      "a fallback not in the catalog",
+      { ...good, models: [{ ...goodModel, fallbacks: ["p/none"] }] },
+      /models\[0\]\.fallbacks\[0\] "p\/none" is not a catalog model id/,
+    ],
+    [
+      "a model its own fallback",
+      { ...good, models: [{ ...goodModel, fallbacks: [goodModel.id] }] },
+      /models\[0\]\.fallbacks\[0\] names the model itself/,
+    ],
+    [
+      "a fallback twice",
+      {
+        ...good,
+        models: [
+          { ...goodModel, fallbacks: ["p/b", "p/b"] },
+          { ...goodModel, id: "p/b" },
+        ],
+      },
+      /models\[0\]\.fallbacks\[1\] "p\/b" appears twice/,
+    ],
   ])("catalog: %s is refused under MODELS_FILE", (_name, content, expected) => {
     expect(() => loadConfig({ MODELS_FILE: catalogFile(content), P_KEY: "k" })).toThrow(expected as RegExp);
     try {

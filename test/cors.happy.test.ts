@@ -67,6 +67,7 @@ describe("CORS_ORIGINS unset (any origin)", () => {
         "x-ratelimit-limit",
         "x-ratelimit-remaining",
         "x-ratelimit-reset",
+        "x-served-model",
         "retry-after",
         "x-request-id",
       ]),

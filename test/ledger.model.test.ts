@@ -176,6 +176,9 @@ const REQUIRED = [
   "settle-leased:unknown-lease",
   "expire:lease-swept",
   "budget:below-use",
+  "failover:served-first",
+  "failover:served-fallback",
+  "failover:all-failed",
 ];
 
 test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS} steps)`, async () => {

@@ -22,6 +22,12 @@ export const HEADERS = {
   "X-RateLimit-Limit": { description: "Requests allowed per window for the wallet", schema: { type: "integer" } },
   "X-RateLimit-Remaining": { description: "Requests left in the current window for the wallet", schema: { type: "integer" } },
   "X-RateLimit-Reset": { description: "Seconds until a request is allowed again", schema: { type: "integer" } },
+  "X-Served-Model": {
+    description:
+      "The catalog model that served the answer: the one asked for, or one of its catalog `fallbacks` when its provider " +
+      "failed before answering (the answer still names the model asked for; the charge is at the serving model's prices)",
+    schema: { type: "string" },
+  },
   "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" } },
   "PAYMENT-REQUIRED": {
     description:

@@ -57,6 +57,11 @@ export interface Model {
   costCachedPromptPico?: number;
   costCacheWritePico?: number;
   costCacheWrite1hPico?: number;
+  /**
+   * Served catalog models tried in order when this one's provider fails before its answer starts (catalog
+   * `fallbacks`; one level: a fallback's own fallbacks are not followed). Absent: none.
+   */
+  fallbacks?: Model[];
 }
 
 /** The optional cache prices of a catalog model: its field → the Model's pico field (billed, then cost side). */
@@ -185,6 +190,28 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     const provider = providers.get(providerName);
     if (provider) models.set(id, { ...model, provider });
     else disabled.set(id, states.get(providerName)!);
+  });
+
+  // Fallbacks name other catalog models, so they are resolved once every model is known.
+  rawModels.forEach((m: Record<string, unknown>, i: number) => {
+    if (m.fallbacks === undefined) return;
+    const at = `models[${i}].fallbacks`;
+    const id = m.id as string;
+    if (!Array.isArray(m.fallbacks)) throw new CatalogError(`${at} must be a list of catalog model ids`);
+    const seen = new Set<string>();
+    const served: Model[] = [];
+    m.fallbacks.forEach((f: unknown, j: number) => {
+      const other = str(f, `${at}[${j}]`);
+      if (other === id) throw new CatalogError(`${at}[${j}] names the model itself`);
+      if (seen.has(other)) throw new CatalogError(`${at}[${j}] "${other}" appears twice`);
+      if (!models.has(other) && !disabled.has(other)) throw new CatalogError(`${at}[${j}] "${other}" is not a catalog model id`);
+      seen.add(other);
+      // A fallback whose provider is off is skipped, like the model itself would be.
+      const model = models.get(other);
+      if (model) served.push(model);
+    });
+    const model = models.get(id);
+    if (model && served.length > 0) model.fallbacks = served;
   });
 
   return { models, disabled, providers: [...states.values()] };

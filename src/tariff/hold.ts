@@ -153,3 +153,13 @@ export function boundedRequest(
   const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens, maxTokens);
   return { adapter, url, init, bound };
 }
+
+/**
+ * The hold of a request that may be served by any model of a failover chain (catalog `fallbacks`): the dearest of
+ * their bounds, so whichever serves is charged (at its own prices, within its own bound) inside it.
+ */
+export function dearestBound(bounds: readonly ReserveBound[]): ReserveBound {
+  let dearest = bounds[0]!;
+  for (const b of bounds) if (b.micro > dearest.micro) dearest = b;
+  return dearest;
+}

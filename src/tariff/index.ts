@@ -11,5 +11,13 @@ export { estimateUsage, type CountedCall } from "./counted.ts";
 export { outcomeUsage, type Outcome, type OutcomeFacts } from "./outcomes.ts";
 export { REFUSED_FIELDS, refuseRepricingFields, OPENAI_FORWARDED_FIELDS, pickFields } from "./fields.ts";
 export { REFUSED_PART_TYPES, refuseUnboundedParts, forwardedMessages } from "./parts.ts";
-export { DEFAULT_MAX_TOKENS, boundedRequest, completionCap, reserveFor, type RequestShape, type ReserveBound } from "./hold.ts";
+export {
+  DEFAULT_MAX_TOKENS,
+  boundedRequest,
+  completionCap,
+  dearestBound,
+  reserveFor,
+  type RequestShape,
+  type ReserveBound,
+} from "./hold.ts";
 export { promptTokensAtLeast, refuseOverlongPrompt, textTokensAtLeast } from "./promptFloor.ts";

@@ -76,6 +76,9 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       catalogModel("standin", "cached", { cachedPromptPricePer1M: 1.25, costCachedPromptPer1M: 1 }),
       ...["cached-1h", "greedy-1h"].map((n) => catalogModel("claude", n, CLAUDE_CACHE_PRICES)),
       catalogModel("claude", "cached", { id: "claude/cached-priced", ...CLAUDE_CACHE_PRICES }),
+
+      // Failover chains (catalog `fallbacks`): a failing first model, then others; "echo-dear" bills twice the prices.
+      ...FAILOVER_MODELS,
       // The Anthropic stand-in's own image maximum: a model without imageTokens holds the context window per image.
       ...CLAUDE_MODELS.map((n) => catalogModel("claude", n, { imageTokens: { low: CLAUDE_IMAGE_TOKENS, high: CLAUDE_IMAGE_TOKENS } })),
     ],
@@ -91,6 +94,19 @@ export const CLAUDE_CACHE_PRICES = {
   costCacheWritePer1M: 2.5,
   costCacheWrite1hPer1M: 4,
 };
+
+/** A dearer echo: billed 5 and 20 USD per 1M prompt and completion tokens (twice the test catalog's). */
+export const DEAR_PRICES = { promptPricePer1MTokens: 5, completionPricePer1M: 20, costPromptPer1M: 4, costCompletionPer1M: 16 };
+
+/** Models whose provider fails before answering, each with `fallbacks` to try next (by the id's suffix). */
+const FAILOVER_MODELS = [
+  catalogModel("standin", "echo", { id: "standin/echo-dear", ...DEAR_PRICES }),
+  catalogModel("standin", "fail-500", { id: "standin/failover-500", fallbacks: ["standin/echo-dear", "standin/echo"] }),
+  catalogModel("standin", "fail-429", { id: "standin/failover-429", fallbacks: ["standin/echo"] }),
+  catalogModel("standin", "fail-400", { id: "standin/failover-400", fallbacks: ["standin/echo"] }),
+  catalogModel("dead", "echo", { id: "dead/failover", fallbacks: ["standin/echo"] }),
+  catalogModel("standin", "fail-500", { id: "standin/failover-none", fallbacks: ["dead/echo", "standin/fail-429"] }),
+];
 
 /** What a fault test needs beyond the defaults. */
 export interface GatewayOptions {

@@ -12,6 +12,8 @@ import type { ChargeDetails, Ledger, ReserveOutcome } from "../../src/ledger/led
 import type { RedisNames } from "../../src/ledger/names.ts";
 import type { LedgerScripts } from "../../src/ledger/scripts.ts";
 import { refusalError } from "../../src/billing/refusals.ts";
+import type { Model } from "../../src/providers/catalog.ts";
+import { billedMicro, boundedRequest, dearestBound } from "../../src/tariff/index.ts";
 import type { HoldM, KeyM, LeaseM, ReferenceModel } from "./reference.ts";
 
 /** mulberry32: a tiny 32-bit PRNG, enough to make every run replayable from its seed. */
@@ -185,7 +187,75 @@ export function ledgerWorkload(
     return want[0] === 1 ? "release:released" : `release:noop-${want[1]}`;
   }
 
+  /** A catalog model at random prices (pico-USD per token), for a failover chain. */
+  const chainModel = (n: number): Model => {
+    const promptPico = int(0, 30_000_000);
+    const completionPico = int(0, 60_000_000);
+    return {
+      id: `m/chain-${n}`,
+      name: `chain ${n}`,
+      provider: { name: "m", type: "openai", baseUrl: "http://127.0.0.1:9/v1" },
+      upstreamModel: `chain-${n}`,
+      contextLength: int(500, 200_000),
+      maxOutputTokens: int(1, 8_192),
+      promptPricePer1MTokens: promptPico / 1e6,
+      completionPricePer1M: completionPico / 1e6,
+      promptPico,
+      completionPico,
+      costPromptPico: int(0, promptPico),
+      costCompletionPico: int(0, completionPico),
+    };
+  };
+
+  /**
+   * A request with catalog `fallbacks` (ChatService): one hold, the dearest of its chain's bounds (the tariff's
+   * own), then the model that served settles its usage at its own prices, or, every model failing, the hold is
+   * released. The charge never exceeds the hold, and is posted once.
+   */
+  async function failover(): Promise<StepOutcome> {
+    const active = m.activeKeys();
+    if (active.length === 0) return null;
+    const k = pick(active);
+    const body = { model: "m/chain-0", messages: [{ role: "user", content: "x".repeat(int(1, 3_000)) }], max_tokens: int(1, 8_192) };
+    const chain = Array.from({ length: int(1, 3) }, (_, n) => chainModel(n));
+    const bounds = chain.map((model) => boundedRequest(model, body, false).bound);
+    const hold = dearestBound(bounds);
+    for (const b of bounds) expect(b.micro).toBeLessThanOrEqual(hold.micro);
+    const id = newHoldId();
+    const reserved = await reserveAndCheck(k, id, hold.micro);
+    const h = m.holds.get(id);
+    if (!h || reserved !== "reserve:held") return { label: `failover:${reserved}`, touched: h ? [h] : [] };
+    // Which model answered: the first, a fallback, or none (each failed before its answer).
+    const served = int(0, chain.length);
+    if (served === chain.length) {
+      const label = await releaseAndCheck(h);
+      return { label: "failover:all-failed", touched: [h], labels: [reserved, label] };
+    }
+    const model = chain[served]!;
+    const bound = bounds[served]!;
+    const pt = int(0, bound.promptTokens);
+    const ct = int(0, bound.completionTokens);
+    const usage = { prompt_tokens: pt, completion_tokens: ct };
+    const charge = billedMicro(model, usage);
+    expect(charge).toBeLessThanOrEqual(bound.micro);
+    expect(charge).toBeLessThanOrEqual(hold.micro);
+    const cost = int(0, charge);
+    const { posts } = m.settle(h, charge, { pt, ct, cost });
+    expect(posts).toBe(true);
+    expect(await ledger.settle(k.p, id, charge, { promptTokens: pt, completionTokens: ct, costMicro: cost, model: "m/model" })).toBe(true);
+    return {
+      label: served === 0 ? "failover:served-first" : "failover:served-fallback",
+      touched: [h],
+      labels: [reserved, "settle:posted"],
+    };
+  }
+
   const steps: Step[] = [
+    {
+      name: "failover",
+      weight: 6,
+      run: failover,
+    },
     {
       name: "burst",
       weight: 12,

@@ -9,6 +9,11 @@ import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
  * request, and the headers its answer carries.
  */
 export interface Call extends HeldCall {
+  /**
+   * The catalog id the client asked for: the answer names it, whichever model of its failover chain served
+   * (`model`, `adapter` and `bound` are the serving one's once it answers; X-Served-Model names it).
+   */
+  asked: string;
   adapter: ProviderAdapter;
   /** The client's request, counted with the tokenizer when the provider reports no usage. */
   body: ChatRequest;

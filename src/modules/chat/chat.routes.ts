@@ -10,6 +10,7 @@ import { withoutKey } from "../paycall/keyless.ts";
 const RATE_HEADERS = {
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
   "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
+  "X-Served-Model": { $ref: "#/components/headers/X-Served-Model" },
   "PAYMENT-RESPONSE": { $ref: "#/components/headers/PAYMENT-RESPONSE" },
   "X-PAYMENT-RESPONSE": { $ref: "#/components/headers/X-PAYMENT-RESPONSE" },
 };

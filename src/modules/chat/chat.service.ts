@@ -1,11 +1,12 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
-import { boundedRequest } from "../../tariff/index.ts";
+import { boundedRequest, dearestBound, refuseOverlongPrompt } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
 import type { Catalog, Model } from "../../providers/catalog.ts";
 import type { ChatRequest, DoorStream, ProviderAdapter } from "../../providers/types.ts";
 import type { KeyPrincipal } from "../../ledger/ledger.ts";
+import { modelAllowed } from "../../auth/keyLimits.ts";
 import { admit } from "./admit.ts";
 
 // Hold ids: a random prefix drawn once per process, then a counter (no crypto call per request, issue 31). The
@@ -14,7 +15,7 @@ import { admit } from "./admit.ts";
 const HOLD_PREFIX = `h${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")}.`;
 let holdCount = 0;
 const nextHoldId = () => HOLD_PREFIX + (++holdCount).toString(36);
-import type { Forwarder } from "./forward.ts";
+import type { Attempt, Forwarder } from "./forward.ts";
 
 /**
  * How a front door that speaks another API (the Responses API, the Messages API) reshapes the chat-completions
@@ -78,8 +79,10 @@ export class ChatService {
     const model = admitted.model;
 
     const stream = body.stream === true;
-    const native = shape?.native?.(model);
-    const { adapter, url, init, bound } = boundedRequest(model, body, stream, native);
+    const attempts = this.chain(model, admitted.principal, body, stream, shape);
+    // One hold covers whichever model of the chain serves: the dearest bound (each is charged at its own prices).
+    const first = attempts[0]!;
+    const bound = dearestBound(attempts.map((a) => a.bound));
 
     const principal = admitted.principal ?? (await payer!(bound.micro));
     trace.keyId = principal.keyId;
@@ -90,17 +93,36 @@ export class ChatService {
     trace.provider = model.provider.name;
     trace.stream = stream;
 
-    const headers = { "x-ratelimit-remaining": String(rateRemaining) };
-    const call = { principal, holdId, model, adapter, body, bound, headers, trace, lease };
-    return stream
-      ? await this.forwarder.streamed(
-          call,
-          url,
-          init,
-          !native && body.stream_options?.include_usage === true,
-          shape && !native ? shape.stream() : undefined,
-        )
-      : await this.forwarder.single(call, url, init, shape && !native ? shape.json : undefined);
+    const headers: Record<string, string> = { "x-ratelimit-remaining": String(rateRemaining) };
+    const call = { principal, holdId, model, asked: model.id, adapter: first.adapter, body, bound, headers, trace, lease };
+    return stream ? await this.forwarder.streamed(call, attempts) : await this.forwarder.single(call, attempts);
+  }
+
+  /**
+   * The models a request may be served by, in order: the one asked for, then its catalog `fallbacks` that the key
+   * may call and whose context fits the prompt; each with its upstream request shaped and bounded.
+   */
+  private chain(model: Model, principal: KeyPrincipal | undefined, body: ChatRequest, stream: boolean, shape?: AnswerShape): Attempt[] {
+    const attempt = (m: Model): Attempt => {
+      const native = shape?.native?.(m);
+      const { adapter, url, init, bound } = boundedRequest(m, body, stream, native);
+      return {
+        model: m,
+        adapter,
+        url,
+        init,
+        bound,
+        includeUsage: !native && body.stream_options?.include_usage === true,
+        reshape: shape && !native ? shape.json : undefined,
+        door: shape && !native ? () => shape.stream() : undefined,
+      };
+    };
+    const attempts = [attempt(model)];
+    for (const f of model.fallbacks ?? []) {
+      if (!modelAllowed(principal?.limits, f.id) || !fits(f, body)) continue;
+      attempts.push(attempt(f));
+    }
+    return attempts;
   }
 
   /** The reserve; a key refused because Redis lost its state (not a revoke) is restored from Postgres and tried once more. */
@@ -121,5 +143,15 @@ export class ChatService {
   /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */
   keepInFlight(): Promise<number> {
     return this.holds.keepInFlight();
+  }
+}
+
+/** Whether a fallback's context fits the prompt (the asked model's was checked at admission, with its 400). */
+function fits(model: Model, body: ChatRequest): boolean {
+  try {
+    refuseOverlongPrompt(model, body);
+    return true;
+  } catch {
+    return false;
   }
 }

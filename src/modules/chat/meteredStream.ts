@@ -70,7 +70,7 @@ export class MeteredStream {
     private readonly o: MeterOptions,
   ) {
     this.reader = upstream.getReader();
-    this.translate = call.adapter.openStream(o.includeUsage, call.model.id, o.door !== undefined);
+    this.translate = call.adapter.openStream(o.includeUsage, call.asked, o.door !== undefined);
     this.tally = new UsageTally(call, this.translate);
     this.frames = new StreamFrames(call, o.door);
     this.ended = new Promise<void>((resolve) => (this.end = resolve));

@@ -18,7 +18,7 @@ function usageChunk(call: Call, u: Usage): string {
     id: `chatcmpl-${call.holdId}`,
     object: "chat.completion.chunk",
     created,
-    model: call.model.id,
+    model: call.asked,
     choices: [],
     usage: usageBody(u, billedMicro(call.model, u)),
   });

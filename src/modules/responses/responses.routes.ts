@@ -117,6 +117,7 @@ export const responsesRoutes = (s: Services) =>
               headers: {
                 "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
                 "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
+                "X-Served-Model": { $ref: "#/components/headers/X-Served-Model" },
               },
               content: {
                 "application/json": {
