@@ -49,7 +49,7 @@ describe("failover to a catalog model's fallbacks", () => {
     const from = gw.standin.requests.length;
     const { data, response } = await gw.openai(key).chat.completions.create({ model: "standin/failover-500", messages }).withResponse();
     expect(data.model).toBe("standin/failover-500");
-    expect(data.usage).toMatchObject(usage);
+    expect(data.usage).toMatchObject({ ...usage, charge_usdc: dearCharge });
     expect(response.headers.get("x-served-model")).toBe("standin/echo-dear");
     expect(askedSince(from)).toEqual(["fail-500", "echo"]);
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - dearCharge, locked: 0 });
