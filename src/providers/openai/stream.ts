@@ -4,7 +4,8 @@ import type { AssistantMessage, ChatCompletionChunk, ChunkDelta, StreamError, Us
 
 /**
  * The provider's usage when it is whole (two safe non-negative integers), else null. Its cached input
- * (`prompt_tokens_details.cached_tokens`, part of prompt_tokens) is billed at the cached price; an OpenAI-compatible
+ * (`prompt_tokens_details.cached_tokens`, DeepSeek's `prompt_cache_hit_tokens`; part of prompt_tokens) is billed at
+ * the cached price; an OpenAI-compatible
  * request carries no cache_control (parts.ts), so no cache write is read from it.
  */
 export function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null {
@@ -13,7 +14,8 @@ export function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null 
   if (!Number.isSafeInteger(prompt_tokens) || !Number.isSafeInteger(completion_tokens)) return null;
   if ((prompt_tokens as number) < 0 || (completion_tokens as number) < 0) return null;
   const usage: Usage = { prompt_tokens: prompt_tokens as number, completion_tokens: completion_tokens as number };
-  const cached = u.prompt_tokens_details?.cached_tokens;
+  // DeepSeek reports its cache hits as prompt_cache_hit_tokens (also part of prompt_tokens).
+  const cached = u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens;
   if (Number.isSafeInteger(cached) && (cached as number) > 0) usage.cached_prompt_tokens = Math.min(cached as number, usage.prompt_tokens);
   return usage;
 }

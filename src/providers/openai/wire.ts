@@ -74,6 +74,8 @@ export interface Usage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details?: { cached_tokens: number; cache_write_tokens?: number };
+  /** DeepSeek's name for the cached part of prompt_tokens. */
+  prompt_cache_hit_tokens?: number;
   charge_usdc?: number;
 }
 
