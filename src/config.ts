@@ -48,6 +48,8 @@ export interface Config {
   /** Total time cap of one stream (a client that stops reading keeps it open); it is then charged what it produced. */
   streamMaxMs: number;
   ledgerShards: number;
+  /** MAX_KEYS_PER_WALLET: active (unrevoked) API keys one wallet may have; key creation past it is 409 KEY_LIMIT_REACHED. */
+  maxKeysPerWallet: number;
   /** How long a stored Responses API response stays usable by previous_response_id / item_reference (RESPONSES_STORE_TTL_S). */
   responsesStoreTtlS: number;
   /** Bounds of the Responses store (RESPONSES_STORE_MAX_*): one item's JSON, one stored conversation, one wallet's over a lifetime. */
@@ -191,6 +193,8 @@ export function loadConfig(env: Env = process.env): Config {
     streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
     // 48 spreads evenly over 2, 3, 4, 6 or 8 cluster masters (keys.ts); a ledger built with another count keeps it.
     ledgerShards: int(env, "LEDGER_SHARDS", 48, 1, 1024),
+    // One per app, agent or teammate a wallet hands a key to; each key is a row and a Redis hash for good.
+    maxKeysPerWallet: int(env, "MAX_KEYS_PER_WALLET", 100, 1, 1_000_000),
     // An hour: long enough for an agent's tool loop and a chat session's pauses; beyond, clients resend the conversation.
     responsesStoreTtlS: int(env, "RESPONSES_STORE_TTL_S", 3600, 1, 30 * 86_400),
     // A long message, a conversation of a 1M-token context (~4 MB of text), and per wallet within one lifetime 16 of

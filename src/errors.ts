@@ -13,6 +13,8 @@ export const ERROR_STATUS = {
   NOT_FOUND: 404,
   // Beyond the spec's table: an x402 payment-identifier id already names another payment (or one still in flight).
   CONFLICT: 409,
+  // Beyond the spec's table: the wallet already has MAX_KEYS_PER_WALLET active keys; revoking one makes room.
+  KEY_LIMIT_REACHED: 409,
   // Beyond the spec's table: a model call's x402 payment whose authorization was already spent (the same payment
   // sent again); not a 402, which would read as "short of credit" and have x402 clients pay again.
   PAYMENT_ALREADY_USED: 409,

@@ -126,7 +126,7 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let repairer: ReturnType<typeof setInterval> | undefined;
   const topup = await TopupService.open(config.payments, sql, credits);
-  const keys = new KeyService(sql, ledger, credits, apiKeyAuth, leases);
+  const keys = new KeyService(sql, ledger, credits, apiKeyAuth, leases, config.maxKeysPerWallet);
   const siwe = new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds });
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error

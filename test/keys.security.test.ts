@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { sharedGateway } from "./helpers/gateway.ts";
+import { sharedGateway, startGateway } from "./helpers/gateway.ts";
 
 const gw = sharedGateway();
 
@@ -227,4 +227,35 @@ describe("SIWE nonces", () => {
       expect(shared).toEqual([]);
     }
   });
+});
+
+describe("keys per wallet", () => {
+  test("past MAX_KEYS_PER_WALLET active keys: 409 KEY_LIMIT_REACHED, no key created; revoking one makes room", async () => {
+    const small = await startGateway({ MAX_KEYS_PER_WALLET: "3" });
+    try {
+      const account = newAccount();
+      const wallet = account.address.toLowerCase();
+      const ids: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await small.call("POST", "/v1/auth/keys", { ...(await small.signIn(account)), label: `k${i}` });
+        expect(res.status).toBe(201);
+        ids.push(res.body.id);
+      }
+      const refused = await small.call("POST", "/v1/auth/keys", { ...(await small.signIn(account)), label: "one more" });
+      expect(refused.status).toBe(409);
+      expect(refused.body).toEqual({
+        error: "KEY_LIMIT_REACHED",
+        message:
+          "This wallet has 3 active API keys, the most it may have (3); revoke one (DELETE /v1/auth/keys/{key_id}) to create another",
+      });
+      const [r] = await small.services.sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM api_keys WHERE wallet = ${wallet}`;
+      expect(r!.n).toBe(3);
+      // Another wallet is not affected; a revoked key no longer counts.
+      expect((await small.call("POST", "/v1/auth/keys", await small.signIn(newAccount()))).status).toBe(201);
+      expect((await small.call("DELETE", `/v1/auth/keys/${ids[0]}`, await small.signIn(account))).status).toBe(200);
+      expect((await small.call("POST", "/v1/auth/keys", await small.signIn(account))).status).toBe(201);
+    } finally {
+      await small.close();
+    }
+  }, 60_000);
 });

@@ -41,7 +41,8 @@ export const keysRoutes = (s: Services) =>
           summary: "Create an API key (plaintext returned once)",
           description:
             "SIWE in the body. A message is accepted once. A redeem_code credits the wallet (redeemed_credit_usdc). " +
-            "`models` and `requests_per_minute` (extensions) limit the key for its whole life.",
+            "`models` and `requests_per_minute` (extensions) limit the key for its whole life. A wallet has at most " +
+            "MAX_KEYS_PER_WALLET (100) active keys: past it 409 KEY_LIMIT_REACHED until one is revoked.",
           requestBody: body("ApiKeyCreateRequest", {
             ...SIGNED,
             label: "ci",
@@ -50,7 +51,7 @@ export const keysRoutes = (s: Services) =>
           }),
           responses: responses(
             { 201: json("ApiKeyCreateResponse", "The new key; its plaintext is never shown again", CREATED, ["Cache-Control"]) },
-            errors("VALIDATION_ERROR", "UNAUTHORIZED", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
+            errors("VALIDATION_ERROR", "UNAUTHORIZED", "KEY_LIMIT_REACHED", "REQUEST_TIMEOUT", "PAYLOAD_TOO_LARGE"),
           ),
         }),
       },

@@ -45,6 +45,8 @@ export class KeyService {
     private readonly auth?: Pick<ApiKeyAuth, "created">,
     /** Told of each revoke, so this process's lease on the key admits nothing more at once (others' within a second). */
     private readonly leases?: Pick<Leases, "revoked">,
+    /** Active keys a wallet may have (MAX_KEYS_PER_WALLET). */
+    private readonly maxKeys = 100,
   ) {}
 
   /**
@@ -55,6 +57,15 @@ export class KeyService {
    * Redis (key state, then the credit) follows. At most one of the codes: the route refuses both before the sign-in.
    */
   async create(wallet: string, input: CreateKeyInput) {
+    // Counted before the insert (by the wallet index): concurrent creations, each with its own signed message, may
+    // pass the bound by the few that race; a wallet cannot grow its rows without bound.
+    const [active] = await this.sql<{ n: number }[]>`
+      SELECT COUNT(*)::int AS n FROM api_keys WHERE wallet = ${wallet} AND revoked_at IS NULL`;
+    if (active!.n >= this.maxKeys)
+      throw new ApiError({
+        code: "KEY_LIMIT_REACHED",
+        message: `This wallet has ${active!.n} active API keys, the most it may have (${this.maxKeys}); revoke one (DELETE /v1/auth/keys/{key_id}) to create another`,
+      });
     const key = generateApiKey();
     const hash = hashApiKey(key);
     const label = input.label ?? "";
