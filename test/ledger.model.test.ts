@@ -179,6 +179,8 @@ const REQUIRED = [
   "failover:served-first",
   "failover:served-fallback",
   "failover:all-failed",
+  "cached:settled-with-breakpoint",
+  "cached:settled-reads-only",
 ];
 
 test(`random ledger operations match the reference model (seed ${SEED}, ${STEPS} steps)`, async () => {

@@ -43,6 +43,10 @@ export interface EventM {
   cost?: string;
   pt?: string;
   ct?: string;
+  /** The charge's cache split (reads, 5-minute and 1-hour writes), only when one of them is not 0. */
+  cr?: string;
+  cw?: string;
+  cw1h?: string;
 }
 
 /** A credit lease (lease-8): a hold whose lock moves; never settled, only closed (released) or expired. */
@@ -69,6 +73,10 @@ export interface SettleUsage {
   pt: number;
   ct: number;
   cost: number;
+  /** Of pt: read from the provider's cache, written to it for 5 minutes, for 1 hour (absent: 0). */
+  cr?: number;
+  cw?: number;
+  cw1h?: number;
 }
 
 const MODEL = "m/model";
@@ -175,6 +183,11 @@ export function referenceModel(names: RedisNames, pick: <T>(xs: readonly T[]) =>
       cost: String(usage.cost),
       pt: String(usage.pt),
       ct: String(usage.ct),
+      ...((usage.cr ?? 0) + (usage.cw ?? 0) + (usage.cw1h ?? 0) > 0 && {
+        cr: String(usage.cr ?? 0),
+        cw: String(usage.cw ?? 0),
+        cw1h: String(usage.cw1h ?? 0),
+      }),
     });
   }
 

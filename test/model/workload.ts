@@ -250,11 +250,89 @@ export function ledgerWorkload(
     };
   }
 
+  /**
+   * A request to a model with cache prices (random, a write price possibly far above the prompt's), with or without
+   * a cache_control breakpoint: its hold is the tariff's (the dearest prompt rate it can be billed at), and every
+   * usage shape the provider may report within the bound (cache reads; with a breakpoint, 5-minute and 1-hour
+   * writes too) is charged at most the hold; one of them, drawn, is settled with its cache split.
+   */
+  async function cachedCall(): Promise<StepOutcome> {
+    const active = m.activeKeys();
+    if (active.length === 0) return null;
+    const k = pick(active);
+    const base = chainModel(0);
+    const p = Math.max(1, base.promptPico);
+    const model: Model = {
+      ...base,
+      id: "m/cached",
+      provider: { name: "m", type: "anthropic", baseUrl: "http://127.0.0.1:9/v1" },
+      cachedPromptPico: int(0, 2 * p),
+      cacheWritePico: int(0, 3 * p),
+      cacheWrite1hPico: int(0, 4 * p),
+      costCachedPromptPico: int(0, p),
+    };
+    const breakpoint = chance(0.5);
+    const part = { type: "text", text: "x".repeat(int(1, 3_000)), ...(breakpoint && { cache_control: { type: "ephemeral" } }) };
+    const body = { model: model.id, messages: [{ role: "user", content: [part] }], max_tokens: int(1, 8_192) };
+    const { bound } = boundedRequest(model, body, false);
+    const pt = bound.promptTokens;
+    const ct = bound.completionTokens;
+    // Every prompt token of one kind, at the bound: the dearest shapes there are.
+    const kinds = breakpoint
+      ? (["cached_prompt_tokens", "cache_write_tokens", "cache_write_1h_tokens"] as const)
+      : (["cached_prompt_tokens"] as const);
+    expect(billedMicro(model, { prompt_tokens: pt, completion_tokens: ct })).toBeLessThanOrEqual(bound.micro);
+    for (const kind of kinds)
+      expect(billedMicro(model, { prompt_tokens: pt, completion_tokens: ct, [kind]: pt })).toBeLessThanOrEqual(bound.micro);
+    // A drawn split of a drawn prompt.
+    const prompt = int(0, pt);
+    const read = int(0, prompt);
+    const write = breakpoint ? int(0, prompt - read) : 0;
+    const write1h = breakpoint ? int(0, prompt - read - write) : 0;
+    const usage = {
+      prompt_tokens: prompt,
+      completion_tokens: int(0, ct),
+      cached_prompt_tokens: read,
+      cache_write_tokens: write,
+      cache_write_1h_tokens: write1h,
+    };
+    const charge = billedMicro(model, usage);
+    expect(charge).toBeLessThanOrEqual(bound.micro);
+
+    const id = newHoldId();
+    const reserved = await reserveAndCheck(k, id, bound.micro);
+    const h = m.holds.get(id);
+    if (!h || reserved !== "reserve:held") return { label: `cached:${reserved}`, touched: h ? [h] : [] };
+    const cost = int(0, charge);
+    const { posts } = m.settle(h, charge, { pt: prompt, ct: usage.completion_tokens, cost, cr: read, cw: write, cw1h: write1h });
+    expect(posts).toBe(true);
+    const details = {
+      promptTokens: prompt,
+      completionTokens: usage.completion_tokens,
+      costMicro: cost,
+      model: "m/model", // the model's books name every charge so
+      cachedPromptTokens: read,
+      cacheWriteTokens: write,
+      cacheWrite1hTokens: write1h,
+    };
+    expect(await ledger.settle(k.p, id, charge, details)).toBe(true);
+    return {
+      label: breakpoint ? "cached:settled-with-breakpoint" : "cached:settled-reads-only",
+      touched: [h],
+      labels: [reserved, "settle:posted"],
+    };
+  }
+
   const steps: Step[] = [
     {
       name: "failover",
       weight: 6,
       run: failover,
+    },
+    {
+      name: "cached",
+      weight: 6,
+      run: cachedCall,
     },
     {
       name: "burst",
