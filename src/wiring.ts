@@ -25,6 +25,7 @@ import { ResponsesService } from "./modules/responses/responses.service.ts";
 import { TopupService } from "./modules/topup/topup.service.ts";
 import { PaidCalls } from "./modules/paycall/paycall.service.ts";
 import { KeylessCalls } from "./modules/paycall/keyless.ts";
+import { UptoCalls } from "./modules/paycall/upto.ts";
 import { SiwxVerifier } from "./auth/siwx.ts";
 import { WalletKeys } from "./auth/walletKeys.ts";
 import { UsageService } from "./modules/usage/usage.service.ts";
@@ -128,6 +129,8 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
   const topup = await TopupService.open(config.payments, sql, credits);
   const keys = new KeyService(sql, ledger, credits, apiKeyAuth, leases, config.maxKeysPerWallet);
   const siwe = new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: config.siweChainIds });
+  const walletKeys = new WalletKeys(sql, ledger);
+  const upto = new UptoCalls(sql, credits, ledger, topup, walletKeys);
   let closing: Promise<void> | undefined;
   // Each repair job runs on its own: a slow chain RPC must not hold back deferred charges, nor one job's error
   // skip the others.
@@ -135,6 +138,8 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
     ["credits", () => credits.reapplyPending()],
     ["payment checks", () => topup.recovery.checkPending()],
     ["deferred settles", () => pendingSettles.replay()],
+    // x402 `upto` settlements a request could not finish (chain down, process killed): made now, once.
+    ["upto settlements", () => upto.recover()],
     // Revocations and applied credits a Redis lost with its recent writes come back from Postgres.
     ["reconcile", () => reconcileFromPostgres(ledger, sql)],
   ];
@@ -169,7 +174,7 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
     paidCalls: new PaidCalls(config.payments, topup, ledger, apiKeyAuth),
     keyless: new KeylessCalls(
       topup,
-      new WalletKeys(sql, ledger),
+      walletKeys,
       // SIWx signs for the payment network's chain (its 402 says so), whatever SIWE_CHAIN_IDS allow for key sign-ins.
       new SiwxVerifier(
         new SiweVerifier(redis, redisNames, { domains: config.siweDomains, chainIds: [config.payments.chain.chainId] }),
@@ -177,6 +182,7 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
         redisNames,
         config.payments.chain.chainId,
       ),
+      upto,
     ),
     chat,
     reachability,

@@ -82,11 +82,12 @@ async function signInWithX(account: PrivateKeyAccount, over: Record<string, unkn
 }
 
 describe("a model request without a key", () => {
-  test("answers 402 PAYMENT_REQUIRED with x402 v2 terms for its hold: exact USDC, sign-in-with-x and payment-identifier", async () => {
+  test("answers 402 PAYMENT_REQUIRED with x402 v2 terms for its hold: upto and exact USDC, sign-in-with-x and payment-identifier", async () => {
     const res = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages });
     expect(res.status).toBe(402);
     expect(res.body).toMatchObject({ error: "PAYMENT_REQUIRED", x402Version: 1 });
     expect(res.body.message).toContain("EIP-3009");
+    expect(res.body.message).toContain("Permit2");
     expect(res.body.message).toContain("SIGN-IN-WITH-X");
     const hold = res.body.required_usdc;
     expect(hold).toBeGreaterThan(charge);
@@ -94,9 +95,10 @@ describe("a model request without a key", () => {
     expect(v2.x402Version).toBe(2);
     expect(v2.resource.url).toBe(`${BASE}/v1/chat/completions`);
     expect(v2.accepts.map((a: Record<string, string>) => [a.scheme, a.asset, a.amount, a.network])).toEqual([
+      ["upto", chain.usdc.address, String(hold), `eip155:${chain.chainId}`],
       ["exact", chain.usdc.address, String(hold), `eip155:${chain.chainId}`],
     ]);
-    expect(Object.keys(v2.extensions).sort()).toEqual(["payment-identifier", "sign-in-with-x"]);
+    expect(Object.keys(v2.extensions).sort()).toEqual(["eip2612GasSponsoring", "payment-identifier", "sign-in-with-x"]);
     const siwx = v2.extensions["sign-in-with-x"];
     expect(siwx.info).toMatchObject({ domain: "gateway.test", uri: `${BASE}/v1/chat/completions`, version: "1" });
     expect(siwx.info.nonce).toMatch(/^[0-9a-f]{32}$/);
@@ -105,11 +107,11 @@ describe("a model request without a key", () => {
     const responses = await gw.call("POST", "/v1/responses", { model: "standin/echo", input: "Say hello." });
     expect(responses.status).toBe(402);
     expect(responses.body.error).toMatchObject({ code: "PAYMENT_REQUIRED", type: "insufficient_balance" });
-    expect(decode(responses.headers.get("payment-required")!).accepts[0].scheme).toBe("exact");
+    expect(decode(responses.headers.get("payment-required")!).accepts[0].scheme).toBe("upto");
     const msgs = await gw.call("POST", "/v1/messages", { model: "standin/echo", max_tokens: 64, messages });
     expect(msgs.status).toBe(402);
     expect(msgs.body.type).toBe("error");
-    expect(decode(msgs.headers.get("payment-required")!).accepts[0].scheme).toBe("exact");
+    expect(decode(msgs.headers.get("payment-required")!).accepts[0].scheme).toBe("upto");
   });
 
   test("a bad request is refused as with a key, before any terms", async () => {

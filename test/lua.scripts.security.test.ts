@@ -20,6 +20,7 @@ const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
   "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
   "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
+  "credit-settle-3.lua": "a4d92eb28c2bdff9e66a816250420ae8629242dd",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
   "count-request-3.lua": "42a70b1efa09408290dbedc1f54d40f2a849ef25",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
@@ -66,6 +67,7 @@ describe("ledger Lua scripts", () => {
     const fenced = SCRIPT_FILES.filter((f) => /shard fence/.test(split(scriptFile(f)).header));
     expect(fenced.sort()).toEqual([
       "credit-3.lua",
+      "credit-settle-3.lua",
       "lease-8.lua",
       "rebuild-write-2.lua",
       "release-6.lua",

@@ -3,10 +3,11 @@
  * viem) agree with viem's on every casing, and the Permit2 proxy it names is `@x402/evm`'s.
  */
 import { describe, expect, test } from "bun:test";
-import { x402ExactPermit2ProxyAddress } from "@x402/evm";
+import { x402ExactPermit2ProxyAddress, x402UptoPermit2ProxyAddress } from "@x402/evm";
 import * as viem from "viem";
 import { getAddress, isAddress, isAddressEqual } from "../src/payments/address.ts";
 import { X402_PERMIT2_PROXY } from "../src/payments/payment.ts";
+import { X402_UPTO_PERMIT2_PROXY } from "../src/payments/requirements.ts";
 
 /** A random address in lower case, its checksummed form, one with a wrong checksum, and upper case. */
 function casings(): string[] {
@@ -44,5 +45,6 @@ describe("EVM addresses", () => {
 
   test("the Permit2 proxy a payment must name is x402's", () => {
     expect(X402_PERMIT2_PROXY).toBe(x402ExactPermit2ProxyAddress);
+    expect(X402_UPTO_PERMIT2_PROXY).toBe(x402UptoPermit2ProxyAddress);
   });
 });

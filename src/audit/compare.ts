@@ -166,6 +166,15 @@ export function compareBooks(
         note: pg.pendingSettles.unresolved > 0 ? `${pg.pendingSettles.unresolved} unresolved: an operator decides` : undefined,
       },
       {
+        label: "upto settlements to make",
+        count: pg.uptoSettles.count,
+        usdc: pg.uptoSettles.amount,
+        note:
+          pg.uptoSettles.failing > 0
+            ? `${pg.uptoSettles.failing} failed so far; the repair job retries (upto_settles)`
+            : "x402 upto calls served or serving; settled on chain for their charge",
+      },
+      {
         label: "credits not yet applied",
         count: unapplied.count,
         usdc: unapplied.usdc,

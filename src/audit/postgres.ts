@@ -34,6 +34,8 @@ export interface PostgresBooks {
   /** Charges whose event id the caller saw in the outbox (flushed since the Redis read, or not yet deleted). */
   chargesInOutbox: ChargeRow[];
   pendingSettles: { count: number; amount: number; unresolved: number };
+  /** x402 `upto` calls served whose on-chain settlement is not made yet (docs/payments.md); `failing`: tried and failed. */
+  uptoSettles: { count: number; amount: number; failing: number };
 }
 
 // settle-batch stamps a charge with Redis's clock in ms; the flusher stores it as occurred_at (exact to the ms).
@@ -66,7 +68,12 @@ export async function readPostgresBooks(sql: Sql, sinceMs: number, outboxEventId
       ${raw(
         rows(`SELECT COUNT(*) AS count, COALESCE(SUM(charge_usdc), 0) AS amount, COUNT(*) FILTER (WHERE unresolved) AS unresolved
                   FROM pending_settles`),
-      )} AS pending`;
+      )} AS pending,
+      ${raw(
+        rows(`SELECT COUNT(*) AS count, COALESCE(SUM(COALESCE(charge_usdc, max_usdc)), 0) AS amount,
+                     COUNT(*) FILTER (WHERE last_error IS NOT NULL) AS failing
+                  FROM upto_settles WHERE state <> 'settled'`),
+      )} AS upto`;
   const keys = r!.keys as { id: number; wallet: string; budget: number | null; revoked: boolean }[];
   return {
     credits: r!.credits,
@@ -75,5 +82,6 @@ export async function readPostgresBooks(sql: Sql, sinceMs: number, outboxEventId
     chargesSince: r!.since,
     chargesInOutbox: r!.in_outbox,
     pendingSettles: r!.pending[0],
+    uptoSettles: r!.upto[0],
   };
 }

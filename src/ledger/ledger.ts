@@ -271,6 +271,24 @@ export class Ledger {
     return { applied: r[0] === 1, balance: Number(r[1]) };
   }
 
+  /**
+   * Settles a pending credit (an x402 `upto` authorization credited at its maximum) down to `amount`, which Postgres
+   * already records; idempotent. A credit Redis has not applied yet is applied at `recorded` (Postgres's amount before
+   * this change) first. Returns the balance after.
+   */
+  async settleCredit(wallet: string, creditId: string, recorded: number, amount: number): Promise<number> {
+    const shard = this.names.shardOf(wallet);
+    const k = this.names;
+    const keys: [string, string, string] = [k.wallet(shard, wallet), k.credited(shard), k.fence(shard)];
+    this.batches.flush(shard);
+    let r = await this.fence.run(shard, (epoch) => this.scripts.creditSettle(keys, epoch, creditId, amount));
+    if (r[1] === "UNKNOWN") {
+      await this.credit(wallet, creditId, recorded);
+      r = await this.fence.run(shard, (epoch) => this.scripts.creditSettle(keys, epoch, creditId, amount));
+    }
+    return Number(r[1]);
+  }
+
   /** Expires holds whose lifetime passed (a crashed gateway's); returns how many were released. */
   async sweepExpired(batch = 200): Promise<number> {
     let released = 0;

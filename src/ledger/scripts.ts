@@ -3,6 +3,7 @@ import audit from "../../lua/audit-3.lua" with { type: "text" };
 import compareAndSet from "../../lua/compare-and-set-1.lua" with { type: "text" };
 import countRequest from "../../lua/count-request-3.lua" with { type: "text" };
 import credit from "../../lua/credit-3.lua" with { type: "text" };
+import creditSettle from "../../lua/credit-settle-3.lua" with { type: "text" };
 import lease from "../../lua/lease-8.lua" with { type: "text" };
 import rebuildWrite from "../../lua/rebuild-write-2.lua" with { type: "text" };
 import release from "../../lua/release-6.lua" with { type: "text" };
@@ -24,6 +25,7 @@ const FILES = {
   "lease-8.lua": lease,
   "release-6.lua": release,
   "credit-3.lua": credit,
+  "credit-settle-3.lua": creditSettle,
   "compare-and-set-1.lua": compareAndSet,
   "count-request-3.lua": countRequest,
   "audit-3.lua": audit,
@@ -103,6 +105,7 @@ export class LedgerScripts {
     lease: script("lease-8.lua"),
     release: script("release-6.lua"),
     credit: script("credit-3.lua"),
+    creditSettle: script("credit-settle-3.lua"),
     compareAndSet: script("compare-and-set-1.lua"),
     countRequest: script("count-request-3.lua"),
     audit: script("audit-3.lua"),
@@ -170,6 +173,16 @@ export class LedgerScripts {
     amount: number | string,
   ): Promise<[number, number | string, string?]> {
     return this.run(this.scripts.credit, [...keys, epoch, creditId, amount]) as Promise<[number, number | string, string?]>;
+  }
+
+  /** credit-settle-3.lua: {1 | 0, balance} | {0, 'UNKNOWN'} | {0, 'FENCED', fence}. */
+  creditSettle(
+    keys: [wallet: string, credited: string, fence: string],
+    epoch: string,
+    creditId: string,
+    amount: number | string,
+  ): Promise<[number, number | string, string?]> {
+    return this.run(this.scripts.creditSettle, [...keys, epoch, creditId, amount]) as Promise<[number, number | string, string?]>;
   }
 
   /** compare-and-set-1.lua: true when `key` held `expected` and now holds `next` ('' deletes it). */

@@ -4,7 +4,7 @@ import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
 import { ExactEvmSchemeV1 } from "@x402/evm/exact/v1/facilitator";
 import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
-import { type Address, concat, defineChain, encodeFunctionData, type Hex, keccak256 } from "viem";
+import { type Address, concat, defineChain, encodeFunctionData, type Hex, keccak256, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { log } from "../log.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult, type VerifyResult, withTimeout } from "./facilitator.ts";
@@ -12,6 +12,9 @@ import type { PaymentNetwork } from "./networks.ts";
 import type { PermitPayload } from "./payment.ts";
 import { NETWORK_ERROR, PermitPath } from "./permitPath.ts";
 import { type LocalClient, relayerClient } from "./relayer.ts";
+
+const PERMIT2_ADDRESS = "0x000000000022D473030F116dDEE9F6B43aC78BA3";
+const NONCE_BITMAP_ABI = parseAbi(["function nonceBitmap(address owner, uint256 wordPos) view returns (uint256)"]);
 
 /**
  * The in-process facilitator (FACILITATOR=local): the relayer key on RPC_URL pays the gas.
@@ -106,6 +109,23 @@ export class LocalFacilitator implements Facilitator {
     });
     this.queue = run.catch(() => {});
     return run;
+  }
+
+  /**
+   * Whether Permit2 has spent `nonce` of `owner` (its nonceBitmap): an `upto` authorization settled already, whatever
+   * became of the answer to the transaction that spent it.
+   */
+  async permit2NonceUsed(owner: Address, nonce: bigint): Promise<boolean> {
+    await this.reachable();
+    const word = await this.guard(() =>
+      this.client.readContract({
+        address: PERMIT2_ADDRESS,
+        abi: NONCE_BITMAP_ABI,
+        functionName: "nonceBitmap",
+        args: [owner, nonce >> 8n],
+      }),
+    );
+    return ((word >> (nonce & 255n)) & 1n) === 1n;
   }
 
   /** The library reports a broken RPC connection as a failed settlement; that is the 503 case for us. */

@@ -60,9 +60,9 @@ export interface RequirementV1 {
   extra: Record<string, unknown>;
 }
 
-/** x402 v2 requirement, as the PAYMENT-REQUIRED header carries it. */
+/** x402 v2 requirement, as the PAYMENT-REQUIRED header carries it (`upto`: a keyless call's, callOffer). */
 export interface RequirementV2 {
-  scheme: "exact";
+  scheme: "exact" | "upto";
   network: string;
   amount: string;
   asset: Address;
@@ -184,9 +184,18 @@ export function encodeHeader(value: unknown): string {
   return Buffer.from(JSON.stringify(value)).toString("base64");
 }
 
+/** `@x402/evm`'s Permit2 proxy for `upto`, the spender its clients sign for (test/payments.address.unit.test.ts pins it). */
+export const X402_UPTO_PERMIT2_PROXY = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002";
+
+/** The terms of a keyless call: `exact` entries as any offer's, and the `upto` entry ahead of them when one is made. */
+export type CallOffer = Offer & { upto?: RequirementV2 };
+
 /**
- * The terms of a model call made without an API key (paycall/keyless.ts): USDC only, the call's hold exactly,
- * by `exact` (EIP-3009). `extensions` gets the sign-in-with-x challenge from the caller.
+ * The terms of a model call made without an API key (paycall/keyless.ts): USDC only, the call's hold exactly. First
+ * `upto` (Permit2; offered when the in-process facilitator, `relayer`, settles it: `extra.facilitatorAddress` names it,
+ * and only it may settle), then `exact` (EIP-3009). With `upto`, the v2 terms also declare x402's eip2612GasSponsoring,
+ * so a payer without a Permit2 allowance signs an EIP-2612 permit for it and pays no gas. `extensions` gets the
+ * sign-in-with-x challenge from the caller.
  */
 export function callOffer(
   net: PaymentNetwork,
@@ -195,16 +204,24 @@ export function callOffer(
   resource: string,
   description: string,
   relayer?: Address,
-): Offer {
+): CallOffer {
   const all = buildOffer(net, payTo, microUsdc, resource, relayer, description);
   const requirements = all.requirements.filter((r) => r.asset.symbol === "USDC" && r.method === "eip3009");
+  const exact = requirements[0]?.v2;
+  const upto: RequirementV2 | undefined =
+    exact && relayer
+      ? {
+          ...exact,
+          scheme: "upto",
+          extra: { ...exact.extra, assetTransferMethod: PERMIT2_TRANSFER_METHOD, facilitatorAddress: getAddress(relayer) },
+        }
+      : undefined;
+  const extensions: Record<string, unknown> = { [PAYMENT_IDENTIFIER]: structuredClone(PAYMENT_IDENTIFIER_DECLARATION) };
+  if (upto) Object.assign(extensions, structuredClone(EIP2612_GAS_SPONSORING));
   return {
     requirements,
+    upto,
     body: { x402Version: 1, accepts: requirements.map((r) => r.v1) },
-    v2: {
-      ...all.v2,
-      accepts: requirements.map((r) => r.v2),
-      extensions: { [PAYMENT_IDENTIFIER]: structuredClone(PAYMENT_IDENTIFIER_DECLARATION) },
-    },
+    v2: { ...all.v2, accepts: [...(upto ? [upto] : []), ...requirements.map((r) => r.v2)], extensions },
   };
 }

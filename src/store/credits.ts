@@ -8,7 +8,7 @@ export interface CreditInput {
   /** Idempotency id: a retry with the same id credits nothing twice. */
   eventId: string;
   wallet: string;
-  kind: "topup" | "grant" | "redeem";
+  kind: "topup" | "grant" | "redeem" | "upto";
   amountUsdc: number;
   reason?: string;
   txHash?: string;

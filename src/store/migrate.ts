@@ -7,6 +7,7 @@ import paidCalls from "../../migrations/006_paid_calls.sql" with { type: "text" 
 import leasedSettles from "../../migrations/007_leased_settles.sql" with { type: "text" };
 import keyLimits from "../../migrations/008_key_limits.sql" with { type: "text" };
 import cacheTokens from "../../migrations/009_cache_tokens.sql" with { type: "text" };
+import uptoSettles from "../../migrations/010_upto_settles.sql" with { type: "text" };
 import type { Sql } from "./db.ts";
 
 /** Every migration in order, imported as text so a compiled binary carries them (a test checks the folder). */
@@ -20,6 +21,7 @@ export const MIGRATIONS: [name: string, sql: string][] = [
   ["007_leased_settles.sql", leasedSettles],
   ["008_key_limits.sql", keyLimits],
   ["009_cache_tokens.sql", cacheTokens],
+  ["010_upto_settles.sql", uptoSettles],
 ];
 
 /** Applies migrations/NNN_name.sql in order, each once, each in its own transaction; safe to run at every start. */

@@ -28,6 +28,7 @@ export async function auditDifferences(m: ReferenceModel, sut: LedgerUnderTest, 
     chargesSince: [],
     chargesInOutbox: [],
     pendingSettles: { count: 0, amount: 0, unresolved: 0 },
+    uptoSettles: { count: 0, amount: 0, failing: 0 },
   };
   const late = { credits: new Set<string>(), keys: new Set<number>() };
   const pass = compareBooks(names, { byShard, misplaced: [] }, shards, new Map(), pg, late);

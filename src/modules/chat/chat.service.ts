@@ -52,7 +52,7 @@ export type PayHook = (principal: KeyPrincipal, required: number) => Promise<voi
  * admitted (fields, model, prompt) and its hold known: the principal to hold and charge under, or a throw (a 402 with
  * the terms for `required`, a 401), nothing held then.
  */
-export type Payer = (required: number) => Promise<KeyPrincipal>;
+export type Payer = (required: number) => Promise<{ principal: KeyPrincipal; holdId?: string }>;
 
 /**
  * POST /v1/chat/completions (and every front door through it), top to bottom: admit (key, model, fields), bound (the upstream request and the hold
@@ -84,11 +84,13 @@ export class ChatService {
     const first = attempts[0]!;
     const bound = dearestBound(attempts.map((a) => a.bound));
 
-    const principal = admitted.principal ?? (await payer!(bound.micro));
+    // A keyless call's payer may name the hold id (an `upto` authorization's row names it, for its repair).
+    const paid = admitted.principal ? { principal: admitted.principal } : await payer!(bound.micro);
+    const principal = paid.principal;
     trace.keyId = principal.keyId;
     trace.wallet = principal.wallet;
     if (pay !== undefined) await pay(principal, bound.micro);
-    const holdId = nextHoldId();
+    const holdId = paid.holdId ?? nextHoldId();
     const { rateRemaining, lease } = await this.reserve(principal, holdId, bound.micro);
     trace.provider = model.provider.name;
     trace.stream = stream;

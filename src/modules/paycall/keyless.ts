@@ -13,14 +13,17 @@ import { fingerprintOf, paymentIdOf } from "../../payments/paymentIds.ts";
 import { log } from "../../log.ts";
 import { decodePaymentHeader, paymentHeaderOf } from "../../payments/paymentHeader.ts";
 import { encodeHeader } from "../../payments/requirements.ts";
+import { traceOf } from "../../observe/trace.ts";
 import type { Payer } from "../chat/chat.service.ts";
 import type { TopupService } from "../topup/topup.service.ts";
 import { alreadyUsed } from "./paycall.service.ts";
+import { type UptoCalls, UptoRefused, type UptoSettlement } from "./upto.ts";
 
 const HOW_TO_PAY =
-  "This call needs payment: resend it with PAYMENT-SIGNATURE (x402 v2, the terms in PAYMENT-REQUIRED: `exact` through an " +
-  "EIP-3009 USDC authorization for the call's hold, the remainder kept as this wallet's balance), or sign in with the " +
-  "wallet (SIGN-IN-WITH-X, x402's sign-in-with-x, the challenge in PAYMENT-REQUIRED's extensions) to spend its balance";
+  "This call needs payment: resend it with PAYMENT-SIGNATURE (x402 v2, the terms in PAYMENT-REQUIRED: `upto` through a " +
+  "Permit2 USDC authorization of at most the call's hold, settled for exactly what the call cost; or `exact` through an " +
+  "EIP-3009 USDC authorization for the hold, the remainder kept as this wallet's balance), or sign in with the wallet " +
+  "(SIGN-IN-WITH-X, x402's sign-in-with-x, the challenge in PAYMENT-REQUIRED's extensions) to spend its balance";
 
 const describe = (micro: number) =>
   `One model call: at most ${micro / 1_000_000} USD (its hold); what it does not cost stays as the payer's balance`;
@@ -54,6 +57,8 @@ export class KeylessCalls {
     private readonly topup: TopupService,
     private readonly wallets: WalletKeys,
     private readonly siwx: SiwxVerifier,
+    /** `upto`: settled after serving, for the charge. */
+    readonly upto: UptoCalls,
   ) {}
 
   /** Whether calls without a key are taken here (a gateway that takes payments); else they are 401 as before. */
@@ -73,22 +78,44 @@ export class KeylessCalls {
     const signIn = request.headers.get(SIWX_HEADER);
     let receipt: Record<string, string> | undefined;
     let id: string | undefined;
+    let upto: string | undefined;
     let required = 0;
     const payer: Payer = async (micro) => {
       required = micro;
       if (payment === null && signIn === null) throw this.paymentRequired(micro, resource, host);
-      if (payment === null) return this.wallets.principal(await this.siwx.verify(signIn!));
-      const paid = await this.pay(payment, micro, resource, host);
+      if (payment === null) return { principal: await this.wallets.principal(await this.siwx.verify(signIn!)) };
+      const decoded = this.decode(payment, micro, resource, host);
+      if ((decoded.accepted as { scheme?: unknown } | undefined)?.scheme === "upto") {
+        const offered = this.topup.callOffer(micro, resource, describe(micro)).upto;
+        if (!offered) throw this.paymentRequired(micro, resource, host, "this gateway does not settle upto");
+        try {
+          const a = await this.upto.authorize(decoded, offered, micro);
+          upto = a.id;
+          return { principal: a.principal, holdId: a.holdId };
+        } catch (e) {
+          if (e instanceof UptoRefused) throw this.paymentRequired(micro, resource, host, e.message);
+          throw e;
+        }
+      }
+      const paid = await this.pay(decoded, micro, resource, host);
       receipt = paid.receipt;
       id = paid.id;
-      return this.wallets.principal(paid.payer);
+      return { principal: await this.wallets.principal(paid.payer) };
     };
+    const trace = traceOf(request);
     try {
       const answer = await call(payer);
+      if (upto !== undefined) return await this.settleUpto(upto, answer, () => trace.chargeUsdc ?? 0);
       if (receipt) for (const [name, value] of Object.entries(receipt)) answer.headers.set(name, value);
       return id === undefined ? answer : this.keep(id, answer);
     } catch (e) {
       if (e instanceof Replayed) return e.response;
+      // An `upto` call that failed after its authorization was credited: settled for what it was charged (0 when its
+      // hold was released), and its settlement told with the error.
+      if (upto !== undefined && e instanceof ApiError) {
+        const s = await this.upto.settle(upto, trace.chargeUsdc ?? 0);
+        throw e.with({ headers: { "payment-response": encodeHeader(s) } });
+      }
       // Paid, and the call then failed: the id keeps the receipt (the payment moved), a resend gets this same error.
       if (id !== undefined && e instanceof ApiError) {
         const failed = e.with({ headers: receipt ?? {} }).toResponse();
@@ -123,8 +150,60 @@ export class KeylessCalls {
    * anything is served (TopupService.pay, the top-up's own path: recovery, Postgres first). A payment that moves
    * nothing is the 402 again with the reason; a payment-identifier id naming another payment is 409 CONFLICT.
    */
+  /** The payment header decoded; a malformed one is the 402 again, with the reason. */
+  private decode(header: string, micro: number, resource: string, host: string | null): Record<string, unknown> {
+    try {
+      return decodePaymentHeader(header);
+    } catch (e) {
+      if (e instanceof BareError) throw this.paymentRequired(micro, resource, host, e.message);
+      throw e;
+    }
+  }
+
+  /**
+   * An `upto` call's answer, settled for its charge: a JSON answer once it is known (PAYMENT-RESPONSE), a stream just
+   * before its `data: [DONE]` (or its end, on a door without one) as the SSE comment `: x402.settlement <JSON>`, which
+   * SDKs skip. A client that leaves early: settled for what it was charged, behind.
+   */
+  private async settleUpto(id: string, answer: Response, charge: () => number): Promise<Response> {
+    const sse = answer.headers.get("content-type")?.includes("text/event-stream") === true;
+    if (!sse || answer.body === null) {
+      const s = await this.upto.settle(id, charge());
+      answer.headers.set("payment-response", encodeHeader(s));
+      return answer;
+    }
+    const reader = answer.body.getReader();
+    const encoder = new TextEncoder();
+    const decoder = new TextDecoder();
+    let settled: Promise<UptoSettlement> | undefined;
+    const settle = () => (settled ??= this.upto.settle(id, charge()));
+    const comment = async () => encoder.encode(`: x402.settlement ${JSON.stringify(await settle())}\n\n`);
+    const DONE = "data: [DONE]";
+    const body = new ReadableStream<Uint8Array>({
+      async pull(ctrl) {
+        const read = await reader.read();
+        if (read.done) {
+          if (!settled) ctrl.enqueue(await comment());
+          ctrl.close();
+          return;
+        }
+        const text = decoder.decode(read.value, { stream: true });
+        const at = settled ? -1 : text.indexOf(DONE);
+        if (at < 0) return ctrl.enqueue(read.value);
+        if (at > 0) ctrl.enqueue(encoder.encode(text.slice(0, at)));
+        ctrl.enqueue(await comment());
+        ctrl.enqueue(encoder.encode(text.slice(at)));
+      },
+      async cancel(reason) {
+        await reader.cancel(reason);
+        void settle();
+      },
+    });
+    return new Response(body, { status: answer.status, headers: answer.headers });
+  }
+
   private async pay(
-    header: string,
+    decoded: Record<string, unknown>,
     micro: number,
     resource: string,
     host: string | null,
@@ -132,7 +211,6 @@ export class KeylessCalls {
     const refuse = (reason: string, headers?: Record<string, string>) => this.paymentRequired(micro, resource, host, reason, headers);
     let id: string | undefined;
     try {
-      const decoded = decodePaymentHeader(header);
       const claimed = claimedMicro(decoded, this.topup.chain);
       // x402 payment-identifier: a resend of the same payload gets the first answer back (no payment, no charge); the
       // id with another payload is 409. A payment that moved nothing gives its id back.

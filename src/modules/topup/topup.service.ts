@@ -10,7 +10,7 @@ import { matchPayment } from "../../payments/payment.ts";
 import { decodePaymentHeader } from "../../payments/paymentHeader.ts";
 import { PaymentRecovery } from "../../payments/recovery.ts";
 import { PaymentIds } from "../../payments/paymentIds.ts";
-import { buildOffer, callOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
+import { buildOffer, callOffer, type CallOffer, encodeHeader, type Offer } from "../../payments/requirements.ts";
 import type { Credits } from "../../store/credits.ts";
 import type { Sql } from "../../store/db.ts";
 import { creditSettled, type Paid, type Refused, refused, settlePayment, unavailableAs503 } from "./settlement.ts";
@@ -89,6 +89,11 @@ export class TopupService {
     return this.cfg.enabled;
   }
 
+  /** The in-process facilitator, when configured: the one that settles `upto` (its relayer is the named facilitator). */
+  get local(): LocalFacilitator | undefined {
+    return this.permit;
+  }
+
   /** The settlement network and its accepted assets. */
   get chain() {
     return this.cfg.chain;
@@ -110,7 +115,7 @@ export class TopupService {
   }
 
   /** The terms of a model call without a key for `microUsdc` (its hold) at `resource` (requirements.ts callOffer). */
-  callOffer(microUsdc: number, resource: string, description: string): Offer {
+  callOffer(microUsdc: number, resource: string, description: string): CallOffer {
     return callOffer(this.cfg.chain, this.cfg.payTo as Address, microUsdc, resource, description, this.permit?.relayer);
   }
 
