@@ -6,7 +6,11 @@ export type LogLevel = keyof typeof LEVELS;
 
 const SECRET_FIELDS = /^(authorization|api_?key|key|signature|message|x-payment|payment-signature|password|private_?key)$/i;
 const SECRET_PATTERNS: [RegExp, string | ((...groups: string[]) => string)][] = [
-  [/sk-[0-9a-fA-F]{8,}/g, "sk-[redacted]"],
+  // The gateway's keys (sk-<hex>) and providers' (OpenAI sk-proj-…, Anthropic sk-ant-api03-…, OpenRouter sk-or-v1-…,
+  // Stripe-style sk_live_…, Groq gsk_…, xAI xai-…), Google's AIza…, and any bearer token.
+  [/\b(sk|gsk|xai)[-_][A-Za-z0-9_-]{8,}/g, "$1-[redacted]"],
+  [/\bAIza[0-9A-Za-z_-]{20,}/g, "AIza[redacted]"],
+  [/\b([Bb]earer +)[A-Za-z0-9._~+/=-]{8,}/g, "$1[redacted]"],
   [/0x[0-9a-fA-F]{130,}/g, "0x[signature]"],
   [/([?&](api_key|signature|message)=)[^&\s"]*/g, "$1[redacted]"],
   // A URL's credentials and everything after its host: node providers put the API key in the path
@@ -18,11 +22,21 @@ const SECRET_PATTERNS: [RegExp, string | ((...groups: string[]) => string)][] = 
   ],
 ];
 
-// What the secret patterns above need somewhere in the text ("sk-", 130 hex digits after "0x", "=", "://"): most
-// strings (ids, routes, model names, wallet addresses) have none of it and skip the four replacements, which were
-// a third of the access log's cost per request.
+// What the secret patterns above need somewhere in the text ("sk-", "xai_", "AIza", "earer ", 130 hex digits after
+// "0x", "=", "://"): most strings (ids, routes, model names, wallet addresses) have none of it and skip the
+// replacements, which were a third of the access log's cost per request.
 function mayHoldSecret(s: string): boolean {
-  return s.includes("sk-") || s.includes("=") || s.includes("://") || (s.length >= 132 && s.includes("0x"));
+  return (
+    s.includes("sk-") ||
+    s.includes("sk_") ||
+    s.includes("=") ||
+    s.includes("://") ||
+    s.includes("xai-") ||
+    s.includes("xai_") ||
+    s.includes("AIza") ||
+    s.includes("earer ") ||
+    (s.length >= 132 && s.includes("0x"))
+  );
 }
 
 /** Masks secret-looking values inside a free-text string (URLs with query strings, error texts). */

@@ -4,9 +4,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { createPublicClient, http } from "viem";
-import { log, setLogLevel } from "../src/log.ts";
+import { log, redactText, setLogLevel } from "../src/log.ts";
 import type { MatchedPayment } from "../src/payments/payment.ts";
-import { sharedGateway } from "./helpers/gateway.ts";
+import { sharedGateway, startGateway } from "./helpers/gateway.ts";
 
 const SECRET = "k3yS3cretAlchemy0123456789abcdef";
 const RPC_URL = `http://127.0.0.1:9/v2/${SECRET}`; // port 9: nothing listens, the call fails at once
@@ -76,4 +76,53 @@ describe("RPC URL redaction", () => {
     expect(out).toContain("opened a check");
     expect(out).not.toContain(SECRET);
   });
+});
+
+describe("provider keys", () => {
+  test("every provider's key format is masked in free text; words that merely contain sk- are not", () => {
+    const keys = [
+      `sk-${"0f".repeat(32)}`,
+      "sk-proj-AbC123xyz_DEF456-ghi789JKL0mnoPQRstuVWxyz01234567",
+      "sk-ant-api03-AbCdEf0123456789_GhIjKlMnOpQrStUvWxYz-0123456789abcdefAA",
+      "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+      "sk_live_51HqLyjWDarjtT1zdp7dcXYZ",
+      "gsk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefGHIJ",
+      "xai-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefGHIJ",
+      "AIzaSyA-0123456789abcdefghijklmnopqrstu",
+    ];
+    for (const key of keys) {
+      const text = `Incorrect API key provided: ${key}. You can find your API key at the dashboard.`;
+      const shown = redactText(text);
+      expect(shown).not.toContain(key.slice(8, 20));
+      expect(shown).toContain("[redacted]");
+    }
+    expect(redactText("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc")).toBe("Authorization: Bearer [redacted]");
+    for (const plain of ["task-manager-service", "disk-space-low", "risk-assessment-2026"]) expect(redactText(plain)).toBe(plain);
+  });
+
+  test("a provider that echoes the key it was sent: the key, whatever its format, never reaches the log", async () => {
+    const key = "zz9-PlainProviderToken-4f1c2e7a9b"; // no pattern knows it: only the exact key's mask hides it
+    const wrongKey = await startGateway({ STANDIN_KEY: key });
+    try {
+      const { key: apiKey } = await wrongKey.newWallet(1);
+      let status = 0;
+      const out = await captureLogs(async () => {
+        const res = await wrongKey.call(
+          "POST",
+          "/v1/chat/completions",
+          { model: "standin/echo", messages: [{ role: "user", content: "hi" }] },
+          { authorization: `Bearer ${apiKey}` },
+        );
+        status = res.status;
+        expect(JSON.stringify(res.body)).not.toContain(key);
+      });
+      expect(status).toBe(401);
+      expect(out).toContain("upstream failure");
+      expect(out).toContain("Incorrect API key provided: [redacted]");
+      expect(out).not.toContain(key);
+      expect(out).not.toContain("PlainProviderToken");
+    } finally {
+      await wrongKey.close();
+    }
+  }, 60_000);
 });

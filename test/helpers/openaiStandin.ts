@@ -147,7 +147,20 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return errorBody(404, "not_found");
-      if (req.headers.get("authorization") !== `Bearer ${STANDIN_KEY}`) return errorBody(401, "invalid_api_key");
+      const auth = req.headers.get("authorization");
+      // As OpenAI does, the refusal names the key it was given (the gateway must keep it out of its log).
+      if (auth !== `Bearer ${STANDIN_KEY}`)
+        return Response.json(
+          {
+            error: {
+              message: `Incorrect API key provided: ${auth?.slice(7)}.`,
+              type: "invalid_request_error",
+              param: null,
+              code: "invalid_api_key",
+            },
+          },
+          { status: 401 },
+        );
       const raw = await req.text();
       const body = JSON.parse(raw) as GreedyRequest & {
         model: string;

@@ -26,7 +26,11 @@ export interface Call extends HeldCall {
  */
 export async function upstreamFailure(call: Call, res: Response): Promise<ApiError> {
   const detail = await res.text().catch(() => "");
-  upstreamFailed(call, String(res.status), { upstream_status: res.status, body: redactText(detail.slice(0, 500)) });
+  // A provider may echo the key it was sent ("Incorrect API key provided: …"): that exact key is masked first,
+  // whatever its format, before the body is cut (a cut could leave part of it to no pattern).
+  const key = call.model.provider.apiKey;
+  const shown = key && detail.includes(key) ? detail.replaceAll(key, "[redacted]") : detail;
+  upstreamFailed(call, String(res.status), { upstream_status: res.status, body: redactText(shown.slice(0, 500)) });
   const error = call.adapter.upstreamError(res.status, detail);
   return error.code === "UPSTREAM_ERROR" ? providerFailed(call) : error;
 }
