@@ -103,7 +103,10 @@ function validate(b: Obj): string | null {
   if (b.tool_choice && !["auto", "any", "tool", "none"].includes(b.tool_choice.type)) return "tool_choice.type: invalid";
   const adaptiveOnly = b.model.includes("4-7");
   if (adaptiveOnly && ["temperature", "top_p", "top_k"].some((k) => b[k] !== undefined)) return "temperature: not supported for this model";
-  if (b.output_config !== undefined && b.thinking?.type !== "adaptive") return "output_config.effort needs adaptive thinking";
+  // Effort bounds every token of the answer, with or without thinking (Claude Code's title request sends it with
+  // thinking disabled).
+  const effort = b.output_config?.effort;
+  if (effort !== undefined && !["low", "medium", "high", "xhigh", "max"].includes(effort)) return "output_config.effort: invalid";
   if (b.thinking) {
     const t = b.thinking;
     if (b.model.includes("3-5")) return "thinking: not supported for this model";

@@ -59,6 +59,7 @@ function catalog(standinUrl: string, anthropicUrl: string) {
     "endless",
     "greedy",
     "flood",
+    "tool-caller",
   ];
   return {
     providers: {
@@ -67,7 +68,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       claude: standinProvider(anthropicUrl, "anthropic"),
     },
     models: [
-      ...names.map((n) => catalogModel("standin", n)),
+      // Aliases as an operator gives them for agents' own default ids (Codex's default model, Claude Code's small one).
+      ...names.map((n) => catalogModel("standin", n, n === "tool-caller" ? { aliases: ["gpt-5-codex"] } : {})),
       catalogModel("standin", "vision", { imageTokens: { low: 85, high: 1_445 } }),
       catalogModel("standin", "underpriced", { imageTokens: { low: 1, high: 1 } }),
       catalogModel("dead", "echo"),
@@ -80,7 +82,12 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       // Failover chains (catalog `fallbacks`): a failing first model, then others; "echo-dear" bills twice the prices.
       ...FAILOVER_MODELS,
       // The Anthropic stand-in's own image maximum: a model without imageTokens holds the context window per image.
-      ...CLAUDE_MODELS.map((n) => catalogModel("claude", n, { imageTokens: { low: CLAUDE_IMAGE_TOKENS, high: CLAUDE_IMAGE_TOKENS } })),
+      ...CLAUDE_MODELS.map((n) =>
+        catalogModel("claude", n, {
+          imageTokens: { low: CLAUDE_IMAGE_TOKENS, high: CLAUDE_IMAGE_TOKENS },
+          ...(n === "claude-sonnet-4-5" ? { aliases: ["claude-haiku-4-5"] } : {}),
+        }),
+      ),
     ],
   };
 }

@@ -7,6 +7,7 @@
  *     usage.prompt_tokens_details.cached_tokens: part of prompt_tokens, as OpenAI counts it)
  *   · hang (stream three words, then silence until the client goes) · endless (stream words until the client goes)
  *   · greedy (bills the most a provider may: see greedyUsage)
+ *   · tool-caller (with function tools and no tool result yet, calls the first or forced one: TOOL_CALL; else echo)
  * Usage is deterministic: prompt_tokens = 10 × messages + 1 + what the media parts cost, completion_tokens = words
  * of the reply. Media parts bill the way OpenAI bills them at most, whatever their bytes: an image_url part the
  * maximum of its detail for a GPT-4o-class model (IMAGE_TOKENS), an input_audio or file part MEDIA_TOKENS.
@@ -31,6 +32,9 @@ export const LONG_TOOL = {
   name: "record_measurement",
   arguments: ['{"station"', ': "Zürich-Fluntern", ', '"temperature_c": 7.4, ', '"humidity": 81, ', '"notes": "light rain after midnight"}'],
 };
+
+/** The "tool-caller" model's call: its id and arguments, whatever tool it calls. */
+export const TOOL_CALL = { id: "call_standin_tool", arguments: ['{"city"', ': "Paris"}'] };
 
 export interface Standin {
   url: string;
@@ -165,6 +169,8 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       const body = JSON.parse(raw) as GreedyRequest & {
         model: string;
         messages: unknown[];
+        tools?: ChatTool[];
+        tool_choice?: unknown;
         stream?: boolean;
         stream_options?: { include_usage?: boolean };
       };
@@ -190,6 +196,10 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
         const bill = greedyUsage(body, Buffer.byteLength(raw));
         billed.push(bill);
         return greedyAnswer(base, body, bill);
+      }
+      if (mode === "tool-caller") {
+        const tool = toolToCall(body);
+        if (tool) return toolCallAnswer(base, tool, usage, body.stream === true, body.stream_options?.include_usage === true);
       }
       if (!body.stream) {
         return Response.json({
@@ -267,6 +277,48 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     generatedAtLeast: (n) => new Promise<void>((resolve) => (generated.words >= n ? resolve() : generated.waiters.push({ n, resolve }))),
     stop: () => server.stop(true),
   };
+}
+
+type ChatTool = { type?: string; function?: { name?: string } };
+
+/**
+ * The tool the "tool-caller" model calls: the forced one, else the first function tool, while the conversation's
+ * last message is not a tool result (an agent's loop: call, result, answer); none without function tools.
+ */
+function toolToCall(body: { messages: unknown[]; tools?: ChatTool[]; tool_choice?: unknown }): string | undefined {
+  const last = body.messages.at(-1) as { role?: string } | undefined;
+  if (last?.role === "tool" || !Array.isArray(body.tools) || body.tool_choice === "none") return undefined;
+  const forced = (body.tool_choice as { function?: { name?: string } } | undefined)?.function?.name;
+  return forced ?? body.tools.find((t) => t?.type === "function" && typeof t.function?.name === "string")?.function?.name;
+}
+
+// The "tool-caller" model's call of `name` (TOOL_CALL), finish_reason tool_calls, billed like any answer.
+function toolCallAnswer(base: Record<string, unknown>, name: string, usage: object, stream: boolean, includeUsage: boolean): Response {
+  const call = { id: TOOL_CALL.id, type: "function", function: { name, arguments: TOOL_CALL.arguments.join("") } };
+  if (!stream) {
+    return Response.json({
+      ...base,
+      object: "chat.completion",
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: null, tool_calls: [call], refusal: null },
+          logprobs: null,
+          finish_reason: "tool_calls",
+        },
+      ],
+      usage,
+    });
+  }
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  let body = chunk({ role: "assistant", content: null });
+  body += chunk({ tool_calls: [{ index: 0, id: TOOL_CALL.id, type: "function", function: { name, arguments: "" } }] });
+  for (const a of TOOL_CALL.arguments) body += chunk({ tool_calls: [{ index: 0, function: { arguments: a } }] });
+  body += chunk({}, "tool_calls");
+  if (includeUsage) body += `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`;
+  body += "data: [DONE]\n\n";
+  return new Response(body, { headers: { "content-type": "text/event-stream" } });
 }
 
 // ~4 KB of text a chunk, never ending, produced only when pulled: an upstream exactly as fast as the gateway reads
