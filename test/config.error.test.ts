@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../src/config.ts";
-import { renderModels } from "../src/providers/catalog.ts";
+import { findModel, renderModels, unknownModelReason } from "../src/providers/catalog.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "gw-config-"));
 function catalogFile(content: unknown): string {
@@ -139,6 +139,30 @@ describe("configuration is validated once, naming the variable", () => {
       },
       /models\[0\]\.fallbacks\[1\] "p\/b" appears twice/,
     ],
+    ["aliases as a string", { ...good, models: [{ ...goodModel, aliases: "m" }] }, /models\[0\]\.aliases must be a list of strings/],
+    ["an empty alias", { ...good, models: [{ ...goodModel, aliases: [""] }] }, /models\[0\]\.aliases\[0\] must be a non-empty string/],
+    [
+      "an alias that is a model's id",
+      {
+        ...good,
+        models: [
+          { ...goodModel, aliases: ["p/n"] },
+          { ...goodModel, id: "p/n" },
+        ],
+      },
+      /models\[0\]\.aliases\[0\] "p\/n" is already a model id or alias/,
+    ],
+    [
+      "an alias two models give",
+      {
+        ...good,
+        models: [
+          { ...goodModel, aliases: ["m"] },
+          { ...goodModel, id: "p/n", aliases: ["m"] },
+        ],
+      },
+      /models\[1\]\.aliases\[0\] "m" is already a model id or alias/,
+    ],
   ])("catalog: %s is refused under MODELS_FILE", (_name, content, expected) => {
     expect(() => loadConfig({ MODELS_FILE: catalogFile(content), P_KEY: "k" })).toThrow(expected as RegExp);
     try {
@@ -152,5 +176,19 @@ describe("configuration is validated once, naming the variable", () => {
     const c = loadConfig({ MODELS_FILE: catalogFile(good), LOG_LEVEL: "error" });
     expect(c.catalog.models.size).toBe(0);
     expect(JSON.parse(renderModels(c.catalog, () => true).list)).toEqual({ object: "list", data: [] });
+  });
+
+  test("aliases: each resolves to its model; a skipped model's alias is not served and says why", () => {
+    const content = { ...good, models: [{ ...goodModel, aliases: ["m", "m-latest"] }] };
+    const c = loadConfig({ MODELS_FILE: catalogFile(content), P_KEY: "k" });
+    expect(findModel(c.catalog, "m")).toBe(c.catalog.models.get("p/m")!);
+    expect(findModel(c.catalog, "m-latest")!.id).toBe("p/m");
+    expect(findModel(c.catalog, "p/m")!.aliases).toEqual(["m", "m-latest"]);
+    expect(findModel(c.catalog, "n")).toBeUndefined();
+    const off = loadConfig({ MODELS_FILE: catalogFile(content), LOG_LEVEL: "error" });
+    expect(findModel(off.catalog, "m")).toBeUndefined();
+    expect(unknownModelReason(off.catalog, "m")).toBe(
+      'Model "m" is in the catalog but its provider "p" is not configured (P_KEY is unset)',
+    );
   });
 });

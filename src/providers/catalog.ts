@@ -62,6 +62,11 @@ export interface Model {
    * `fallbacks`; one level: a fallback's own fallbacks are not followed). Absent: none.
    */
   fallbacks?: Model[];
+  /**
+   * Other names the model answers to on every door (an agent's own default ids: `claude-haiku-4-5`, `gpt-5-codex`),
+   * billed as this model; the answer names what was asked for.
+   */
+  aliases: string[];
 }
 
 /** The optional cache prices of a catalog model: its field → the Model's pico field (billed, then cost side). */
@@ -77,6 +82,8 @@ const CACHE_PRICES = [
 /** The loaded catalog: lookup by id, and what serves. */
 export interface Catalog {
   models: Map<string, Model>;
+  /** Served models by alias (Model.aliases): lookups go through findModel, which reads both maps. */
+  aliases: Map<string, Model>;
   /** Catalog models whose provider is off, by id → the provider's state (for a precise UNKNOWN_MODEL). */
   disabled: Map<string, ProviderState>;
   /** Every provider of the catalog and whether it serves, for the start-up log. */
@@ -114,6 +121,23 @@ function imageTokens(value: unknown, where: string): ImageTokens | undefined {
 function str(value: unknown, where: string): string {
   if (typeof value !== "string" || value.length === 0) throw new CatalogError(`${where} must be a non-empty string`);
   return value;
+}
+
+/** A model's `aliases`: distinct non-empty strings, none another model's id or alias (`names` collects them). */
+function aliasList(value: unknown, where: string, names: Set<string>): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw new CatalogError(`${where} must be a list of strings`);
+  return value.map((alias, i) => {
+    const name = str(alias, `${where}[${i}]`);
+    if (names.has(name)) throw new CatalogError(`${where}[${i}] "${name}" is already a model id or alias`);
+    names.add(name);
+    return name;
+  });
+}
+
+/** The served model a request's `model` names: its id, or one of its aliases. */
+export function findModel(catalog: Catalog, name: string): Model | undefined {
+  return catalog.models.get(name) ?? catalog.aliases.get(name);
 }
 
 /** A provider's `baseUrl` with its environment references (`${ECHO_PORT:-8081}`) resolved, without a trailing slash. */
@@ -159,7 +183,10 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
   }
 
   const models = new Map<string, Model>();
+  const aliases = new Map<string, Model>();
   const disabled = new Map<string, ProviderState>();
+  // Every id and alias of the file, served or not, so a name means one model whichever providers are configured.
+  const names = new Set<string>(rawModels.map((m: Record<string, unknown>) => m?.id).filter((id): id is string => typeof id === "string"));
   rawModels.forEach((m: Record<string, unknown>, i: number) => {
     const at = `models[${i}]`;
     const id = str(m?.id, `${at}.id`);
@@ -180,6 +207,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       completionPico: toPico(m.completionPricePer1M, `${at}.completionPricePer1M`),
       costPromptPico: toPico(m.costPromptPer1M, `${at}.costPromptPer1M`),
       costCompletionPico: toPico(m.costCompletionPer1M, `${at}.costCompletionPer1M`),
+      aliases: aliasList(m.aliases, `${at}.aliases`, names),
     };
     // Scaled once here: every charge is integer arithmetic on them (tariff/charge.ts).
     for (const [field, pico] of CACHE_PRICES) {
@@ -188,8 +216,14 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       if (field.endsWith("PricePer1M")) model[field as "cachedPromptPricePer1M"] = m[field] as number;
     }
     const provider = providers.get(providerName);
-    if (provider) models.set(id, { ...model, provider });
-    else disabled.set(id, states.get(providerName)!);
+    if (provider) {
+      const served = { ...model, provider };
+      models.set(id, served);
+      for (const alias of model.aliases) aliases.set(alias, served);
+    } else {
+      disabled.set(id, states.get(providerName)!);
+      for (const alias of model.aliases) disabled.set(alias, states.get(providerName)!);
+    }
   });
 
   // Fallbacks name other catalog models, so they are resolved once every model is known.
@@ -214,7 +248,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     if (model && served.length > 0) model.fallbacks = served;
   });
 
-  return { models, disabled, providers: [...states.values()] };
+  return { models, aliases, disabled, providers: [...states.values()] };
 }
 
 /** Bodies of GET /v1/models and of GET /v1/models/{id} per model, rendered when they change rather than per request. */
@@ -240,9 +274,13 @@ export function renderModels(catalog: Catalog, reachable: (provider: string) => 
     ...(m.cachedPromptPricePer1M !== undefined && { cachedPromptPricePer1M: m.cachedPromptPricePer1M }),
     ...(m.cacheWritePricePer1M !== undefined && { cacheWritePricePer1M: m.cacheWritePricePer1M }),
     ...(m.cacheWrite1hPricePer1M !== undefined && { cacheWrite1hPricePer1M: m.cacheWrite1hPricePer1M }),
+    aliases: m.aliases,
     available: reachable(m.provider.name),
   }));
-  return { list: JSON.stringify({ object: "list", data }), byId: new Map(data.map((d) => [d.id, JSON.stringify(d)])) };
+  const byId = new Map(data.map((d) => [d.id, JSON.stringify(d)]));
+  // GET /v1/models/{alias} is its model's page: the name answers there as on the model routes.
+  for (const [alias, m] of catalog.aliases) byId.set(alias, byId.get(m.id)!);
+  return { list: JSON.stringify({ object: "list", data }), byId };
 }
 
 /** Why a model id is not served: not in the catalog, or its provider is not configured. */

@@ -110,7 +110,7 @@ export interface ProviderAdapter {
   /** Shapes the upstream call; throws ApiError VALIDATION_ERROR for a request the dialect cannot express. */
   request(p: UpstreamParams): UpstreamRequest;
   /**
-   * Translates a 2xx JSON body; throws on a body that is not an answer. `modelId` is the catalog id the client
+   * Translates a 2xx JSON body; throws on a body that is not an answer. `modelId` is the model name (catalog id or alias) the client
    * asked for: the answer names it, not the provider's own model name.
    */
   parse(text: string, modelId: string): ParsedCompletion;

@@ -4,7 +4,7 @@ import { refuseOverlongPrompt } from "../../tariff/index.ts";
 import { ApiError } from "../../errors.ts";
 import type { KeyPrincipal } from "../../ledger/ledger.ts";
 import type { RequestTrace } from "../../observe/trace.ts";
-import { type Catalog, type Model, unknownModelReason } from "../../providers/catalog.ts";
+import { type Catalog, findModel, type Model, unknownModelReason } from "../../providers/catalog.ts";
 import { refuseRepricingFields } from "../../tariff/index.ts";
 import type { ChatRequest } from "../../providers/types.ts";
 
@@ -26,7 +26,7 @@ export async function admit(
   // undefined: a call without a key, whose payer is known only once its hold is (ChatService's Payer).
   const principal = authorization === undefined ? undefined : await auth.fromHeader(authorization);
   trace.model = String(body.model).slice(0, 200);
-  const model = catalog.models.get(body.model);
+  const model = findModel(catalog, body.model);
   if (!model) throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(catalog, String(body.model)) });
   assertModelAllowed(principal?.limits, model.id);
   refuseOverlongPrompt(model, body);

@@ -10,7 +10,8 @@ import type { ChatRequest, ProviderAdapter } from "../../providers/types.ts";
  */
 export interface Call extends HeldCall {
   /**
-   * The catalog id the client asked for: the answer names it, whichever model of its failover chain served
+   * The model name the client asked for (a catalog id or one of its aliases): the answer names it, whichever model
+   * of its failover chain served
    * (`model`, `adapter` and `bound` are the serving one's once it answers; X-Served-Model names it).
    */
   asked: string;

@@ -96,7 +96,7 @@ export class ChatService {
     trace.stream = stream;
 
     const headers: Record<string, string> = { "x-ratelimit-remaining": String(rateRemaining) };
-    const call = { principal, holdId, model, asked: model.id, adapter: first.adapter, body, bound, headers, trace, lease };
+    const call = { principal, holdId, model, asked: body.model, adapter: first.adapter, body, bound, headers, trace, lease };
     return stream ? await this.forwarder.streamed(call, attempts) : await this.forwarder.single(call, attempts);
   }
 

@@ -8,7 +8,7 @@ import { chatRequestOf } from "../../providers/anthropic/messagesRequest.ts";
 import { nativeMessagesAdapter } from "../../providers/anthropic/messagesNative.ts";
 import { messagesStream } from "../../providers/anthropic/messagesStream.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
-import { type Catalog, unknownModelReason } from "../../providers/catalog.ts";
+import { type Catalog, findModel, unknownModelReason } from "../../providers/catalog.ts";
 import { countPromptTokens } from "../../providers/tokens.ts";
 import type { ChatService, Payer, PayHook } from "../chat/chat.service.ts";
 
@@ -55,7 +55,7 @@ export class MessagesService {
     const counted = await this.ledger.countRequest(await this.auth.fromHeader(authorization));
     if (!counted.ok) throw refusalError(counted);
     const chat = chatRequestOf(body, true);
-    if (!this.catalog.models.has(chat.model))
+    if (!findModel(this.catalog, chat.model))
       throw new ApiError({ code: "UNKNOWN_MODEL", message: unknownModelReason(this.catalog, chat.model) });
     return { input_tokens: await countPromptTokens(chat) };
   }

@@ -14,6 +14,7 @@ const MODEL_EXAMPLE = {
   contextLength: 128_000,
   promptPricePer1MTokens: 0.18,
   completionPricePer1M: 0.72,
+  aliases: ["gpt-4o-mini"],
   available: true,
 };
 

@@ -62,6 +62,9 @@ export const CHAT_SCHEMAS = {
           description: "Extension: USD per 1M prompt tokens written to the provider's cache for 1 hour; absent: the prompt price",
         }),
       ),
+      aliases: T.Array(T.String(), {
+        description: "Extension: other names the model answers to on every route (an agent's own default ids), billed as this model",
+      }),
       available: T.Boolean({
         description:
           "Extension: false while the model's provider (a keyless local server) did not answer its last reachability probe; keyed providers are not probed",
