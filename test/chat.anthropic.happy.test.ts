@@ -420,6 +420,14 @@ describe("Anthropic through the openai SDK: thinking and reasoning_effort", () =
         { thinking: { type: "adaptive" } },
       ],
       ["claude/claude-opus-4-7", { temperature: 0.2 }, { temperature: undefined, thinking: undefined }],
+      // a client's own budget above the model's maximum output (Claude Code's 31,999 of 32,000): lowered under the
+      // max_tokens that goes, or no thinking where even the smallest does not fit
+      [
+        "claude/claude-sonnet-4-5",
+        { thinking: { type: "enabled", budget_tokens: 31999 }, max_tokens: 32000 },
+        { max_tokens: 4096, thinking: { type: "enabled", budget_tokens: 4095 } },
+      ],
+      ["claude/claude-sonnet-4-5", { thinking: { type: "enabled", budget_tokens: 1024 }, max_tokens: 1024 }, { thinking: undefined }],
       // 3.5: no thinking at all; "none" and disabled send nothing
       [
         "claude/claude-3-5-haiku",

@@ -4,6 +4,7 @@ import { anthropicHeaders, MESSAGES_PATH } from "./api.ts";
 import { withCacheControl } from "./cacheControl.ts";
 import { TOOL_SYSTEM_PROMPT_TOKENS } from "./chatRequest.ts";
 import { anthropicError } from "./errors.ts";
+import { fittedBudget } from "./thinking.ts";
 import { MESSAGES_CLIENT, relayMessage, relayStream } from "./messagesRelay.ts";
 import type {
   ClientBlock,
@@ -93,10 +94,12 @@ function toolChoice(c: unknown): ToolChoice | undefined {
   return out;
 }
 
-function thinking(t: unknown): ThinkingConfig | undefined {
+// The budget form's budget lowered under the max_tokens that goes (fittedBudget), thinking left out where none fits.
+function thinking(t: unknown, maxTokens: number): ThinkingConfig | undefined {
   if (!isObject(t) || typeof t.type !== "string") return undefined;
-  if (t.type === "enabled") return { type: "enabled", budget_tokens: t.budget_tokens as number };
-  return { type: t.type } as ThinkingConfig;
+  if (t.type !== "enabled") return { type: t.type } as ThinkingConfig;
+  const budget = typeof t.budget_tokens === "number" ? fittedBudget(t.budget_tokens, maxTokens) : (t.budget_tokens as number);
+  return budget === undefined ? undefined : { type: "enabled", budget_tokens: budget };
 }
 
 /**
@@ -129,7 +132,7 @@ export function nativeMessagesBody(client: ClientMessagesRequest, { model, strea
   if (t) out.tools = t;
   const choice = toolChoice(client.tool_choice);
   if (choice) out.tool_choice = choice;
-  const think = thinking(client.thinking);
+  const think = thinking(client.thinking, maxTokens);
   if (think) out.thinking = think;
   const effort = client.output_config?.effort;
   if (typeof effort === "string") out.output_config = { effort };

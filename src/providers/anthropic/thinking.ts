@@ -21,6 +21,16 @@ function budgetFor(effort: string, maxTokens: number): number | undefined {
 }
 
 /**
+ * A client's own thinking budget within the max_tokens that goes upstream: Anthropic needs budget < max_tokens, and
+ * the gateway may have lowered max_tokens to the model's maximum (Claude Code asks 32,000 with a 31,999 budget of
+ * every model). Lowered to fit, or undefined (no thinking) where even the smallest budget does not.
+ */
+export function fittedBudget(budget: number, maxTokens: number): number | undefined {
+  if (budget < maxTokens) return budget;
+  return maxTokens - 1 >= MIN_BUDGET ? maxTokens - 1 : undefined;
+}
+
+/**
  * `thinking` and `reasoning_effort` → Anthropic's thinking, as far as the model takes it. An explicit `thinking`
  * wins: the budget form goes through where the model has it, becomes adaptive where only that exists (4.7 on).
  * `reasoning_effort` becomes adaptive thinking with that effort where the model has it, else a budget from
@@ -40,7 +50,8 @@ export function thinkingParams(
     if (asked.type === "enabled" || asked.type === "adaptive") {
       const budget = asked.budget_tokens;
       if (asked.type === "enabled" && caps.budgetThinking && Number.isSafeInteger(budget)) {
-        return { thinking: { type: "enabled", budget_tokens: budget as number } };
+        const fitted = fittedBudget(budget as number, maxTokens);
+        return fitted ? { thinking: { type: "enabled", budget_tokens: fitted } } : {};
       }
       if (caps.adaptiveThinking) return { thinking: { type: "adaptive" }, effort: adaptiveEffort };
       const fallback = caps.budgetThinking ? budgetFor(effort ?? "medium", maxTokens) : undefined;
