@@ -6,7 +6,7 @@ const METHODS = "GET, POST, DELETE, OPTIONS";
  * the `Access-Control-Expose-Headers` request header x402's fetch wrappers add to every paid retry.
  */
 const ALLOWED_HEADERS = "Authorization, Content-Type, X-Payment, PAYMENT-SIGNATURE, X-Request-Id, Access-Control-Expose-Headers";
-/** What browser code may read: payment terms and receipts, rate-limit state, the request id. */
+/** What browser code may read: payment terms and receipts, rate-limit state, the request id, the tools left out. */
 const EXPOSED_HEADERS = [
   "PAYMENT-REQUIRED",
   "PAYMENT-RESPONSE",
@@ -17,6 +17,7 @@ const EXPOSED_HEADERS = [
   "Retry-After",
   "X-Request-Id",
   "X-Served-Model",
+  "X-Tools-Left-Out",
 ].join(", ");
 const PREFLIGHT_MAX_AGE_S = "600";
 

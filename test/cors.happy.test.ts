@@ -69,6 +69,7 @@ describe("CORS_ORIGINS unset (any origin)", () => {
         "x-ratelimit-reset",
         "x-served-model",
         "retry-after",
+        "x-tools-left-out",
         "x-request-id",
       ]),
     );

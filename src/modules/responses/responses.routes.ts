@@ -85,7 +85,11 @@ export const responsesRoutes = (s: Services) =>
           description:
             "The Responses API for every catalog model, whatever its provider: `input` (a string or items: messages, function_call, " +
             "function_call_output, item_reference), `instructions`, `max_output_tokens` (the hold's cap), `tools` (function tools), " +
-            "`tool_choice`, `text.format`, `reasoning`, `stream`. Billed exactly as /v1/chat/completions. Unless `store` is false the " +
+            "`tool_choice`, `text.format`, `reasoning`, `stream`. A `namespace` of function tools (Codex's) goes to the provider as flat function " +
+            "tools and each call comes back with its `namespace` and the tool's own name. Tools a provider runs itself (`web_search`, " +
+            "`file_search`, …) cannot run on this translated path: they are left out of the upstream request, not refused, and the " +
+            "`X-Tools-Left-Out` header names them. A catalog model's `aliases` answer here too, the response naming the alias. " +
+            "Billed exactly as /v1/chat/completions. Unless `store` is false the " +
             "response is kept for RESPONSES_STORE_TTL_S (default 1 h), readable only by the same wallet, so `previous_response_id` and " +
             "`item_reference` continue it; an unknown or expired id is 400 previous_response_not_found / 404 item_not_found (resend the " +
             "conversation). `stream: true` answers the Responses events, ending with response.completed (with the usage) or " +
@@ -118,6 +122,11 @@ export const responsesRoutes = (s: Services) =>
                 "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
                 "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
                 "X-Served-Model": { $ref: "#/components/headers/X-Served-Model" },
+                "X-Tools-Left-Out": {
+                  description:
+                    "The types of the request's tools left out of the upstream request (a provider would run them), comma-separated",
+                  schema: { type: "string", examples: ["web_search"] },
+                },
               },
               content: {
                 "application/json": {

@@ -10,6 +10,7 @@ import type { RequestTrace } from "../../observe/trace.ts";
 import { responseObject } from "../../providers/responses/answer.ts";
 import { inputItems, toChatRequest } from "../../providers/responses/request.ts";
 import { responsesStream } from "../../providers/responses/stream.ts";
+import { TOOLS_LEFT_OUT_HEADER } from "../../providers/responses/tools.ts";
 import { type Item, newId, responseFrame, type ResponsesRequest } from "../../providers/responses/wire.ts";
 import type { AnswerShape, ChatService, Payer, PayHook } from "../chat/chat.service.ts";
 import type { ConversationStore } from "./conversations.ts";
@@ -51,7 +52,7 @@ export class ResponsesService {
       const { wallet } = await this.auth.fromHeader(authorization);
       items = await this.store.resolve(wallet, body.previous_response_id, items);
     }
-    const chatBody = toChatRequest(body, items);
+    const { chat: chatBody, tools } = toChatRequest(body, items);
     if (chatBody.messages.length === 0) throw invalid("input: at least one item is required");
 
     const keep = body.store !== false;
@@ -74,17 +75,19 @@ export class ResponsesService {
     let answer: ReturnType<typeof responseObject> | undefined;
     const shape: AnswerShape = {
       json: (chat, parsed) => {
-        answer = responseObject(frame, chat, parsed);
+        answer = responseObject(frame, chat, parsed, tools);
         return answer.json;
       },
       // Sent with the stream's settle, in the same write (a stream's writes alone cost a Redis write and read of
       // their own).
-      stream: () => responsesStream(frame, (output, json) => save(output, json, true)),
+      stream: () => responsesStream(frame, (output, json) => save(output, json, true), tools),
     };
     const res = await this.chat.complete(authorization, chatBody, trace, shape, pay, payer);
     // Not with the settle: that could wait for the settle in flight, and a JSON answer's writes already share their
     // write with others (bench).
     if (answer && res.ok) save(answer.output, answer.outputJson);
+    // Tools no provider runs on this path (web_search on chat completions) were left out, not refused: said here.
+    if (tools.leftOut.length > 0) res.headers.set(TOOLS_LEFT_OUT_HEADER, tools.leftOut.join(", "));
     return res;
   }
 }

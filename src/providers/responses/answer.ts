@@ -3,6 +3,7 @@
  * message item, each tool call as a function_call item, the usage in the Responses API's names.
  */
 import type { ChatCompletion } from "../openai/wire.ts";
+import type { ResponsesTools } from "./tools.ts";
 import { type Frame, type Item, newId, outputText, responsesUsageJson } from "./wire.ts";
 
 /** A finish reason that cut the answer short, as the Responses API reports it (null: the answer is complete). */
@@ -12,8 +13,11 @@ export function incompleteReason(finish: string | null | undefined): string | nu
   return null;
 }
 
-/** The output items of one chat answer: a message when it has text (or nothing else), then its calls. */
-function outputItems(choice: ChatCompletion["choices"][number] | undefined): Item[] {
+/**
+ * The output items of one chat answer: a message when it has text (or nothing else), then its calls, each named
+ * as the client declared its tool (a namespaced one with its namespace).
+ */
+function outputItems(choice: ChatCompletion["choices"][number] | undefined, tools?: ResponsesTools): Item[] {
   const message = choice?.message;
   const items: Item[] = [];
   const calls = message?.tool_calls ?? [];
@@ -25,12 +29,14 @@ function outputItems(choice: ChatCompletion["choices"][number] | undefined): Ite
     items.push({ id: newId("msg"), type: "message", status: "completed", role: "assistant", content: [part] });
   }
   for (const c of calls) {
+    const named = tools && typeof c.function?.name === "string" ? tools.clientName(c.function.name) : { name: c.function?.name };
     items.push({
       id: newId("fc"),
       type: "function_call",
       status: "completed",
       call_id: c.id,
-      name: c.function?.name,
+      name: named.name,
+      ...(named.namespace === undefined ? {} : { namespace: named.namespace }),
       arguments: c.function?.arguments ?? "",
     });
   }
@@ -40,12 +46,17 @@ function outputItems(choice: ChatCompletion["choices"][number] | undefined): Ite
 /**
  * The `response` object (JSON text) for a chat answer, in the request's frame (wire.ts responseFrame); its output
  * items too, and each one's JSON (the store keeps them as the client read them). `parsed`: the chat JSON as an object,
- * when the adapter had it.
+ * when the adapter had it; `tools`: the request's (its calls' names back).
  */
-export function responseObject(frame: Frame, chatJson: string, parsed?: object): { json: string; output: Item[]; outputJson: string[] } {
+export function responseObject(
+  frame: Frame,
+  chatJson: string,
+  parsed?: object,
+  tools?: ResponsesTools,
+): { json: string; output: Item[]; outputJson: string[] } {
   const chat = (parsed ?? JSON.parse(chatJson)) as ChatCompletion;
   const choice = chat.choices?.[0];
-  const output = outputItems(choice);
+  const output = outputItems(choice, tools);
   const outputJson = output.map((item) => JSON.stringify(item));
   const reason = incompleteReason(choice?.finish_reason);
   const rest =

@@ -6,7 +6,8 @@
 import { ApiError } from "../../errors.ts";
 import type { ChatMessage, ContentPart as ChatPart, ToolCall } from "../openai/wire.ts";
 import type { ChatRequest } from "../types.ts";
-import type { ContentPart, Item, ResponsesRequest, ResponsesTool } from "./wire.ts";
+import { ResponsesTools } from "./tools.ts";
+import type { ContentPart, Item, ResponsesRequest } from "./wire.ts";
 
 function invalid(message: string): ApiError {
   return new ApiError({ code: "VALIDATION_ERROR", message: message.slice(0, 300) });
@@ -48,8 +49,11 @@ function chatContent(content: Item["content"], role: string, where: string): str
   return parts;
 }
 
-/** The conversation items (resolved, in order) as chat messages, after the instructions as a system message. */
-export function chatMessages(items: Item[], instructions: string | null | undefined): ChatMessage[] {
+/**
+ * The conversation items (resolved, in order) as chat messages, after the instructions as a system message. A call
+ * of a namespaced tool goes under the chat name `tools` gave it.
+ */
+export function chatMessages(items: Item[], instructions: string | null | undefined, tools = new ResponsesTools([])): ChatMessage[] {
   const messages: ChatMessage[] = [];
   if (typeof instructions === "string" && instructions !== "") messages.push({ role: "system", content: instructions });
   items.forEach((item, i) => {
@@ -64,7 +68,8 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
     } else if (type === "function_call") {
       if (typeof item.call_id !== "string" || typeof item.name !== "string")
         throw invalid(`${where}: a function_call needs call_id and name`);
-      const call: ToolCall = { id: item.call_id, type: "function", function: { name: item.name, arguments: String(item.arguments ?? "") } };
+      const name = tools.chatName(item.name, typeof item.namespace === "string" ? item.namespace : undefined);
+      const call: ToolCall = { id: item.call_id, type: "function", function: { name, arguments: String(item.arguments ?? "") } };
       // Calls of one turn are one assistant message (with its text, if the turn had some).
       const last = messages.at(-1);
       if (last?.role === "assistant") (last.tool_calls ??= []).push(call);
@@ -84,26 +89,12 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
   return messages;
 }
 
-/** Function tools → chat's nested form; other tool types pass as they are, for the core to refuse by name. */
-function chatTools(tools: ResponsesTool[]): unknown[] {
-  return tools.map((t) =>
-    t?.type === "function"
-      ? {
-          type: "function",
-          function: {
-            name: t.name,
-            ...(t.description ? { description: t.description } : {}),
-            parameters: t.parameters ?? { type: "object", properties: {} },
-            ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}),
-          },
-        }
-      : t,
-  );
-}
-
-function chatToolChoice(choice: ResponsesRequest["tool_choice"]): unknown {
+function chatToolChoice(choice: ResponsesRequest["tool_choice"], tools: ResponsesTools): unknown {
   if (typeof choice === "string") return choice;
-  if (choice?.type === "function" && typeof choice.name === "string") return { type: "function", function: { name: choice.name } };
+  if (choice?.type === "function" && typeof choice.name === "string") {
+    const name = tools.chatName(choice.name, typeof choice.namespace === "string" ? choice.namespace : undefined);
+    return { type: "function", function: { name } };
+  }
   throw invalid(`tool_choice: only "none", "auto", "required" or a function are supported`);
 }
 
@@ -126,11 +117,13 @@ function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"])
 }
 
 /**
- * The chat-completions request for a Responses request whose conversation is `items` (previous turns resolved).
- * A stream asks for the usage chunk: response.completed reports it.
+ * The chat-completions request for a Responses request whose conversation is `items` (previous turns resolved),
+ * and its tools (tools.ts: the names its calls come back under, the tools left out). A stream asks for the usage
+ * chunk: response.completed reports it.
  */
-export function toChatRequest(body: ResponsesRequest, items: Item[]): ChatRequest {
-  const chat: ChatRequest = { model: body.model, messages: chatMessages(items, body.instructions) };
+export function toChatRequest(body: ResponsesRequest, items: Item[]): { chat: ChatRequest; tools: ResponsesTools } {
+  const tools = new ResponsesTools(body.tools);
+  const chat: ChatRequest = { model: body.model, messages: chatMessages(items, body.instructions, tools) };
   if (typeof body.max_output_tokens === "number") chat.max_tokens = body.max_output_tokens;
   for (const k of [
     "temperature",
@@ -143,8 +136,10 @@ export function toChatRequest(body: ResponsesRequest, items: Item[]): ChatReques
   ] as const) {
     if (body[k] !== undefined && body[k] !== null) chat[k] = body[k];
   }
-  if (Array.isArray(body.tools) && body.tools.length > 0) chat.tools = chatTools(body.tools);
-  if (body.tool_choice !== undefined && body.tool_choice !== null) chat.tool_choice = chatToolChoice(body.tool_choice);
+  if (tools.chat.length > 0) chat.tools = tools.chat;
+  // A choice among tools that were all left out (or never declared) means nothing upstream, where chat refuses it.
+  if (body.tool_choice !== undefined && body.tool_choice !== null && tools.chat.length > 0)
+    chat.tool_choice = chatToolChoice(body.tool_choice, tools);
   const format = responseFormat(body.text?.format);
   if (format) chat.response_format = format;
   if (typeof body.text?.verbosity === "string") chat.verbosity = body.text.verbosity;
@@ -153,5 +148,5 @@ export function toChatRequest(body: ResponsesRequest, items: Item[]): ChatReques
     chat.stream = true;
     chat.stream_options = { include_usage: true };
   }
-  return chat;
+  return { chat, tools };
 }

@@ -16,6 +16,7 @@ import { flat } from "../sse.ts";
 import type { DoorStream } from "../types.ts";
 import { incompleteReason } from "./answer.ts";
 import type { Usage } from "../openai/wire.ts";
+import type { ResponsesTools } from "./tools.ts";
 import { type Frame, type Item, newId, responsesUsageJson } from "./wire.ts";
 
 /** What a client reads when the provider failed after the stream started: no upstream detail. */
@@ -45,9 +46,14 @@ const FAILED = head("response.failed");
 /**
  * Translates one chat stream; `finished` gets the output items of a completed answer and each one's JSON (the
  * store keeps them) once the answer's charge is queued (DoorStream.settled), so the store's writes leave before
- * response.completed does.
+ * response.completed does. `tools`: the request's, to name each call as the client declared its tool (a default
+ * parameter, so the bench still tells this signature by its length).
  */
-export function responsesStream(response: Frame, finished: (output: Item[], json: string[]) => void): DoorStream {
+export function responsesStream(
+  response: Frame,
+  finished: (output: Item[], json: string[]) => void,
+  tools: ResponsesTools | undefined = undefined,
+): DoorStream {
   const output: Item[] = [];
   const outputJson: string[] = [];
   const open: Open[] = [];
@@ -120,13 +126,15 @@ export function responsesStream(response: Frame, finished: (output: Item[], json
     let o = calls.get(at);
     if (!o) {
       while (open.length) close(open[0]!);
+      const named = tools ? tools.clientName(d.function?.name ?? "") : { name: d.function?.name ?? "" };
       const item: Item = {
         id: newId("fc"),
         type: "function_call",
         status: "in_progress",
         arguments: "",
         call_id: d.id ?? `call_${newId("fc").slice(3)}`,
-        name: d.function?.name ?? "",
+        name: named.name,
+        ...(named.namespace === undefined ? {} : { namespace: named.namespace }),
       };
       o = add(item, JSON.stringify(item));
       calls.set(at, o);

@@ -28,6 +28,8 @@ export interface Item {
   call_id?: string;
   name?: string;
   arguments?: string;
+  /** A function_call of a namespaced tool: the namespace its `name` is in (tools.ts). */
+  namespace?: string;
   output?: string | ContentPart[];
   summary?: unknown[];
 }
@@ -50,7 +52,7 @@ export type ResponsesRequest = Record<string, unknown> & {
   temperature?: number | null;
   top_p?: number | null;
   tools?: ResponsesTool[];
-  tool_choice?: string | { type: string; name?: string };
+  tool_choice?: string | { type: string; name?: string; namespace?: string };
   text?: { format?: { type: string; name?: string; schema?: unknown; strict?: boolean | null; description?: string }; verbosity?: string };
   reasoning?: { effort?: string | null; summary?: string | null } | null;
   stream?: boolean;

@@ -1,0 +1,139 @@
+/**
+ * A Responses request's tools on their way to chat completions and back (src/providers/responses/tools.ts): a
+ * namespace's tools go up flat under names that never take one of the request's, and come back as the client
+ * declared them; tools no chat provider runs are left out and named.
+ */
+import { describe, expect, test } from "bun:test";
+import { responseObject } from "../src/providers/responses/answer.ts";
+import { toChatRequest } from "../src/providers/responses/request.ts";
+import { responsesStream } from "../src/providers/responses/stream.ts";
+import { ResponsesTools } from "../src/providers/responses/tools.ts";
+import { newId, responseFrame, type ResponsesRequest, type ResponsesTool } from "../src/providers/responses/wire.ts";
+
+const fn = (name: string): ResponsesTool => ({ type: "function", name, parameters: { type: "object", properties: {} } });
+const chatNames = (tools: ResponsesTools) => tools.chat.map((t) => (t as { function: { name: string } }).function.name);
+
+describe("ResponsesTools", () => {
+  test("a namespace's function tools go up as namespace__name; the way back names the tool and its namespace", () => {
+    const tools = new ResponsesTools([
+      fn("exec_command"),
+      { type: "namespace", name: "multi_agent_v1", tools: [fn("spawn_agent"), fn("wait")] } as ResponsesTool,
+    ]);
+    expect(chatNames(tools)).toEqual(["exec_command", "multi_agent_v1__spawn_agent", "multi_agent_v1__wait"]);
+    expect(tools.clientName("multi_agent_v1__spawn_agent")).toEqual({ name: "spawn_agent", namespace: "multi_agent_v1" });
+    expect(tools.clientName("exec_command")).toEqual({ name: "exec_command" });
+    expect(tools.chatName("spawn_agent", "multi_agent_v1")).toBe("multi_agent_v1__spawn_agent");
+    expect(tools.leftOut).toEqual([]);
+  });
+
+  test("a flat name never takes one of the request's own, nor another flat one; unsafe characters and length are made chat's", () => {
+    const long = "n".repeat(70);
+    const tools = new ResponsesTools([
+      fn("a__b"),
+      { type: "namespace", name: "a", tools: [fn("b"), fn("b.c")] } as ResponsesTool,
+      { type: "namespace", name: "a_", tools: [fn("_b")] } as ResponsesTool,
+      { type: "namespace", name: long, tools: [fn("x"), fn("y")] } as ResponsesTool,
+    ]);
+    const names = chatNames(tools);
+    expect(names.slice(0, 4)).toEqual(["a__b", "a__b_2", "a__b_c", "a____b"]);
+    expect(new Set(names).size).toBe(names.length);
+    for (const n of names) expect(n).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
+    expect(names[4]).toBe(`${long}`.slice(0, 64));
+    expect(names[5]).toBe(`${long}`.slice(0, 62) + "_2");
+    expect(tools.clientName("a__b_2")).toEqual({ name: "b", namespace: "a" });
+    expect(tools.clientName(names[5]!)).toEqual({ name: "y", namespace: long });
+  });
+
+  test("hosted tools and what a namespace holds besides functions are left out, each named once", () => {
+    const tools = new ResponsesTools([
+      { type: "web_search", external_web_access: false } as ResponsesTool,
+      fn("f"),
+      { type: "web_search" },
+      { type: "file_search" },
+      { type: "namespace", name: "ns", tools: [{ type: "custom", name: "exec" }] } as ResponsesTool,
+    ]);
+    expect(chatNames(tools)).toEqual(["f"]);
+    expect(tools.leftOut).toEqual(["web_search", "file_search", "ns.custom"]);
+  });
+});
+
+describe("through the request and the answer", () => {
+  const body: ResponsesRequest = {
+    model: "m",
+    input: [
+      { type: "message", role: "user", content: "hi" },
+      { type: "function_call", call_id: "c1", name: "spawn_agent", namespace: "multi_agent_v1", arguments: "{}" },
+      { type: "function_call_output", call_id: "c1", output: "ok" },
+    ],
+    tools: [
+      fn("spawn_agent"),
+      { type: "namespace", name: "multi_agent_v1", tools: [fn("spawn_agent")] } as ResponsesTool,
+      { type: "web_search" },
+    ],
+    tool_choice: { type: "function", name: "spawn_agent", namespace: "multi_agent_v1" },
+  };
+
+  test("a call of a namespaced tool goes up under its flat name, distinct from the request's own tool of the same name", () => {
+    const { chat, tools } = toChatRequest(body, body.input as never);
+    expect(chatNames(tools)).toEqual(["spawn_agent", "multi_agent_v1__spawn_agent"]);
+    expect(chat.tool_choice).toEqual({ type: "function", function: { name: "multi_agent_v1__spawn_agent" } });
+    expect((chat.messages[1] as { tool_calls: unknown }).tool_calls).toEqual([
+      { id: "c1", type: "function", function: { name: "multi_agent_v1__spawn_agent", arguments: "{}" } },
+    ]);
+    expect(tools.leftOut).toEqual(["web_search"]);
+  });
+
+  test("only hosted tools: no tools and no tool_choice upstream", () => {
+    const { chat, tools } = toChatRequest({ model: "m", input: "hi", tools: [{ type: "web_search" }], tool_choice: "required" }, [
+      { type: "message", role: "user", content: "hi" },
+    ]);
+    expect(chat.tools).toBeUndefined();
+    expect(chat.tool_choice).toBeUndefined();
+    expect(tools.leftOut).toEqual(["web_search"]);
+  });
+
+  const chatCall = (name: string) => ({ id: "c2", type: "function", function: { name, arguments: '{"a":1}' } });
+
+  test("JSON: a flat call comes back as function_call with namespace and the tool's own name; the request's own tool stays as it is", () => {
+    const { tools } = toChatRequest(body, body.input as never);
+    const chat = {
+      choices: [
+        {
+          message: { role: "assistant", content: null, tool_calls: [chatCall("multi_agent_v1__spawn_agent"), chatCall("spawn_agent")] },
+          finish_reason: "tool_calls",
+        },
+      ],
+    };
+    const { output } = responseObject(responseFrame(newId("resp"), body), JSON.stringify(chat), undefined, tools);
+    expect(output).toMatchObject([
+      { type: "function_call", name: "spawn_agent", namespace: "multi_agent_v1", call_id: "c2", arguments: '{"a":1}' },
+      { type: "function_call", name: "spawn_agent", call_id: "c2" },
+    ]);
+    expect(output[1]).not.toHaveProperty("namespace");
+  });
+
+  test("stream: the added and done items and response.completed carry the namespace", () => {
+    const { tools } = toChatRequest(body, body.input as never);
+    let kept: unknown[] = [];
+    const door = responsesStream(responseFrame(newId("resp"), body, true), (output) => (kept = output), tools);
+    let text = door.open();
+    const delta = { index: 0, id: "c2", type: "function", function: { name: "multi_agent_v1__spawn_agent", arguments: "" } };
+    text += door.next({ choices: [{ index: 0, delta: { tool_calls: [delta] }, finish_reason: null }] });
+    text += door.next({
+      choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: "{}" } }] }, finish_reason: "tool_calls" }],
+    });
+    text += door.next({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2 } });
+    door.settled!();
+    text += door.next("[DONE]");
+    const events = text
+      .split("\n\n")
+      .filter(Boolean)
+      .map((f) => JSON.parse(f.split("\ndata: ")[1]!));
+    const added = events.find((e) => e.type === "response.output_item.added");
+    const done = events.find((e) => e.type === "response.output_item.done");
+    const completed = events.at(-1);
+    for (const item of [added.item, done.item, completed.response.output[0], kept[0]])
+      expect(item).toMatchObject({ type: "function_call", name: "spawn_agent", namespace: "multi_agent_v1" });
+    expect(completed.type).toBe("response.completed");
+  });
+});
