@@ -142,7 +142,9 @@ describe("chat completions, happy paths", () => {
       contextLength: 128000,
       promptPricePer1MTokens: 2.5,
       completionPricePer1M: 10,
-      // The extension beside the spec's fields: a keyed provider is never probed, so always available.
+      // The extensions beside the spec's fields: the names it also answers to (none here); a keyed provider is
+      // never probed, so always available.
+      aliases: [],
       available: true,
     });
   });

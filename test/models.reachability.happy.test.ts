@@ -85,6 +85,7 @@ describe("reachability of keyless providers", () => {
       contextLength: 128_000,
       promptPricePer1MTokens: 2.5,
       completionPricePer1M: 10,
+      aliases: [],
       available: false,
     });
     // Both keyless providers on the live server were asked for their model list; the keyed one never.
