@@ -51,6 +51,7 @@ test("with no provider configured the first start serves local/echo and says so"
       contextLength: 32768,
       promptPricePer1MTokens: 1,
       completionPricePer1M: 2,
+      aliases: [],
       available: true,
     },
   ]);

@@ -32,9 +32,11 @@ export function withLocalModel(catalog: Catalog, baseUrl: string): Catalog {
     completionPico: 2_000_000,
     costPromptPico: 0,
     costCompletionPico: 0,
+    aliases: [],
   };
   return {
     models: new Map([...catalog.models, [model.id, model]]),
+    aliases: catalog.aliases,
     disabled: catalog.disabled,
     providers: [...catalog.providers, { name: "local", state: "keyless" }],
   };
