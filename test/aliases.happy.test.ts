@@ -108,6 +108,23 @@ describe("an alias on every door: answered as the alias, billed as its model", (
     expect((await pgModels(wallet)).sort()).toEqual([SONNET, CALLER].sort());
   });
 
+  test("a key limited to some models: an alias of one it may call answers, of one it may not is 403; its list shows each model once", async () => {
+    const { wallet, key } = await gw.newWallet(10, { models: [CALLER] });
+    const auth = { authorization: `Bearer ${key}` };
+    const list = await gw.call("GET", "/v1/models", undefined, auth);
+    expect(list.body.data.map((m: { id: string }) => m.id)).toEqual([CALLER]);
+    const ok = await gw.call("POST", "/v1/chat/completions", { model: "gpt-5-codex", messages: [{ role: "user", content: "Hi" }] }, auth);
+    expect(ok).toMatchObject({ status: 200, body: { model: "gpt-5-codex" } });
+    const refused = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "claude-haiku-4-5", messages: [{ role: "user", content: "Hi" }] },
+      auth,
+    );
+    expect(refused).toMatchObject({ status: 403, body: { error: "MODEL_NOT_ALLOWED" } });
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - standinCharge(1), locked: 0 });
+  });
+
   test("a name that is no model's id nor alias is still UNKNOWN_MODEL, and changes nothing", async () => {
     const { wallet, key } = await gw.newWallet(10);
     const res = await gw.call(

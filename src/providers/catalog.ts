@@ -277,10 +277,7 @@ export function renderModels(catalog: Catalog, reachable: (provider: string) => 
     aliases: m.aliases,
     available: reachable(m.provider.name),
   }));
-  const byId = new Map(data.map((d) => [d.id, JSON.stringify(d)]));
-  // GET /v1/models/{alias} is its model's page: the name answers there as on the model routes.
-  for (const [alias, m] of catalog.aliases) byId.set(alias, byId.get(m.id)!);
-  return { list: JSON.stringify({ object: "list", data }), byId };
+  return { list: JSON.stringify({ object: "list", data }), byId: new Map(data.map((d) => [d.id, JSON.stringify(d)])) };
 }
 
 /** Why a model id is not served: not in the catalog, or its provider is not configured. */

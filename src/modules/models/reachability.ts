@@ -54,9 +54,9 @@ export class ProviderReachability {
     return this.pages.list;
   }
 
-  /** Body of GET /v1/models/{id}, or undefined for a model not served. */
+  /** Body of GET /v1/models/{id}, or undefined for a model not served; an alias gets its model's page. */
   model(id: string): string | undefined {
-    return this.pages.byId.get(id);
+    return this.pages.byId.get(id) ?? this.pages.byId.get(this.catalog.aliases.get(id)?.id ?? "");
   }
 
   /** GET /v1/models as a key limited to some models sees it: only those, in catalog order. */
