@@ -64,9 +64,9 @@ export interface Model {
   fallbacks?: Model[];
   /**
    * Other names the model answers to on every door (an agent's own default ids: `claude-haiku-4-5`, `gpt-5-codex`),
-   * billed as this model; the answer names what was asked for.
+   * billed as this model; the answer names what was asked for. Absent: none.
    */
-  aliases: string[];
+  aliases?: string[];
 }
 
 /** The optional cache prices of a catalog model: its field → the Model's pico field (billed, then cost side). */
@@ -219,10 +219,10 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
     if (provider) {
       const served = { ...model, provider };
       models.set(id, served);
-      for (const alias of model.aliases) aliases.set(alias, served);
+      for (const alias of model.aliases ?? []) aliases.set(alias, served);
     } else {
       disabled.set(id, states.get(providerName)!);
-      for (const alias of model.aliases) disabled.set(alias, states.get(providerName)!);
+      for (const alias of model.aliases ?? []) disabled.set(alias, states.get(providerName)!);
     }
   });
 
@@ -274,7 +274,7 @@ export function renderModels(catalog: Catalog, reachable: (provider: string) => 
     ...(m.cachedPromptPricePer1M !== undefined && { cachedPromptPricePer1M: m.cachedPromptPricePer1M }),
     ...(m.cacheWritePricePer1M !== undefined && { cacheWritePricePer1M: m.cacheWritePricePer1M }),
     ...(m.cacheWrite1hPricePer1M !== undefined && { cacheWrite1hPricePer1M: m.cacheWrite1hPricePer1M }),
-    aliases: m.aliases,
+    aliases: m.aliases ?? [],
     available: reachable(m.provider.name),
   }));
   return { list: JSON.stringify({ object: "list", data }), byId: new Map(data.map((d) => [d.id, JSON.stringify(d)])) };
