@@ -147,9 +147,10 @@ export const messagesRoutes = (s: Services) => {
           summary: "Anthropic Messages API (reserve → provider → settle), any model of the catalog",
           description:
             "Anthropic's Messages API for every catalog model, held and billed exactly as POST /v1/chat/completions is. To an " +
-            "Anthropic-type provider the request goes as sent (model and max_tokens as held; cache_control and fields that could raise " +
-            "the bill left out) and its answer comes back as it is but for `model`, billed input_tokens + cache reads and writes and " +
-            "output_tokens; to any other it is translated to a chat completion and back, its usage what was billed. " +
+            "Anthropic-type provider the request goes as sent (model and max_tokens as held, cache_control breakpoints kept; fields that " +
+            "could raise the bill left out) and its answer comes back as it is but for `model`, billed input_tokens, cache reads and " +
+            "writes (each at the catalog's cache prices) and output_tokens; to any other it is translated to a chat completion and back, " +
+            "its usage what was billed. Every usage carries `charge_usdc`, the µUSDC charged. " +
             "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
             "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
             'errors are Anthropic\'s {type: "error", error: {type, message}}. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason, one already used 409 PAYMENT_ALREADY_USED; a payment-identifier id naming another payment is 409 CONFLICT.',

@@ -145,7 +145,8 @@ const REFUSED: Record<string, string> = { container: "code execution containers"
  * to chat messages (tool results to `tool` messages, thinking to `thinking_blocks`), tools, tool_choice, thinking
  * (passed on in Anthropic's own shape, which the chat dialect takes), stop_sequences, sampling, metadata.user_id
  * as `user`. `max_tokens` is required, as in Anthropic's API, unless the request is only counted. A stream asks
- * for the chat usage chunk, which the door reports in message_delta. cache_control and the like are ignored.
+ * for the chat usage chunk, which the door reports in message_delta. cache_control and the like are ignored here (to an Anthropic provider
+ * the native dialect passes the client's breakpoints on, messagesNative.ts).
  */
 export function chatRequestOf(body: ClientMessagesRequest, counting = false): ChatRequest {
   if (!isObject(body)) throw invalid("The body must be a JSON object");
