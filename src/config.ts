@@ -35,6 +35,12 @@ export interface Config {
   /** siweDomain first; in local mode with a loopback domain, the other loopback spellings of the same port too. */
   siweDomains: string[];
   siweChainIds: number[];
+  /**
+   * PUBLIC_URL: the gateway's address as clients reach it (origin, and a path prefix if any, no trailing slash). Payment
+   * URLs (402 terms, /.well-known/x402) are built on it, never on a request's Host, which a client (or a cache
+   * serving others) would choose. Unset: https://SIWE_DOMAIN (http:// in local mode).
+   */
+  publicUrl: string;
   /** Origins a browser may call from: "*" (any) or an exact list. */
   corsOrigins: "*" | string[];
   logLevel: LogLevel;
@@ -164,6 +170,12 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:\d+)?$/.test(siweDomain))
     throw new ConfigError("SIWE_DOMAIN", `must be a host[:port], got "${siweDomain}"`);
 
+  const publicUrl = (url(env, "PUBLIC_URL", ["http:", "https:"]) ?? `${deployment === "local" ? "http" : "https"}://${siweDomain}`).replace(
+    /\/+$/,
+    "",
+  );
+  if (/[?#]/.test(publicUrl)) throw new ConfigError("PUBLIC_URL", `must be an origin or a path prefix (no query), got "${publicUrl}"`);
+
   const upstreamTimeoutMs = int(env, "UPSTREAM_TIMEOUT_MS", 120_000, 1, 3_600_000);
   return {
     port,
@@ -180,6 +192,7 @@ export function loadConfig(env: Env = process.env): Config {
     siweDomain,
     siweDomains: siweDomainsFor(siweDomain, deployment),
     siweChainIds,
+    publicUrl,
     corsOrigins: corsOrigins(env),
     logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error"] as const, "info"),
     rateLimitRequests: int(env, "RATE_LIMIT_REQUESTS", 600, 1, 10_000_000),

@@ -171,7 +171,7 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
     keys,
     usage: new UsageService(ledger, keys, sql),
     topup,
-    paidCalls: new PaidCalls(config.payments, topup, ledger, apiKeyAuth),
+    paidCalls: new PaidCalls(config.payments, topup, ledger, apiKeyAuth, config.publicUrl),
     keyless: new KeylessCalls(
       topup,
       walletKeys,
@@ -183,6 +183,7 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
         config.payments.chain.chainId,
       ),
       upto,
+      config.publicUrl,
     ),
     chat,
     reachability,

@@ -47,6 +47,18 @@ describe("configuration is validated once, naming the variable", () => {
     expect(c.maxBodyBytes).toBe(32 * 1024 * 1024);
     expect(c.bodyTimeoutMs).toBe(60_000);
     expect(c.responsesStoreTtlS).toBe(3600);
+    expect(c).toMatchObject({
+      responsesStoreItemBytes: 1024 * 1024,
+      responsesStoreConversationBytes: 4 * 1024 * 1024,
+      responsesStoreWalletBytes: 64 * 1024 * 1024,
+      responsesStoreWalletResponses: 10_000,
+      maxKeysPerWallet: 100,
+    });
+    // Payment URLs: PUBLIC_URL, else the SIWE domain (https outside local mode), never a request's Host.
+    expect(c.publicUrl).toBe("http://localhost:8080");
+    const named = { MODELS_FILE: catalogFile(good), P_KEY: "k", SIWE_DOMAIN: "gw.example.com" };
+    expect(loadConfig(named).publicUrl).toBe("http://gw.example.com");
+    expect(loadConfig({ ...named, PUBLIC_URL: "https://api.example.com/gw/" }).publicUrl).toBe("https://api.example.com/gw");
     expect(c.workers).toBe(1);
     expect(loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", WORKERS: "auto" }).workers).toBe(availableParallelism());
     expect(loadConfig({ MODELS_FILE: catalogFile(good), P_KEY: "k", WORKERS: "3" }).workers).toBe(3);
@@ -86,6 +98,11 @@ describe("configuration is validated once, naming the variable", () => {
     [{ STREAM_MAX_MS: "2h" }, /^STREAM_MAX_MS: /],
     [{ RESPONSES_STORE_TTL_S: "1h" }, /^RESPONSES_STORE_TTL_S: must be a whole number/],
     [{ RESPONSES_STORE_TTL_S: "0" }, /^RESPONSES_STORE_TTL_S: must be between 1 and /],
+    [{ PUBLIC_URL: "gw.example.com" }, /^PUBLIC_URL: is not a URL$/],
+    [{ PUBLIC_URL: "ftp://gw.example.com" }, /^PUBLIC_URL: must start with http: or https:$/],
+    [{ RESPONSES_STORE_MAX_ITEM_BYTES: "1MiB" }, /^RESPONSES_STORE_MAX_ITEM_BYTES: must be a whole number/],
+    [{ RESPONSES_STORE_MAX_WALLET_RESPONSES: "0" }, /^RESPONSES_STORE_MAX_WALLET_RESPONSES: must be between 1 and /],
+    [{ MAX_KEYS_PER_WALLET: "0" }, /^MAX_KEYS_PER_WALLET: must be between 1 and /],
     [{ WORKERS: "all" }, /^WORKERS: must be a whole number or "auto", got "all"$/],
     [{ WORKERS: "0" }, /^WORKERS: must be between 1 and 64/],
     [{ MAX_BODY_BYTES: "32MiB" }, /^MAX_BODY_BYTES: must be a whole number/],

@@ -289,6 +289,35 @@ describe("discovery and browsers", () => {
     }
   });
 
+  test("payment URLs come from PUBLIC_URL, never from the request's Host (a cache could serve them to others)", async () => {
+    const { key } = await gw.newWallet(0);
+    const evil = "https://evil.example";
+    const manifest = await gw.handle(new Request(`${evil}/.well-known/x402`, { headers: { host: "evil.example" } }));
+    const text = await manifest.text();
+    expect(text).not.toContain("evil.example");
+    expect(JSON.parse(text).resources[0]).toBe(`${BASE}/v1/topup`);
+    const terms = await gw.handle(
+      new Request(`${evil}/v1/chat/completions`, {
+        method: "POST",
+        headers: { host: "evil.example", "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] }),
+      }),
+    );
+    expect(terms.status).toBe(402);
+    const body = await terms.json();
+    expect(body.accepts[0].resource).toBe(`${BASE}/v1/chat/completions`);
+    expect(decode(terms.headers.get("payment-required")!).resource.url).toBe(`${BASE}/v1/chat/completions`);
+    const topup = await gw.handle(
+      new Request(`${evil}/v1/topup`, {
+        method: "POST",
+        headers: { host: "evil.example", "content-type": "application/json" },
+        body: JSON.stringify({ amount: 1 }),
+      }),
+    );
+    expect(topup.status).toBe(402);
+    expect(JSON.stringify(await topup.json())).not.toContain("evil.example");
+  });
+
   test("a preflight lets a page send the payment headers x402's wrappers set", async () => {
     const res = await gw.handle(
       new Request(`${BASE}/v1/chat/completions`, {

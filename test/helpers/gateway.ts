@@ -203,6 +203,7 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     MODELS_FILE: join(dir, "models.json"),
     STANDIN_KEY,
     SIWE_DOMAIN,
+    PUBLIC_URL: BASE,
     SIWE_CHAIN_IDS: "1,8453",
     LOG_LEVEL: "error",
     ...env,

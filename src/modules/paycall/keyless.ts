@@ -59,6 +59,8 @@ export class KeylessCalls {
     private readonly siwx: SiwxVerifier,
     /** `upto`: settled after serving, for the charge. */
     readonly upto: UptoCalls,
+    /** PUBLIC_URL: payment URLs are built on it, never on the request's Host. */
+    private readonly publicUrl: string,
   ) {}
 
   /** Whether calls without a key are taken here (a gateway that takes payments); else they are 401 as before. */
@@ -71,8 +73,7 @@ export class KeylessCalls {
    * carries the payment's receipt (PAYMENT-RESPONSE); a wallet short of credit gets the 402 with the terms again.
    */
   async serve(request: Request, call: (payer: Payer) => Promise<Response>): Promise<Response> {
-    const url = new URL(request.url);
-    const resource = url.origin + url.pathname;
+    const resource = this.publicUrl + new URL(request.url).pathname;
     const host = request.headers.get("host");
     const payment = paymentHeaderOf(request.headers);
     const signIn = request.headers.get(SIWX_HEADER);

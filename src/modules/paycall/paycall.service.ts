@@ -49,6 +49,8 @@ export class PaidCalls {
     private readonly topup: TopupService,
     private readonly ledger: Ledger,
     private readonly auth: ApiKeyAuth,
+    /** PUBLIC_URL: payment URLs are built on it, never on the request's Host. */
+    private readonly publicUrl: string,
   ) {}
 
   /**
@@ -62,8 +64,7 @@ export class PaidCalls {
     const available = Number(error.extra?.available_usdc ?? 0);
     const required = Number(error.extra?.required_usdc ?? 0);
     const micro = offerAmount(available, required, this.cfg.callMinMicro);
-    const url = new URL(request.url);
-    const offer = this.topup.offer(micro, url.origin + url.pathname, undefined, describe(micro));
+    const offer = this.topup.offer(micro, this.publicUrl + new URL(request.url).pathname, undefined, describe(micro));
     if (offer.requirements.length === 0) return error;
     return error.with({
       headers: { "payment-required": encodeHeader(offer.v2), "cache-control": "no-store" },
@@ -78,8 +79,7 @@ export class PaidCalls {
    * INSUFFICIENT_BALANCE with the reason (and a fresh offer, added by the error renderer).
    */
   async serve(header: string, request: Request, call: (pay: PayHook) => Promise<Response>): Promise<Response> {
-    const url = new URL(request.url);
-    const resource = url.origin + url.pathname;
+    const resource = this.publicUrl + new URL(request.url).pathname;
     let receipt: Record<string, string> | undefined;
     const pay: PayHook = async (principal, required) => {
       // A revoked key pays for nothing it can use: refused (401) before any money moves, not after the settle.

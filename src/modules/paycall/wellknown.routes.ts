@@ -21,8 +21,8 @@ const LAST_UPDATED = Math.floor(Date.now() / 1000);
  * crawlers read. The live 402 stays authoritative for the amount.
  */
 export const wellKnownRoutes = (s: Services) => {
-  const manifest = ({ request }: { request: Request }) => {
-    const origin = new URL(request.url).origin;
+  const manifest = () => {
+    const origin = s.config.publicUrl; // never the request's Host: a cache may serve this document to everyone
     const items = !s.topup.enabled
       ? []
       : PAYABLE.map(({ path, description }) => {

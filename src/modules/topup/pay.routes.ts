@@ -32,10 +32,10 @@ const OFFER_EXAMPLE = {
 export const topupPayRoutes = (s: Services) =>
   new Elysia({ tags: ["topup"] }).use(requestBodies).post(
     "/v1/topup",
-    async ({ body, headers, request, set }) => {
+    async ({ body, headers, set }) => {
       const micro = topupAmount(body.amount);
       const payment = headers["x-payment"] ?? headers["payment-signature"];
-      const resource = new URL("/v1/topup", request.url).toString();
+      const resource = `${s.config.publicUrl}/v1/topup`; // PUBLIC_URL, never the request's Host
       const out = await s.topup.topup(micro, payment, resource);
       set.status = out.status;
       Object.assign(set.headers, out.headers);
