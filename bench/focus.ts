@@ -16,9 +16,19 @@
  */
 import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { autocannon, jsThreadCpuSeconds, redisCommandStats, rssKb, scriptDelta, type Target, type Watch } from "./measure.ts";
+import {
+  autocannon,
+  cpuSeconds,
+  descendants,
+  jsThreadCpuSeconds,
+  redisCommandStats,
+  rssKb,
+  scriptDelta,
+  type Target,
+  type Watch,
+} from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
-import { CLAUDE_MODEL, openWorkDir, runThenClean, stopChild } from "./processes.ts";
+import { apiKeyWithCredit, CLAUDE_MODEL, openWorkDir, runThenClean, stopChild } from "./processes.ts";
 import { f0, f2, f3 } from "./report.ts";
 import { log, MESSAGES, PROFILE, RESULTS, S } from "./settings.ts";
 import { streamLatency, wrkRotating } from "./tail.ts";
@@ -53,7 +63,7 @@ async function main(): Promise<void> {
         if (x.name === "gateway") logScripts(stats, await redisCommandStats(s.redis.url), r.total);
         sums[x.name as "gateway" | "baseline"] += r.rps / ROUNDS;
         log(
-          `${what} ${x.name}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · redis ${f0(r.redisUsPerRequest)} µs · ` +
+          `${what} ${x.name}: ${f0(r.rps)} req/s · p99 ${f0(r.latencyP99)} ms · ${f0(r.cpuUsPerRequest)} µs CPU/request · redis ${f0(r.redisUsPerRequest)} µs · ` +
             `machine ${f0(r.machineUsPerRequest)} µs · cores ${x.name} ${f2(r.cores.target)} redis ${f2(r.cores.redis)} pg ${f2(r.cores.postgres)} ` +
             `machine ${f2(r.cores.machine)} · non-2xx ${r.non2xx + r.errors}`,
         );
@@ -136,8 +146,50 @@ async function main(): Promise<void> {
       }
     }
   };
+  // The same JSON load from one wallet and spread over BENCH_WALLETS wallets (default 16; real traffic is many
+  // tenants: the settle batches split by wallet), rounds alternating: the gateway's and Redis's CPU per request.
+  const wallets = async () => {
+    const n = Number(process.env.BENCH_WALLETS || 16);
+    const keys: string[] = [];
+    for (let i = 0; i < n; i++) keys.push((await apiKeyWithCredit(s.gw)).key);
+    const one = targetsFor(s, 0).gateway;
+    const per = Math.max(1, Math.round(32 / n));
+    const run = async (label: string, ks: string[], conns: number) => {
+      const gwPid = s.gw.child.proc.pid!;
+      const before = { gw: cpuSeconds(gwPid), redis: cpuSeconds(s.redis.pid) };
+      const stats0 = await redisCommandStats(s.redis.url);
+      const rs = await Promise.all(
+        ks.map((key) =>
+          autocannon(loadgen, { ...one, headers: { ...one.headers, authorization: `Bearer ${key}` } }, conns, DURATION_S, {
+            target: gwPid,
+            standin: 0,
+            redis: 0,
+          }),
+        ),
+      );
+      const ok = rs.reduce((a, r) => a + r.ok2xx, 0);
+      const bad = rs.reduce((a, r) => a + r.non2xx + r.errors, 0);
+      const stats1 = await redisCommandStats(s.redis.url);
+      const scripts = scriptDelta(stats0, stats1);
+      const us = (a: number, b: number) => ((b - a) / Math.max(1, ok)) * 1e6;
+      log(
+        `json c32 ${label}: ${f0(rs.reduce((a, r) => a + r.rps, 0))} req/s · gateway ${f0(us(before.gw, cpuSeconds(gwPid)))} µs CPU/request · ` +
+          `redis ${f0(us(before.redis, cpuSeconds(s.redis.pid)))} µs CPU/request (scripts ${f2(scripts.usec / Math.max(1, ok))} µs, ` +
+          `${f2(scripts.calls / Math.max(1, ok))} calls/request) · non-2xx ${bad}`,
+      );
+    };
+    await run("warm-up", [s.key], 32);
+    for (let round = 0; round < ROUNDS; round++) {
+      const order: [string, string[], number][] = [
+        ["1 wallet", [s.key], 32],
+        [`${n} wallets`, keys, per],
+      ];
+      for (const [label, ks, conns] of round % 2 ? order.reverse() : order) await run(label, ks, conns);
+    }
+  };
   for (const f of FOCUS) {
-    if (f === "doors") {
+    if (f === "wallets") await wallets();
+    else if (f === "doors") {
       if (DOORS_KINDS.includes("json")) await doors(false);
       if (DOORS_KINDS.includes("stream")) await doors(true);
     } else if (f === "json") await pair("json c32", targetsFor(s, 0));
@@ -168,10 +220,15 @@ async function main(): Promise<void> {
       log(`${f} starts`);
       const w = await wrkRotating(dir, [t], DURATION_S, 1);
       for (const r of w[t.name] ?? []) log(`${f}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
-    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, stream, ttfb, wrk, wrk-gateway, wrk-baseline, doors)`);
+    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, wallets, stream, ttfb, wrk, wrk-gateway, wrk-baseline, doors)`);
   }
   const rss = rssKb(s.gw.child.proc.pid);
   log(`gateway RSS now ${f0(rss.rssKb / 1024)} MiB, peak ${f0(rss.hwmKb / 1024)} MiB`);
+  // Its background process (flusher, sweeper, repairs; with no database URL, PGlite too): issue 31.
+  for (const pid of descendants(s.gw.child.proc.pid!)) {
+    const r = rssKb(pid);
+    if (r.rssKb > 0) log(`gateway child ${pid} RSS now ${f0(r.rssKb / 1024)} MiB, peak ${f0(r.hwmKb / 1024)} MiB`);
+  }
   if (PROFILE) {
     await stopChild(s.gw.child);
     for (const f of existsSync(s.gw.profileDir) ? readdirSync(s.gw.profileDir) : []) {
