@@ -48,15 +48,25 @@ export async function workersPhase(s: Setup, loadgen: string[], single: boolean)
       "gateway ×2": { ...one.gateway, url: `${gw2.base}/v1/chat/completions` },
       "baseline ×2": { ...one.baseline, url: `http://127.0.0.1:${pair.port}/v1/chat/completions` },
     };
-    // CPU is watched on the first process of each target only; the figure compared is req/s.
-    const watch: Watch = { target: gw2.child.proc.pid, standin: u0.standin.proc.pid, redis: s.redis.pid };
-    for (const t of Object.values(targets)) await autocannon(loadgen, t, CONNECTIONS, 2, watch); // warm-up
+    // A gateway's CPU is its process tree's (every worker and the background process); a proxy group's its first's.
+    const pids: Record<string, number | undefined> = {
+      "gateway ×1": s.gw.child.proc.pid,
+      "baseline ×1": u0.baseline.proc.pid,
+      "gateway ×2": gw2.child.proc.pid,
+      "baseline ×2": pair.children[0]?.proc.pid,
+    };
+    const watchOf = (name: string): Watch => ({ target: pids[name] ?? 0, standin: u0.standin.proc.pid, redis: s.redis.pid });
+    for (const [name, t] of Object.entries(targets)) await autocannon(loadgen, t, CONNECTIONS, 2, watchOf(name)); // warm-up
     const rps: Record<string, number> = {};
+    const redisUs: Record<string, number> = {};
+    const cpuUs: Record<string, number> = {};
     const names = Object.keys(targets);
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of round % 2 ? [...names].reverse() : names) {
-        const r = await autocannon(loadgen, targets[name]!, CONNECTIONS, DURATION_S, watch);
+        const r = await autocannon(loadgen, targets[name]!, CONNECTIONS, DURATION_S, watchOf(name));
         rps[name] = (rps[name] ?? 0) + r.rps / ROUNDS;
+        redisUs[name] = (redisUs[name] ?? 0) + r.redisUsPerRequest / ROUNDS;
+        cpuUs[name] = (cpuUs[name] ?? 0) + r.cpuUsPerRequest / ROUNDS;
         log(
           `${name} c${CONNECTIONS} round ${round + 1}: ${f0(r.rps)} req/s · non-2xx ${r.non2xx + r.errors} · machine ${f2(r.cores.machine)} cores`,
         );
@@ -65,17 +75,15 @@ export async function workersPhase(s: Setup, loadgen: string[], single: boolean)
     const rss: Record<string, Record<string, number>> = { "×2": await workerRss(gw2.base) };
     if (single) rss["×1"] = await workerRss(s.gw.base);
     const table = [
-      `| processes | gateway req/s | plain proxy req/s | ratio (target ≥ 0.50) | gateway RSS per process after the load |`,
-      `|---:|---:|---:|---:|---|`,
+      `| processes | gateway req/s | per process | plain proxy req/s | ratio (target ≥ 0.50) | gateway CPU µs/request (tree) | Redis CPU µs/request | gateway RSS per process after the load |`,
+      `|---:|---:|---:|---:|---:|---:|---:|---|`,
     ];
-    if (single)
-      table.push(
-        `| 1 | ${f0(rps["gateway ×1"]!)} | ${f0(rps["baseline ×1"]!)} | ${f2(rps["gateway ×1"]! / rps["baseline ×1"]!)} | ${Object.values(rss["×1"]!).map(f0).join(" MiB, ")} MiB |`,
-      );
+    const row = (n: number) =>
+      `| ${n} | ${f0(rps[`gateway ×${n}`]!)} | ${f0(rps[`gateway ×${n}`]! / n)} | ${f0(rps[`baseline ×${n}`]!)} | ${f2(rps[`gateway ×${n}`]! / rps[`baseline ×${n}`]!)} | ` +
+      `${f0(cpuUs[`gateway ×${n}`]!)} | ${f0(redisUs[`gateway ×${n}`]!)} |`;
+    if (single) table.push(`${row(1)} ${Object.values(rss["×1"]!).map(f0).join(" MiB, ")} MiB |`);
     table.push(
-      `| 2 | ${f0(rps["gateway ×2"]!)} | ${f0(rps["baseline ×2"]!)} | ${f2(rps["gateway ×2"]! / rps["baseline ×2"]!)} | ${Object.entries(
-        rss["×2"]!,
-      )
+      `${row(2)} ${Object.entries(rss["×2"]!)
         .map(([w, m]) => `worker ${w}: ${f0(m)} MiB`)
         .join(", ")} |`,
     );
