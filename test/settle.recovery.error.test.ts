@@ -64,6 +64,20 @@ describe("a settle that could not reach Redis is posted later from Postgres", ()
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 993_000, locked: 0 });
   });
 
+  test("a deferred charge keeps its prompt's cache split: posted with it to the key's counters and the charge row", async () => {
+    const { p, wallet, holdId } = await holdFor(1, 10_000);
+    const split = { cachedPromptTokens: 6, cacheWriteTokens: 3, cacheWrite1hTokens: 2 };
+    await gw.services.pendingSettles.record({ holdId, wallet, keyId: p.keyId, charge: 7_000, details: { ...details, ...split } });
+    expect(await gw.services.pendingSettles.replay()).toBe(1);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 993_000, locked: 0 });
+    await gw.services.flusher.drain();
+    const rows = await gw.services.sql`
+      SELECT prompt_tokens, cached_prompt_tokens, cache_write_tokens, cache_write_1h_tokens FROM ledger_events
+      WHERE hold_id = ${holdId} AND type = 'charge'`;
+    expect([...rows]).toEqual([{ prompt_tokens: 11, cached_prompt_tokens: 6, cache_write_tokens: 3, cache_write_1h_tokens: 2 }]);
+    expect(await gw.services.redis.hmget(p.apiKeyName, "cached_prompt_tokens", "cache_write_tokens")).toEqual(["6", "5"]);
+  });
+
   test("a hold Redis no longer knows (data loss) is not dropped: the charge stays, marked for an operator", async () => {
     const { wallet, keyId } = await gw.newWallet(1);
     const holdId = crypto.randomUUID(); // never reserved here: as after Redis lost it
