@@ -94,7 +94,9 @@ describe("a Redis the ledger cannot trust refuses the start", () => {
       if (db) {
         const admin = await runMain(["admin", "referrals"], env);
         expect(admin.code).toBe(1);
+        // The first line says which ledger the command opened (issue 34.5); the refusal follows it, alone.
         expect(admin.stderr.trim().split("\n")).toEqual([
+          expect.stringMatching(/^ledger: Redis at 127\.0\.0\.1:\d+, Postgres at /),
           "configuration error: REDIS_URL: this Redis evicts keys (maxmemory-policy allkeys-lru); the ledger needs maxmemory-policy noeviction",
         ]);
       }

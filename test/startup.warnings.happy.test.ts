@@ -46,10 +46,14 @@ test("serve warns once that top-ups are disabled and answers 503 for them; admin
     });
     expect(topup.status).toBe(503);
     const balance = await runMain(["admin", "balance", "0x000000000000000000000000000000000000dead"], env);
-    expect(balance).toMatchObject({ code: 0, stderr: "" });
+    // An admin command says which ledger it opened (issue 34.5), and nothing else: no payment warning.
+    const ledgerLine = /^ledger: Redis at 127\.0\.0\.1:\d+[,;] Postgres [^\n]+\n$/;
+    expect(balance.code).toBe(0);
+    expect(balance.stderr).toMatch(ledgerLine);
     expect(balance.stdout).toContain("0.000000");
     const referrals = await runMain(["admin", "referrals"], env);
-    expect(referrals).toMatchObject({ code: 0, stderr: "" });
+    expect(referrals.code).toBe(0);
+    expect(referrals.stderr).toMatch(ledgerLine);
   } finally {
     gateway.proc.kill("SIGTERM");
   }

@@ -18,9 +18,18 @@ export const ERROR_SCHEMAS = {
       T.Object({
         available_usdc: Micro("Available credit now"),
         required_usdc: Micro("What the request reserves"),
-        topup: T.Object(
-          { endpoint: T.String(), method: T.String(), minimum_usd: T.Number() },
-          { ...closed, description: "How to add credit" },
+        topup: T.Union(
+          [
+            T.Object(
+              { endpoint: T.String(), method: T.String(), minimum_usd: T.Number() },
+              { ...closed, description: "How to add credit: the top-up endpoint" },
+            ),
+            T.Object(
+              { endpoint: T.Null(), message: T.String() },
+              { ...closed, description: "A gateway that takes no payments: how its operator hands out credit" },
+            ),
+          ],
+          { description: "How to add credit" },
         ),
         x402Version: T.Optional(T.Literal(1, { description: "x402 terms (when the gateway takes payments): pay and resend the request" })),
         accepts: T.Optional(
