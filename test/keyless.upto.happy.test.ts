@@ -182,4 +182,49 @@ describe("upto", () => {
     expect(await gw.ledgerState(`upto:${wallet}`)).toEqual({ balance: 0, locked: 0 });
     await expectAuditClean();
   });
+
+  test("payment-identifier: the same payload again gets the first answer and moves nothing; another payload under the id is 409", async () => {
+    const payer = await chain.newPayer(5);
+    const wallet = payer.address.toLowerCase();
+    const id = `upto-${crypto.randomUUID()}`;
+    /** The stock client's PAYMENT-SIGNATURE for this call, made but not sent, with a payment-identifier id added. */
+    const signed = async () => {
+      let captured: string | undefined;
+      const spy = (async (input: string | URL | Request, init?: RequestInit) => {
+        const req = new Request(input, init);
+        captured = req.headers.get("payment-signature") ?? undefined;
+        return captured ? new Response("{}", { status: 200, headers: { "content-type": "application/json" } }) : gw.fetch(req);
+      }) as typeof fetch;
+      await stockClient(payer, spy)(`${BASE}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "standin/echo", messages }),
+      });
+      const d = decode(captured!);
+      return Buffer.from(JSON.stringify({ ...d, extensions: { ...d.extensions, "payment-identifier": { info: { id } } } })).toString(
+        "base64",
+      );
+    };
+    const header = await signed();
+    const before = await usdc(payer.address);
+    const first = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { "payment-signature": header });
+    expect(first.status).toBe(200);
+    expect(decode(first.headers.get("payment-response")!)).toMatchObject({ success: true, amount: String(charge) });
+    expect(before - (await usdc(payer.address))).toBe(BigInt(charge));
+    const again = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { "payment-signature": header });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.get("payment-response")).toBe(first.headers.get("payment-response"));
+    const other = await gw.call(
+      "POST",
+      "/v1/chat/completions",
+      { model: "standin/echo", messages },
+      { "payment-signature": await signed() },
+    );
+    expect([other.status, other.body.error]).toEqual([409, "CONFLICT"]);
+    expect(before - (await usdc(payer.address))).toBe(BigInt(charge));
+    expect((await uptoRows(wallet)).length).toBe(1);
+    expect(await gw.ledgerState(`upto:${wallet}`)).toEqual({ balance: 0, locked: 0 });
+    await expectAuditClean();
+  });
 });

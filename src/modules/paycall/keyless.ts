@@ -86,37 +86,44 @@ export class KeylessCalls {
       if (payment === null && signIn === null) throw this.paymentRequired(micro, resource, host);
       if (payment === null) return { principal: await this.wallets.principal(await this.siwx.verify(signIn!)) };
       const decoded = this.decode(payment, micro, resource, host);
-      if ((decoded.accepted as { scheme?: unknown } | undefined)?.scheme === "upto") {
-        const offered = this.topup.callOffer(micro, resource, describe(micro)).upto;
-        if (!offered) throw this.paymentRequired(micro, resource, host, "this gateway does not settle upto");
-        try {
-          const a = await this.upto.authorize(decoded, offered, micro);
-          upto = a.id;
-          return { principal: a.principal, holdId: a.holdId };
-        } catch (e) {
-          if (e instanceof UptoRefused) throw this.paymentRequired(micro, resource, host, e.message);
-          throw e;
+      // x402 payment-identifier: a resend of the same payload gets the first answer back (no payment, no charge); the
+      // id with another payload is 409. A payment that moved nothing gives its id back.
+      const claimed = await this.claimId(decoded, micro, resource, host);
+      try {
+        if ((decoded.accepted as { scheme?: unknown } | undefined)?.scheme === "upto") {
+          const offered = this.topup.callOffer(micro, resource, describe(micro)).upto;
+          if (!offered) throw this.paymentRequired(micro, resource, host, "this gateway does not settle upto");
+          try {
+            const a = await this.upto.authorize(decoded, offered, micro);
+            upto = a.id;
+            id = claimed;
+            return { principal: a.principal, holdId: a.holdId };
+          } catch (e) {
+            if (e instanceof UptoRefused) throw this.paymentRequired(micro, resource, host, e.message);
+            throw e;
+          }
         }
+        const paid = await this.pay(decoded, micro, resource, host);
+        receipt = paid.receipt;
+        id = claimed;
+        return { principal: await this.wallets.principal(paid.payer) };
+      } catch (e) {
+        if (claimed !== undefined) await this.topup.ids.release(ID_SCOPE, claimed).catch(() => undefined);
+        throw e;
       }
-      const paid = await this.pay(decoded, micro, resource, host);
-      receipt = paid.receipt;
-      id = paid.id;
-      return { principal: await this.wallets.principal(paid.payer) };
     };
     const trace = traceOf(request);
     try {
       const answer = await call(payer);
-      if (upto !== undefined) return await this.settleUpto(upto, answer, () => trace.chargeUsdc ?? 0);
-      if (receipt) for (const [name, value] of Object.entries(receipt)) answer.headers.set(name, value);
-      return id === undefined ? answer : this.keep(id, answer);
+      const settled = upto === undefined ? answer : await this.settleUpto(upto, answer, () => trace.chargeUsdc ?? 0);
+      if (receipt) for (const [name, value] of Object.entries(receipt)) settled.headers.set(name, value);
+      return id === undefined ? settled : this.keep(id, settled);
     } catch (e) {
       if (e instanceof Replayed) return e.response;
       // An `upto` call that failed after its authorization was credited: settled for what it was charged (0 when its
       // hold was released), and its settlement told with the error.
-      if (upto !== undefined && e instanceof ApiError) {
-        const s = await this.upto.settle(upto, trace.chargeUsdc ?? 0);
-        throw e.with({ headers: { "payment-response": encodeHeader(s) } });
-      }
+      if (upto !== undefined && e instanceof ApiError)
+        receipt = { "payment-response": encodeHeader(await this.upto.settle(upto, trace.chargeUsdc ?? 0)) };
       // Paid, and the call then failed: the id keeps the receipt (the payment moved), a resend gets this same error.
       if (id !== undefined && e instanceof ApiError) {
         const failed = e.with({ headers: receipt ?? {} }).toResponse();
@@ -208,37 +215,51 @@ export class KeylessCalls {
     micro: number,
     resource: string,
     host: string | null,
-  ): Promise<{ receipt: Record<string, string>; payer: string; id?: string }> {
+  ): Promise<{ receipt: Record<string, string>; payer: string }> {
     const refuse = (reason: string, headers?: Record<string, string>) => this.paymentRequired(micro, resource, host, reason, headers);
-    let id: string | undefined;
     try {
       const claimed = claimedMicro(decoded, this.topup.chain);
-      // x402 payment-identifier: a resend of the same payload gets the first answer back (no payment, no charge); the
-      // id with another payload is 409. A payment that moved nothing gives its id back.
-      id = paymentIdOf(decoded);
-      if (id !== undefined) {
-        const claim = await this.topup.ids.claim(ID_SCOPE, id, fingerprintOf(decoded));
-        if (claim.kind === "conflict") throw new BareError(409, "payment identifier already names another payment");
-        if (claim.kind === "busy") throw new BareError(409, "payment identifier in use by a request still being served; retry shortly");
-        if (claim.kind === "done") {
-          const kept = claim.result as unknown as KeptAnswer;
-          throw new Replayed(new Response(kept.body, { status: kept.status, headers: kept.headers }));
-        }
-      }
       if (claimed === undefined) throw refuse("the payment names no amount of an accepted asset");
       if (claimed < micro) throw refuse(`it pays ${claimed} µUSDC, below the call's hold of ${micro}`);
       const r = await this.topup.pay(claimed, this.topup.callOffer(claimed, resource, describe(claimed)), decoded);
       if ("reason" in r)
         throw alreadyUsed(r.reason, "in the payer's wallet (sign in with it for a key)", r.headers) ?? refuse(r.reason, r.headers);
-      return { receipt: r.headers, payer: r.payer, id };
+      return { receipt: r.headers, payer: r.payer };
     } catch (e) {
-      if (id !== undefined && !(e instanceof Replayed) && !(e instanceof BareError && e.status === 409))
-        await this.topup.ids.release(ID_SCOPE, id).catch(() => undefined);
       if (e instanceof BareError && e.status === 400) throw refuse(e.message);
-      if (e instanceof BareError && e.status === 409) throw new ApiError({ code: "CONFLICT", message: e.message });
       if (e instanceof BareError) throw ApiError.unavailable(1, e.message);
       throw e;
     }
+  }
+
+  /**
+   * The payment's payment-identifier id, claimed for this payload (undefined: it names none). A resend of a payload
+   * whose call is over throws Replayed with its first answer; the id naming another payload, or one still being
+   * served, is 409 CONFLICT; a malformed id is the 402 with the reason.
+   */
+  private async claimId(
+    decoded: Record<string, unknown>,
+    micro: number,
+    resource: string,
+    host: string | null,
+  ): Promise<string | undefined> {
+    let id: string | undefined;
+    try {
+      id = paymentIdOf(decoded);
+    } catch (e) {
+      if (e instanceof BareError) throw this.paymentRequired(micro, resource, host, e.message);
+      throw e;
+    }
+    if (id === undefined) return undefined;
+    const claim = await this.topup.ids.claim(ID_SCOPE, id, fingerprintOf(decoded));
+    if (claim.kind === "conflict") throw new ApiError({ code: "CONFLICT", message: "payment identifier already names another payment" });
+    if (claim.kind === "busy")
+      throw new ApiError({ code: "CONFLICT", message: "payment identifier in use by a request still being served; retry shortly" });
+    if (claim.kind === "done") {
+      const kept = claim.result as unknown as KeptAnswer;
+      throw new Replayed(new Response(kept.body, { status: kept.status, headers: kept.headers }));
+    }
+    return id;
   }
 
   /**
