@@ -9,7 +9,7 @@ import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel, shareStdout } from "./log.ts";
 import { LOCAL_MODEL_ID, startLocalModel, withLocalModel } from "./providers/localModel.ts";
-import { serverLimits } from "./requestBody.ts";
+import { requestWaitS, serverLimits, withRequestTimeouts } from "./requestBody.ts";
 import { buildServices, type Services } from "./wiring.ts";
 import { openStack, type Stack } from "./stack.ts";
 import { checkDependencies, listenError, StartupError } from "./startup.ts";
@@ -44,7 +44,10 @@ const SERVE_USAGE = `usage: bun src/main.ts serve
   redis-server and an embedded Postgres (PGlite) keeping their data in DATA_DIR (./data).
   Main variables: PORT, HOST, WORKERS, DATA_DIR, REDIS_URL, DATABASE_URL, MODELS_FILE, DEPLOYMENT, SIWE_DOMAIN,
   SIWE_CHAIN_IDS, CORS_ORIGINS, LOG_LEVEL; payments: X402_NETWORK, PAY_TO, FACILITATOR_URL, FACILITATOR,
-  RPC_URL, RELAYER_PRIVATE_KEY, ASSETS_FILE, CHAIN_ID. README.md describes each.
+  RPC_URL, RELAYER_PRIVATE_KEY, ASSETS_FILE, CHAIN_ID, PUBLIC_URL; limits: RATE_LIMIT_REQUESTS, RATE_LIMIT_WINDOW_S,
+  UPSTREAM_TIMEOUT_MS, STREAM_MAX_MS, MAX_BODY_BYTES, IDLE_TIMEOUT_S, MAX_KEYS_PER_WALLET, RESPONSES_STORE_TTL_S,
+  RESPONSES_STORE_MAX_ITEM_BYTES, RESPONSES_STORE_MAX_CONVERSATION_BYTES, RESPONSES_STORE_MAX_WALLET_BYTES,
+  RESPONSES_STORE_MAX_WALLET_RESPONSES. README.md describes each.
   SIGTERM or Ctrl-C stops it gracefully.`;
 
 /** Which providers serve and which are off, once at start: the first thing to look at when a model is missing. */
@@ -70,7 +73,7 @@ async function serve(config: Config): Promise<void> {
   const role = workerRole(config);
   if (role.kind === "background") return runBackground(config, role);
   // Workers share the port with the primary (the kernel spreads connections over them).
-  const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits() };
+  const options = { port: config.port, hostname: config.host, reusePort: role.kind !== "single", ...serverLimits(config.idleTimeoutS) };
   // Listen first: a port in use is one line before anything is started (no redis-server child left behind).
   // Until the services are up, requests get 503. A worker (the port is known to be free for it) listens only once
   // it can serve: a replacement started under load would otherwise take connections from the running ones only to
@@ -128,8 +131,9 @@ async function serve(config: Config): Promise<void> {
   // own view of which keyless providers answer (GET /v1/models).
   services.reachability.start();
   const app = createApp(services);
-  if (server) server.reload({ ...options, fetch: app.fetch });
-  else server = Bun.serve({ ...options, fetch: app.fetch });
+  const fetch = withRequestTimeouts(app.fetch, requestWaitS(config));
+  if (server) server.reload({ ...options, fetch });
+  else server = Bun.serve({ ...options, fetch });
   const listening = server;
   if (role.kind === "worker") {
     log.info("worker listening", { worker: role.index, pid: process.pid });

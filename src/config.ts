@@ -51,6 +51,8 @@ export interface Config {
   maxBodyBytes: number;
   /** A request body not fully received this long after its headers is 408 and its connection closed (BODY_TIMEOUT_MS). */
   bodyTimeoutMs: number;
+  /** IDLE_TIMEOUT_S: a connection on which no byte moved this long is closed (a POST gets its own: requestWaitS). */
+  idleTimeoutS: number;
   /** Total time cap of one stream (a client that stops reading keeps it open); it is then charged what it produced. */
   streamMaxMs: number;
   ledgerShards: number;
@@ -202,6 +204,8 @@ export function loadConfig(env: Env = process.env): Config {
     // uplink, while a client trickling its body holds a connection (never credit) at most that long.
     maxBodyBytes: int(env, "MAX_BODY_BYTES", 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     bodyTimeoutMs: int(env, "BODY_TIMEOUT_MS", 60_000, 100, 3_600_000),
+    // Above the 60 s idle timeout of common load balancers, which must close an idle connection before the gateway does.
+    idleTimeoutS: int(env, "IDLE_TIMEOUT_S", 75, 1, 255),
     // Longer than any answer a model streams at a reading client's pace (128k tokens at ~50 tokens/s is ~45 min).
     streamMaxMs: int(env, "STREAM_MAX_MS", 2 * 3600_000, 1, 24 * 3600_000),
     // 48 spreads evenly over 2, 3, 4, 6 or 8 cluster masters (keys.ts); a ledger built with another count keeps it.

@@ -82,12 +82,42 @@ export function jsonBody(limits: BodyLimits) {
  * request, with an empty 413, so any finite cap would answer a large enough declared body outside the spec's
  * shape. The app refuses every declared length past MAX_BODY_BYTES first thing (`declaredTooLarge`, connection
  * closed), reads a chunked body capped, and closes the connection of a chunked request it may not read
- * (`unboundedBody`), so no body is drained past the limit. No idle timeout: a chat waits on its provider up to
- * UPSTREAM_TIMEOUT_MS with no byte moving, and a stream may pause as long; a slow body meets the body deadline
- * instead, and Bun closes a connection whose headers are not complete within ~10 s by itself.
+ * (`unboundedBody`), so no body is drained past the limit. The idle timeout (IDLE_TIMEOUT_S; 0, none, by default
+ * here for test servers) closes a connection on which no byte moved for that long: a keep-alive connection left
+ * idle. A request that may wait in silence longer gets its own (`withRequestTimeouts`). Bun closes a connection
+ * whose headers are not complete within ~10 s by itself.
  */
-export function serverLimits(): { idleTimeout: number; maxRequestBodySize: number } {
-  return { idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER };
+export function serverLimits(idleTimeoutS = 0): { idleTimeout: number; maxRequestBodySize: number } {
+  return { idleTimeout: idleTimeoutS, maxRequestBodySize: Number.MAX_SAFE_INTEGER };
+}
+
+// Bun's idle timeouts are whole seconds up to 255.
+const BUN_MAX_IDLE_S = 255;
+
+/**
+ * How long a POST (a model call, a top-up's settle) may go without a byte moving: a provider's answer or a stream's
+ * gap (UPSTREAM_TIMEOUT_MS), a body (BODY_TIMEOUT_MS), a verify and a settle (FACILITATOR_TIMEOUT_MS each), with 10 s
+ * to spare, and never less than the idle timeout; 0 (none) past Bun's 255 s.
+ */
+export function requestWaitS(config: Pick<Config, "upstreamTimeoutMs" | "bodyTimeoutMs" | "idleTimeoutS" | "payments">): number {
+  const ms = Math.max(config.upstreamTimeoutMs, config.bodyTimeoutMs, 2 * config.payments.facilitatorTimeoutMs);
+  const s = Math.max(Math.ceil(ms / 1000) + 10, config.idleTimeoutS);
+  return s > BUN_MAX_IDLE_S ? 0 : s;
+}
+
+/**
+ * The fetch handler Bun serves: a POST gets `waitS` as its connection's idle timeout (which then stays the
+ * connection's: a keep-alive connection that carried a POST is closed after that long idle, still bounded), so a
+ * model call waiting on its provider, or a stream paused as long as its provider may pause, is not cut.
+ */
+export function withRequestTimeouts(
+  fetch: (request: Request) => Response | Promise<Response>,
+  waitS: number,
+): (request: Request, server: ReturnType<typeof Bun.serve>) => Response | Promise<Response> {
+  return (request, server) => {
+    if (request.method === "POST") server.timeout(request, waitS);
+    return fetch(request);
+  };
 }
 
 /**

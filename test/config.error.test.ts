@@ -53,6 +53,7 @@ describe("configuration is validated once, naming the variable", () => {
       responsesStoreWalletBytes: 64 * 1024 * 1024,
       responsesStoreWalletResponses: 10_000,
       maxKeysPerWallet: 100,
+      idleTimeoutS: 75,
     });
     // Payment URLs: PUBLIC_URL, else the SIWE domain (https outside local mode), never a request's Host.
     expect(c.publicUrl).toBe("http://localhost:8080");
@@ -103,6 +104,7 @@ describe("configuration is validated once, naming the variable", () => {
     [{ RESPONSES_STORE_MAX_ITEM_BYTES: "1MiB" }, /^RESPONSES_STORE_MAX_ITEM_BYTES: must be a whole number/],
     [{ RESPONSES_STORE_MAX_WALLET_RESPONSES: "0" }, /^RESPONSES_STORE_MAX_WALLET_RESPONSES: must be between 1 and /],
     [{ MAX_KEYS_PER_WALLET: "0" }, /^MAX_KEYS_PER_WALLET: must be between 1 and /],
+    [{ IDLE_TIMEOUT_S: "256" }, /^IDLE_TIMEOUT_S: must be between 1 and 255/],
     [{ WORKERS: "all" }, /^WORKERS: must be a whole number or "auto", got "all"$/],
     [{ WORKERS: "0" }, /^WORKERS: must be between 1 and 64/],
     [{ MAX_BODY_BYTES: "32MiB" }, /^MAX_BODY_BYTES: must be a whole number/],
