@@ -64,8 +64,8 @@ const PROBE_CONNECT_TIMEOUT_S = 1;
 
 /**
  * What the process built for runs of the background work (workers.ts): "all" (tests, admin commands: whoever calls
- * startBackground), "serving" (a serving process whose background process rebuilds, repairs and flushes: it neither
- * rebuilds a lost ledger itself, waiting for that one to, nor runs the start-up repairs), "background".
+ * startBackground), "serving" (a serving process whose background process repairs and flushes: it skips the
+ * start-up repairs), "background" (no provider probes).
  */
 export type ServicesRole = "all" | "serving" | "background";
 
@@ -92,9 +92,11 @@ export async function buildServices(config: Config, conn: Connections, opts: Bui
   await startupStep("Postgres", closeClients, () => migrate(rawSql));
   const scripts = await startupStep("Redis", closeClients, () => LedgerScripts.connect(router));
   const ledger = new Ledger(redis, scripts, redisNames, config);
-  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt. A serving
-  // process beside a background process waits for that one's rebuild (its sweeper and flusher find the loss).
-  if (role !== "serving") ledger.fence.onLost(() => ensureLedger(ledger, sql));
+  // A shard found without its fence (Redis lost its data) or left closed by a dead rebuilder is rebuilt, by whichever
+  // process meets it first (the rebuild lock admits one): a serving process too, since only the background process's
+  // flusher would notice a loss that left the outbox streams in place (its sweeper meets a fence only with expired
+  // holds to release), and the requests of a lost shard wait for the rebuild whichever process runs it.
+  ledger.fence.onLost(() => ensureLedger(ledger, sql));
   await ensureLedger(ledger, sql);
   await ledger.fence.readAll();
 
