@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { hostname } from "node:os";
 import { runAudit } from "../src/audit/audit.ts";
-import { type ChildGateway, startChildGateway } from "./helpers/child.ts";
+import { type ChildGateway, childProcesses, startChildGateway } from "./helpers/child.ts";
 import { startCluster, type TestCluster } from "./helpers/cluster.ts";
 import { expectedCharge, startGateway, type TestGateway } from "./helpers/gateway.ts";
 import { usageFor } from "./helpers/openaiStandin.ts";
@@ -124,7 +124,10 @@ describe("three gateway processes on one cluster", () => {
     const { wallet, key } = await gw.newWallet(10);
     const k = gw.services.ledger.names;
     const stream = k.outbox(k.shardOf(wallet));
-    const childConsumers = new Set(children.map((c) => `${hostname()}-${c.proc.pid}`));
+    // Each child's flusher runs in its background process, under a name taken from the child's pid.
+    const childConsumers = new Set(children.map((c) => `${hostname()}-${c.proc.pid}-background`));
+    const backgrounds = children.flatMap((c) => childProcesses(c.proc.pid).background);
+    expect(backgrounds).toHaveLength(children.length);
     const before = await charges(wallet);
 
     await gw.services.sql.begin(async (tx) => {
@@ -146,8 +149,12 @@ describe("three gateway processes on one cluster", () => {
       }
       expect(pending.reduce((n, [, c]) => n + Number(c), 0)).toBe(3);
       for (const [consumer] of pending) expect(childConsumers.has(consumer)).toBe(true);
+      // The processes holding the entries (the background processes) and the serving ones, all at once.
+      for (const pid of backgrounds) process.kill(pid, "SIGKILL");
       for (const c of children) c.proc.kill("SIGKILL");
       await Promise.all(children.map((c) => c.proc.exited));
+      for (let i = 0; i < 200 && backgrounds.some(alive); i++) await Bun.sleep(10);
+      expect(backgrounds.filter(alive)).toEqual([]);
     });
 
     // The entries are still in the outbox, held by dead readers; a live process claims and flushes them.
@@ -166,3 +173,12 @@ describe("three gateway processes on one cluster", () => {
     expect(audit.clean).toBe(true);
   }, 30_000);
 });
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

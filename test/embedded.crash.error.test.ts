@@ -43,4 +43,4 @@ test("a gateway killed with kill -9 starts again on its DATA_DIR, serves, and it
     expect(await second.stop()).toBe(0);
   }
   expect(redisCli("PING")).not.toBe("PONG");
-}, 120_000);
+}, 180_000);

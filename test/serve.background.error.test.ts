@@ -117,12 +117,12 @@ describe("the background process", () => {
       // The new background process's flusher moves them, what the dead one had read first (the same consumer name).
       // (PGlite takes seconds to open again: until then its socket refuses.)
       const counted = () => charges(dataDir, w).catch(() => ({ n: -1, total: 0 }));
-      expect(await until(async () => (await counted()).n >= served, 30_000)).toBe(true);
+      expect(await until(async () => (await counted()).n >= served, 60_000)).toBe(true);
       expect(await charges(dataDir, w)).toEqual({ n: served, total: served * charge });
     } finally {
       expect(await child.stop()).toBe(0);
     }
-  }, 120_000);
+  }, 180_000);
 
   test("a serving process killed with -9: the background process drains the outbox and stops; every received answer charged once", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "gw-bg-"));
@@ -156,7 +156,7 @@ describe("the background process", () => {
     } finally {
       expect(await again.stop()).toBe(0);
     }
-  }, 120_000);
+  }, 180_000);
 });
 
 function alive(pid: number): boolean {

@@ -90,6 +90,8 @@ export interface ChildGateway {
 // What a child's stderr keeps: a failing test shows its recent warnings, not a whole run's.
 const PROBLEMS_KEPT = 64_000;
 
+const LISTEN_WITHIN_MS = 60_000;
+
 /** Starts `bun src/main.ts serve` and resolves once it logs that it listens (PORT=0: the port it picked). */
 export async function startChildGateway(env: Record<string, string>): Promise<ChildGateway> {
   const proc = Bun.spawn(["bun", MAIN, "serve"], {
@@ -101,12 +103,16 @@ export async function startChildGateway(env: Record<string, string>): Promise<Ch
   const reader = proc.stdout.getReader();
   const decoder = new TextDecoder();
   let seen = "";
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+  // The embedded defaults open PGlite in the background process before the serving one connects: on a loaded
+  // machine that alone has taken over 30 s.
+  const timer = setTimeout(() => proc.kill("SIGKILL"), LISTEN_WITHIN_MS);
   for (;;) {
     const { value, done } = await reader.read();
     if (done) {
       clearTimeout(timer);
-      throw new Error(`child gateway exited or did not listen within 30 s: ${seen}${await new Response(proc.stderr).text()}`);
+      throw new Error(
+        `child gateway exited or did not listen within ${LISTEN_WITHIN_MS / 1000} s: ${seen}${await new Response(proc.stderr).text()}`,
+      );
     }
     seen += decoder.decode(value);
     const m = /"msg":"gateway listening".*?"url":"(http:\/\/[^"]+)"/.exec(seen);
