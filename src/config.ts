@@ -16,7 +16,7 @@ export { ConfigError };
 // Declared in config/env.ts beside the readers, since the payment rules (config/payments.ts) turn on it too.
 export type { Deployment };
 
-/** Everything the gateway reads from its environment, validated once (design §7). */
+/** Everything the gateway reads from its environment, validated once (docs/operating.md "Configuration"). */
 export interface Config {
   port: number;
   host: string;

@@ -1,5 +1,5 @@
 /**
- * A hostile key holder against the money rules (README "Money rules"): requests whose images cost far more than
+ * A hostile key holder against the money rules (docs/design.md "Money rules"): requests whose images cost far more than
  * their bytes, raced against a small wallet and a small key budget, must never spend more than the credit; fields
  * that would raise the provider's bill behind the hold are refused before any reserve and reach no provider.
  */

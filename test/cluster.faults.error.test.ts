@@ -222,7 +222,7 @@ describe("a Redis Cluster losing a node", () => {
         Promise.all(Array.from({ length: FRESH_KEYS }, () => gw.newWallet(0, {}, w.account).then((k) => k.key)));
       const [victimKeys, otherKeys] = await Promise.all([fresh(onVictim), fresh(onOther)]);
       // The grants and keys are on the victim's replica before the load starts: what a failover may lose is the
-      // load's own writes (README "Redis Cluster"), not the round's set-up, without which the wallet is refused.
+      // load's own writes (docs/operating.md "Scaling out", Redis Cluster), not the round's set-up, without which the wallet is refused.
       await cluster.replicated(victim);
       const load = new ChatLoad(
         gateways,
@@ -265,8 +265,8 @@ describe("a Redis Cluster losing a node", () => {
     // Money: each wallet's books are its grant less exactly the charges its answers reported, nothing held (a
     // charge the killed master acknowledged but did not pass on is posted again on the new owner); except a charge
     // whose hold the promoted replica never received (its reserve ran on the killed master just before the kill:
-    // Redis replicates asynchronously), which settle keeps in pending_settles, marked for an operator (README
-    // "Redis Cluster"), never dropped: so each reported charge is in Redis or kept there.
+    // Redis replicates asynchronously), which settle keeps in pending_settles, marked for an operator (docs/operating.md
+    // "Scaling out", Redis Cluster), never dropped: so each reported charge is in Redis or kept there.
     for (const w of wallets) {
       const reported = answers.filter((a) => a.wallet === w.wallet).reduce((sum, a) => sum + a.charge, 0);
       await settled(w.wallet);

@@ -1,6 +1,6 @@
 /**
  * Agents pay from the endpoint they call: an empty key's wallet is topped up by a chat call itself. Stock x402
- * clients wrapped around the official `openai` SDK (only base URL, key, wallet and the README's settings given) get
+ * clients wrapped around the official `openai` SDK (only base URL, key, wallet and the settings docs/payments.md gives) get
  * the answer in one call; the chain shows the transfer, Postgres the top-up (payer and owner), Redis the credit and
  * the charge, and `admin audit` finds the books agree.
  */
@@ -32,7 +32,7 @@ const charge = expectedCharge(usage.prompt_tokens, usage.completion_tokens);
 
 /**
  * x402-fetch 1.x copies `init.headers` by spreading it, which keeps nothing of a Headers object (what the openai SDK
- * passes): the README's v1 set-up hands it the SDK's headers as a plain object.
+ * passes): docs/payments.md's v1 set-up hands it the SDK's headers as a plain object.
  */
 const v1Sdk = (paid: typeof fetch) =>
   ((url: string | URL | Request, init?: RequestInit) => {

@@ -1,6 +1,6 @@
 /**
- * The local playground as the README runs it, on ports other than the defaults: scripts/dev.ts serves the local
- * catalog and the echo model (a top-up paid as README "Pay from your own code" shows, a sign-in by
+ * The local playground as docs/payments.md runs it, on ports other than the defaults: scripts/dev.ts serves the local
+ * catalog and the echo model (a top-up paid as docs/payments.md "Pay from your own code" shows, a sign-in by
  * scripts/signin.ts, a chat with echo/echo), and a restart deploys the same token addresses and payer key while
  * the gateway keeps its data. Nothing is left listening after a stop.
  */
@@ -96,7 +96,7 @@ test("dev.ts on other ports: models, a top-up, a sign-in and a chat; a restart k
   const models = await (await fetch(`${gateway}/v1/models`)).json();
   expect(models.data.map((m: { id: string }) => m.id)).toContain("echo/echo");
 
-  // README, Pay from your own code, x402 v1: maxValue raised to the amount.
+  // docs/payments.md, Pay from your own code, x402 v1: maxValue raised to the amount.
   const v1 = wrapV1(fetch, (await createSigner("base-sepolia", first.payerKey)) as never, 5_000_000n) as typeof fetch;
   const paid = await topup(v1, 5);
   expect(paid.status).toBe(200);
@@ -128,7 +128,7 @@ test("dev.ts on other ports: models, a top-up, a sign-in and a chat; a restart k
   expect(second.usdt.address).toBe(first.usdt.address);
   expect(await available(payer)).toBe(4_999_992);
 
-  // README, Pay from your own code, x402 v2: the dev chain's USDC allowed by spend controls, on the first try.
+  // docs/payments.md, Pay from your own code, x402 v2: the dev chain's USDC allowed by spend controls, on the first try.
   const client = new x402Client();
   registerExactEvmScheme(client, { signer: privateKeyToAccount(second.payerKey as Hex) });
   client.setSpendControls({

@@ -1,5 +1,5 @@
 /**
- * The layout rules the README states, checked on the source so they stay true: imports run down the floors,
+ * The layout rules docs/design.md states ("Where things are"), checked on the source so they stay true: imports run down the floors,
  * no file under src/ grows past ~320 formatted lines, every Redis key name lives in ledger/names.ts, and each id format
  * and shared check is written once. Reads files only; nothing is started.
  */
@@ -16,7 +16,7 @@ const files = [...new Glob("**/*.ts").scanSync(SRC)].sort();
 const text = new Map(files.map((f) => [f, readFileSync(join(SRC, f), "utf8")]));
 
 /**
- * The floors, top first (README, Layout). A file may import its own floor or any below it, never one above.
+ * The floors, top first (docs/design.md, "Where things are"). A file may import its own floor or any below it, never one above.
  * The first matching rule decides, so the routes inside modules/ are told apart from their services.
  */
 const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
@@ -45,7 +45,7 @@ const FLOORS: [floor: string, matches: (file: string) => boolean][] = [
 
 function floorOf(file: string): number {
   const i = FLOORS.findIndex(([, matches]) => matches(file));
-  if (i === -1) throw new Error(`src/${file} is on no floor: add it to FLOORS (and the README's Layout)`);
+  if (i === -1) throw new Error(`src/${file} is on no floor: add it to FLOORS (and docs/design.md's floors)`);
   return i;
 }
 

@@ -45,7 +45,7 @@ export interface SiweRules {
  */
 class SiweRejected extends Error {}
 
-/** Verifies Sign-In with Ethereum messages by every rule of design §5; each failure is a 401 naming its rule. */
+/** Verifies Sign-In with Ethereum messages by every rule of docs/clients.md "Signing in"; each failure is a 401 naming its rule. */
 export class SiweVerifier {
   constructor(
     private readonly redis: RedisCommands,

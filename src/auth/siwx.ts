@@ -2,7 +2,7 @@
  * x402's `sign-in-with-x` extension (CAIP-122, EVM form: an EIP-4361 message signed with EIP-191): a wallet proves
  * itself on one model call, in the `SIGN-IN-WITH-X` header (base64 JSON of the message's fields and the signature),
  * and the call is charged from its balance. The 402 of a call without a key declares it with a fresh challenge.
- * The message the fields make is held to every SIWE rule of design §5 (SiweVerifier, used once), and its nonce is
+ * The message the fields make is held to every SIWE rule of docs/clients.md "Signing in" (SiweVerifier, used once), and its nonce is
  * spent: a nonce seen before is refused whatever else the message says.
  */
 import { ApiError } from "../errors.ts";

@@ -13,7 +13,7 @@ export interface WalletCredentials {
 
 /**
  * Wallet-scoped endpoints need credentials of that very wallet: an active API key of it, or a SIWE message it
- * signed. Another wallet's key, a revoked key or no credentials at all are one 401 (design §5).
+ * signed. Another wallet's key, a revoked key or no credentials at all are one 401 (docs/clients.md "Signing in").
  */
 export async function requireWallet(auth: ApiKeyAuth, siwe: SiweVerifier, wallet: string, c: WalletCredentials): Promise<void> {
   let owner: string;

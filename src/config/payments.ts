@@ -12,7 +12,7 @@ import { type Deployment, type Env, int, oneOf, url } from "./env.ts";
 
 const DEFAULT_NETWORK: Record<Deployment, NetworkId> = { production: "base", staging: "base-sepolia", local: "local" };
 
-/** Validates the payment variables (design §7); throws ConfigError naming the first bad one. */
+/** Validates the payment variables (docs/operating.md "Configuration"); throws ConfigError naming the first bad one. */
 export function loadPayments(env: Env, deployment: Deployment, chainId: number): PaymentsConfig {
   const network = oneOf(env, "X402_NETWORK", NETWORK_IDS, DEFAULT_NETWORK[deployment]);
   if (deployment === "production" && network !== "base")

@@ -53,7 +53,7 @@ function serve(a: Asset, request: Request, status = 200): Response {
 }
 
 /**
- * GET /: the wallet dashboard (design §9), and its script. Built into the program by a Bun macro (assets.ts),
+ * GET /: the wallet dashboard (docs/clients.md "Dashboard"), and its script. Built into the program by a Bun macro (assets.ts),
  * loaded on the first request for it, so a gateway that nobody opens in a browser never pays for it.
  */
 export const dashboardRoutes = (s: Services) => {

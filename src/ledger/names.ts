@@ -60,7 +60,7 @@ export function shardTags(shards: number): string[] {
 /**
  * Every Redis key name the gateway uses, in one place (named "names" so they are never read as API keys). A
  * wallet's names all carry its shard's hash tag, so each Lua script touches one slot: the same code runs on one
- * Redis or a Redis Cluster (design §3).
+ * Redis or a Redis Cluster (docs/operating.md "Scaling out").
  */
 export class RedisNames {
   private readonly tags: string[];

@@ -1,6 +1,6 @@
 import type { NetworkId, PaymentNetwork } from "./networks.ts";
 
-/** Top-up settings (design §6, §7), validated from the environment by config/payments.ts. */
+/** Top-up settings (docs/payments.md "Top-ups (x402)", docs/operating.md "Configuration"), validated from the environment by config/payments.ts. */
 export interface PaymentsConfig {
   network: NetworkId;
   /** Recipient of every top-up; lower-case hex. */

@@ -82,7 +82,7 @@ export interface Requirement {
 
 export interface Offer {
   requirements: Requirement[];
-  /** The 402 body (x402 v1 shape; design §6). */
+  /** The 402 body (x402 v1 shape; docs/payments.md "Top-ups (x402)"). */
   body: { x402Version: 1; error?: string; accepts: RequirementV1[] };
   /** The v2 PaymentRequired object (base64 JSON in the PAYMENT-REQUIRED header). */
   v2: {

@@ -5,7 +5,7 @@ import type { Services } from "../services.ts";
 
 /**
  * GET /v1/auth/siwe: everything a client needs to build an acceptable Sign-In with Ethereum message, so that no
- * rule is guesswork. The nonce is not stored: replays are refused by the message's hash (design §5).
+ * rule is guesswork. The nonce is not stored: replays are refused by the message's hash (docs/clients.md "Signing in").
  */
 export const siweRoutes = (s: Services) =>
   new Elysia({ tags: ["keys"] }).get(

@@ -41,7 +41,7 @@ export type TopupOutcome =
 /** What a payment-identifier id found: a first run (its value), or the first run's stored result. */
 
 /**
- * x402 top-ups (design §6): step 1 offers the terms, step 2 verifies and settles the payment through the
+ * x402 top-ups (docs/payments.md "Top-ups (x402)"): step 1 offers the terms, step 2 verifies and settles the payment through the
  * facilitator, records the top-up in Postgres keyed by the settlement transaction (so a payment credits once)
  * and then credits the payer's wallet in Redis. `pay` is the same exchange for the model endpoints' paid calls.
  */
