@@ -6,6 +6,7 @@ import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes } from "./modules/chat/chat.routes.ts";
+import { embeddingsRoutes } from "./modules/embeddings/embeddings.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { siweRoutes } from "./modules/keys/siwe.routes.ts";
@@ -148,6 +149,7 @@ export function createApp(s: Services) {
       .use(topupHistoryRoutes(s))
       .use(wellKnownRoutes(s))
       .use(chatRoutes(s))
+      .use(embeddingsRoutes(s))
       .use(messagesRoutes(s))
       .use(metricsRoutes(s))
       .use(dashboardRoutes(s))

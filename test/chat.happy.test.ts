@@ -139,6 +139,7 @@ describe("chat completions, happy paths", () => {
       object: "model",
       name: "echo",
       provider: "standin",
+      kind: "chat",
       contextLength: 128000,
       promptPricePer1MTokens: 2.5,
       completionPricePer1M: 10,

@@ -122,6 +122,7 @@ const EXAMPLE_MESSAGE: Partial<Record<ErrorCode, string>> = {
   INSUFFICIENT_BALANCE: "Balance cannot cover the estimated cost of this request",
   KEY_BUDGET_EXCEEDED: "This API key's budget cannot cover the request",
   NOT_FOUND: "No such API key for this wallet",
+  MODEL_NOT_ALLOWED: 'This API key may not call model "openai/gpt-4o"',
   REQUEST_TIMEOUT: "Request body not received within 60000 ms",
   PAYLOAD_TOO_LARGE: "Request body too large (at most 33554432 bytes)",
   RATE_LIMITED: "Rate limit of 600 requests per 60 s exceeded",

@@ -6,6 +6,12 @@ export interface ImageTokens {
   high: number;
 }
 
+/** What a model does (catalog `kind`, default chat): the endpoints that serve it. */
+export type ModelKind = "chat" | "embedding";
+
+/** The endpoint a model of each kind is called on (a request on another is 400 naming this one). */
+export const KIND_ENDPOINT: Record<ModelKind, string> = { chat: "POST /v1/chat/completions", embedding: "POST /v1/embeddings" };
+
 /** Wire dialect of an upstream; each has an adapter under src/providers/<type>/. */
 export type ProviderType = "openai" | "anthropic";
 
@@ -57,6 +63,8 @@ export interface Model {
   costCachedPromptPico?: number;
   costCacheWritePico?: number;
   costCacheWrite1hPico?: number;
+  /** Which endpoint serves it: chat (chat completions, Responses, Messages) or embedding (POST /v1/embeddings). */
+  kind: ModelKind;
   /**
    * Served catalog models tried in order when this one's provider fails before its answer starts (catalog
    * `fallbacks`; one level: a fallback's own fallbacks are not followed). Absent: none.
@@ -116,6 +124,12 @@ function imageTokens(value: unknown, where: string): ImageTokens | undefined {
   if (!value || typeof value !== "object") throw new CatalogError(`${where} must be an object {low, high}`);
   const { low, high } = value as Record<string, unknown>;
   return { low: positiveInt(low, `${where}.low`), high: positiveInt(high, `${where}.high`) };
+}
+
+function modelKind(value: unknown, where: string): ModelKind {
+  if (value === undefined) return "chat";
+  if (value !== "chat" && value !== "embedding") throw new CatalogError(`${where} must be "chat" or "embedding"`);
+  return value;
 }
 
 function str(value: unknown, where: string): string {
@@ -208,6 +222,7 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       costPromptPico: toPico(m.costPromptPer1M, `${at}.costPromptPer1M`),
       costCompletionPico: toPico(m.costCompletionPer1M, `${at}.costCompletionPer1M`),
       aliases: aliasList(m.aliases, `${at}.aliases`, names),
+      kind: modelKind(m.kind, `${at}.kind`),
     };
     // Scaled once here: every charge is integer arithmetic on them (tariff/charge.ts).
     for (const [field, pico] of CACHE_PRICES) {
@@ -245,6 +260,9 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       if (model) served.push(model);
     });
     const model = models.get(id);
+    const kind = modelKind(m.kind, `models[${i}].kind`);
+    const other = served.find((f) => f.kind !== kind);
+    if (other) throw new CatalogError(`${at}: "${other.id}" is a ${other.kind} model, "${id}" a ${kind} model`);
     if (model && served.length > 0) model.fallbacks = served;
   });
 
@@ -275,6 +293,7 @@ export function renderModels(catalog: Catalog, reachable: (provider: string) => 
     ...(m.cacheWritePricePer1M !== undefined && { cacheWritePricePer1M: m.cacheWritePricePer1M }),
     ...(m.cacheWrite1hPricePer1M !== undefined && { cacheWrite1hPricePer1M: m.cacheWrite1hPricePer1M }),
     aliases: m.aliases ?? [],
+    kind: m.kind,
     available: reachable(m.provider.name),
   }));
   return { list: JSON.stringify({ object: "list", data }), byId: new Map(data.map((d) => [d.id, JSON.stringify(d)])) };

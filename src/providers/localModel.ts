@@ -33,6 +33,7 @@ export function withLocalModel(catalog: Catalog, baseUrl: string): Catalog {
     costPromptPico: 0,
     costCompletionPico: 0,
     aliases: [],
+    kind: "chat",
   };
   return {
     models: new Map([...catalog.models, [model.id, model]]),

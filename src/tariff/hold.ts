@@ -163,3 +163,21 @@ export function dearestBound(bounds: readonly ReserveBound[]): ReserveBound {
   for (const b of bounds) if (b.micro > dearest.micro) dearest = b;
   return dearest;
 }
+
+/**
+ * The hold of an embeddings request (POST /v1/embeddings): each input's bytes + 8 as its prompt tokens (a token of
+ * a byte-level or byte-fallback tokenizer covers at least one byte; the 8 cover the special tokens a model adds), at
+ * most the model's context window each (a provider refuses a longer input, unbilled), at the prompt price; nothing
+ * is generated.
+ */
+export function embeddingsBound(model: Model, inputs: readonly string[]): ReserveBound {
+  let promptTokens = 0;
+  for (const input of inputs) promptTokens += Math.min(Buffer.byteLength(input) + 8, model.contextLength);
+  return {
+    promptTokens,
+    completionTokens: 0,
+    micro: holdMicro(model, promptTokens, 0, false),
+    unbounded: false,
+    shape: { messages: inputs.length, images: 0, audio: 0, files: 0, otherParts: 0, tools: 0, choices: 1 },
+  };
+}

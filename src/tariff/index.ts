@@ -16,6 +16,7 @@ export {
   boundedRequest,
   completionCap,
   dearestBound,
+  embeddingsBound,
   reserveFor,
   type RequestShape,
   type ReserveBound,

@@ -81,6 +81,7 @@ function catalog(standinUrl: string, anthropicUrl: string) {
 
       // Failover chains (catalog `fallbacks`): a failing first model, then others; "echo-dear" bills twice the prices.
       ...FAILOVER_MODELS,
+      ...EMBEDDING_MODELS,
       // The Anthropic stand-in's own image maximum: a model without imageTokens holds the context window per image.
       ...CLAUDE_MODELS.map((n) =>
         catalogModel("claude", n, {
@@ -113,6 +114,22 @@ const FAILOVER_MODELS = [
   catalogModel("standin", "fail-400", { id: "standin/failover-400", fallbacks: ["standin/echo"] }),
   catalogModel("dead", "echo", { id: "dead/failover", fallbacks: ["standin/echo"] }),
   catalogModel("standin", "fail-500", { id: "standin/failover-none", fallbacks: ["dead/echo", "standin/fail-429"] }),
+];
+
+/** Embedding models (catalog kind "embedding"): billed 0.1 USD per 1M prompt tokens, nothing generated; a context of 8,192. */
+const EMBEDDING = {
+  kind: "embedding",
+  contextLength: 8_192,
+  promptPricePer1MTokens: 0.1,
+  completionPricePer1M: 0,
+  costPromptPer1M: 0.08,
+  costCompletionPer1M: 0,
+};
+const EMBEDDING_MODELS = [
+  catalogModel("standin", "embed", EMBEDDING),
+  catalogModel("standin", "embed-no-usage", EMBEDDING),
+  catalogModel("standin", "embed-fail-400", EMBEDDING),
+  catalogModel("standin", "embed-fail-500", { ...EMBEDDING, id: "standin/embed-failover", fallbacks: ["standin/embed"] }),
 ];
 
 /** What a fault test needs beyond the defaults. */

@@ -82,6 +82,41 @@ export function mediaTokensOf(messages: unknown[]): number {
 /** The "cached" model's prompt tokens not read from its cache (the rest are). */
 export const OPENAI_UNCACHED = 3;
 
+/** What the stand-in bills an embeddings request: a token per 4 bytes of each input, rounded up. */
+export function embeddingTokens(inputs: string[]): number {
+  return inputs.reduce((n, s) => n + Math.ceil(Buffer.byteLength(s) / 4), 0);
+}
+
+/** The stand-in's embedding of an input: `dimensions` (default 4) floats that float32 holds exactly. */
+export function standinEmbedding(input: string, dimensions = 4): number[] {
+  return Array.from({ length: dimensions }, (_, d) => (Buffer.byteLength(input) % 64) / 8 + d * 0.25);
+}
+
+interface EmbeddingsBody {
+  model: string;
+  input: string | string[];
+  encoding_format?: "float" | "base64";
+  dimensions?: number;
+}
+
+/**
+ * OpenAI's embeddings answer (float, or base64 of little-endian float32s). The model name picks the behaviour:
+ * embed (default) · embed-no-usage · embed-fail-500 · embed-fail-400.
+ */
+function embeddingsAnswer(body: EmbeddingsBody): Response {
+  if (body.model === "embed-fail-500") return errorBody(500, "server_error");
+  if (body.model === "embed-fail-400") return errorBody(400, "invalid_request_error");
+  const inputs = typeof body.input === "string" ? [body.input] : body.input;
+  const data = inputs.map((s, index) => {
+    const floats = standinEmbedding(s, body.dimensions);
+    const embedding = body.encoding_format === "base64" ? Buffer.from(new Float32Array(floats).buffer).toString("base64") : floats;
+    return { object: "embedding", index, embedding };
+  });
+  const tokens = embeddingTokens(inputs);
+  const usage = body.model === "embed-no-usage" ? {} : { usage: { prompt_tokens: tokens, total_tokens: tokens } };
+  return Response.json({ object: "list", data, model: body.model, ...usage });
+}
+
 export function usageFor(messages: number, mediaTokens = 0) {
   const prompt_tokens = 10 * messages + 1 + mediaTokens;
   const completion_tokens = REPLY_WORDS.length;
@@ -150,6 +185,12 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
     development: false,
     async fetch(req) {
       const url = new URL(req.url);
+      if (req.method === "POST" && url.pathname === "/v1/embeddings") {
+        if (req.headers.get("authorization") !== `Bearer ${STANDIN_KEY}`) return errorBody(401, "invalid_api_key");
+        const body = (await req.json()) as EmbeddingsBody;
+        if (opts.record !== false) requests.push(body as unknown as Record<string, unknown>);
+        return embeddingsAnswer(body);
+      }
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return errorBody(404, "not_found");
       const auth = req.headers.get("authorization");
       // As OpenAI does, the refusal names the key it was given (the gateway must keep it out of its log).

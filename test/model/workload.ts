@@ -204,6 +204,7 @@ export function ledgerWorkload(
       completionPico,
       costPromptPico: int(0, promptPico),
       costCompletionPico: int(0, completionPico),
+      kind: "chat",
     };
   };
 

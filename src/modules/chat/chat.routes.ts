@@ -75,6 +75,7 @@ export const chatRoutes = (s: Services) =>
             "UNKNOWN_MODEL",
             "UPSTREAM_CLIENT_ERROR",
             "UNAUTHORIZED",
+            "MODEL_NOT_ALLOWED",
             "RATE_LIMITED",
             "INTERNAL_ERROR",
             "UPSTREAM_ERROR",

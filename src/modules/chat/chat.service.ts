@@ -1,5 +1,5 @@
 import type { ApiKeyAuth } from "../../auth/apiKeys.ts";
-import { boundedRequest, dearestBound, refuseOverlongPrompt } from "../../tariff/index.ts";
+import { boundedRequest, dearestBound, embeddingsBound, refuseOverlongPrompt } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
 import { ApiError } from "../../errors.ts";
 import { newTrace, type RequestTrace } from "../../observe/trace.ts";
@@ -7,7 +7,8 @@ import type { Catalog, Model } from "../../providers/catalog.ts";
 import type { ChatRequest, DoorStream, ProviderAdapter } from "../../providers/types.ts";
 import type { KeyPrincipal } from "../../ledger/ledger.ts";
 import { modelAllowed } from "../../auth/keyLimits.ts";
-import { admit } from "./admit.ts";
+import { admit, admitModel, type Admitted } from "./admit.ts";
+import { checkEmbeddingsRequest, countedInputs, embeddingsAdapter, embeddingsUpstream } from "../../providers/openai/embeddings.ts";
 
 // Hold ids: a random prefix drawn once per process, then a counter (no crypto call per request, issue 31). The
 // prefix's 96 random bits keep ids of every process and restart apart, as the UUIDs did; an id names a hold in
@@ -76,35 +77,7 @@ export class ChatService {
     payer?: Payer,
   ): Promise<Response> {
     const admitted = await admit(this.auth, this.catalog, payer ? undefined : authorization, body, trace);
-    const model = admitted.model;
-
     const stream = body.stream === true;
-    const attempts = this.chain(model, admitted.principal, body, stream, shape);
-    // One hold covers whichever model of the chain serves: the dearest bound (each is charged at its own prices).
-    const first = attempts[0]!;
-    const bound = dearestBound(attempts.map((a) => a.bound));
-
-    // A keyless call's payer may name the hold id (an `upto` authorization's row names it, for its repair).
-    const paid = admitted.principal ? { principal: admitted.principal } : await payer!(bound.micro);
-    const principal = paid.principal;
-    trace.keyId = principal.keyId;
-    trace.wallet = principal.wallet;
-    if (pay !== undefined) await pay(principal, bound.micro);
-    const holdId = paid.holdId ?? nextHoldId();
-    const { rateRemaining, lease } = await this.reserve(principal, holdId, bound.micro);
-    trace.provider = model.provider.name;
-    trace.stream = stream;
-
-    const headers: Record<string, string> = { "x-ratelimit-remaining": String(rateRemaining) };
-    const call = { principal, holdId, model, asked: body.model, adapter: first.adapter, body, bound, headers, trace, lease };
-    return stream ? await this.forwarder.streamed(call, attempts) : await this.forwarder.single(call, attempts);
-  }
-
-  /**
-   * The models a request may be served by, in order: the one asked for, then its catalog `fallbacks` that the key
-   * may call and whose context fits the prompt; each with its upstream request shaped and bounded.
-   */
-  private chain(model: Model, principal: KeyPrincipal | undefined, body: ChatRequest, stream: boolean, shape?: AnswerShape): Attempt[] {
     const attempt = (m: Model): Attempt => {
       const native = shape?.native?.(m);
       const { adapter, url, init, bound } = boundedRequest(m, body, stream, native);
@@ -119,10 +92,74 @@ export class ChatService {
         door: shape && !native ? () => shape.stream() : undefined,
       };
     };
-    const attempts = [attempt(model)];
-    for (const f of model.fallbacks ?? []) {
-      if (!modelAllowed(principal?.limits, f.id) || !fits(f, body)) continue;
-      attempts.push(attempt(f));
+    // A fallback whose context cannot fit the prompt is skipped (the asked model's was checked at admission, with its 400).
+    const attempts = this.chain(admitted, attempt, (m) => fits(m, body));
+    return this.serve(admitted, attempts, body, stream, trace, pay, payer);
+  }
+
+  /**
+   * POST /v1/embeddings, on the same path as a chat request: admitted (key, an embedding model, the key's list),
+   * held at the inputs' bound, forwarded (with failover), charged the provider's prompt tokens at the prompt price.
+   */
+  async embed(
+    authorization: string | null,
+    raw: unknown,
+    trace: RequestTrace = newTrace(),
+    pay?: PayHook,
+    payer?: Payer,
+  ): Promise<Response> {
+    const req = checkEmbeddingsRequest(raw);
+    const admitted = await admitModel(this.auth, this.catalog, payer ? undefined : authorization, req.model, "embedding", trace);
+    const attempt = (m: Model): Attempt => ({
+      model: m,
+      adapter: embeddingsAdapter,
+      ...embeddingsUpstream(m, req),
+      bound: embeddingsBound(m, req.inputs),
+      includeUsage: false,
+    });
+    return this.serve(admitted, this.chain(admitted, attempt), countedInputs(req), false, trace, pay, payer);
+  }
+
+  /**
+   * What every model endpoint shares once its request is admitted and shaped: one hold covering whichever model of
+   * the chain serves (the dearest bound; each is charged at its own prices), the payment or payer of a paid call,
+   * the reserve, then the forwarder (provider, failover, settle or release).
+   */
+  private async serve(
+    admitted: Admitted,
+    attempts: Attempt[],
+    body: ChatRequest,
+    stream: boolean,
+    trace: RequestTrace,
+    pay?: PayHook,
+    payer?: Payer,
+  ): Promise<Response> {
+    const model = admitted.model;
+    const bound = dearestBound(attempts.map((a) => a.bound));
+    // A keyless call's payer may name the hold id (an `upto` authorization's row names it, for its repair).
+    const paid = admitted.principal ? { principal: admitted.principal } : await payer!(bound.micro);
+    const principal = paid.principal;
+    trace.keyId = principal.keyId;
+    trace.wallet = principal.wallet;
+    if (pay !== undefined) await pay(principal, bound.micro);
+    const holdId = paid.holdId ?? nextHoldId();
+    const { rateRemaining, lease } = await this.reserve(principal, holdId, bound.micro);
+    trace.provider = model.provider.name;
+    trace.stream = stream;
+
+    const headers: Record<string, string> = { "x-ratelimit-remaining": String(rateRemaining) };
+    const call = { principal, holdId, model, asked: body.model, adapter: attempts[0]!.adapter, body, bound, headers, trace, lease };
+    return stream ? await this.forwarder.streamed(call, attempts) : await this.forwarder.single(call, attempts);
+  }
+
+  /**
+   * The models a request may be served by, in order: the one asked for, then its catalog `fallbacks` that the key
+   * may call (and that `usable` accepts); each with its upstream request shaped and bounded.
+   */
+  private chain(admitted: Admitted, attempt: (m: Model) => Attempt, usable: (m: Model) => boolean = () => true): Attempt[] {
+    const attempts = [attempt(admitted.model)];
+    for (const f of admitted.model.fallbacks ?? []) {
+      if (modelAllowed(admitted.principal?.limits, f.id) && usable(f)) attempts.push(attempt(f));
     }
     return attempts;
   }

@@ -75,6 +75,11 @@ const ERRORS = {
     "billing_error",
     "Balance cannot cover the estimated cost of this request",
   ),
+  403: error(
+    "permission_error: MODEL_NOT_ALLOWED, the key was created with a models list that does not name this model",
+    "permission_error",
+    'This API key may not call model "claude/claude-opus-4-7"',
+  ),
   429: error(
     "rate_limit_error: the wallet's rate limit (Retry-After) or the provider's",
     "rate_limit_error",

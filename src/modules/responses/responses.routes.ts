@@ -166,6 +166,12 @@ export const responsesRoutes = (s: Services) =>
               code: "INSUFFICIENT_BALANCE",
               param: null,
             }),
+            403: errorAnswer("MODEL_NOT_ALLOWED: the key was created with a models list that does not name this model", {
+              message: 'This API key may not call model "openai/gpt-4o"',
+              type: "permission_error",
+              code: "MODEL_NOT_ALLOWED",
+              param: null,
+            }),
             404: errorAnswer("item_not_found: an item_reference names no stored item", {
               message: "Item with id 'msg_1' not found. …",
               type: "invalid_request_error",

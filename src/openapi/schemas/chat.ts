@@ -65,6 +65,9 @@ export const CHAT_SCHEMAS = {
       aliases: T.Array(T.String(), {
         description: "Extension: other names the model answers to on every route (an agent's own default ids), billed as this model",
       }),
+      kind: T.Union([T.Literal("chat"), T.Literal("embedding")], {
+        description: "Extension: chat (chat completions, Responses, Messages) or embedding (POST /v1/embeddings)",
+      }),
       available: T.Boolean({
         description:
           "Extension: false while the model's provider (a keyless local server) did not answer its last reachability probe; keyed providers are not probed",
@@ -123,5 +126,46 @@ export const CHAT_SCHEMAS = {
   StreamErrorEvent: T.Object(
     { error: T.Object({ message: T.String(), type: T.Literal("upstream_error") }) },
     { description: "`data:` event of a provider failure after the stream started (status stays 200), then [DONE]" },
+  ),
+  EmbeddingsRequest: T.Object(
+    {
+      model: T.String({
+        minLength: 1,
+        description: 'A model of kind "embedding" (GET /v1/models)',
+        examples: ["openai/text-embedding-3-small"],
+      }),
+      input: T.Union([T.String({ minLength: 1 }), T.Array(T.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 })], {
+        description: "The text, or a list of texts, to embed",
+      }),
+      encoding_format: T.Optional(T.Union([T.Literal("float"), T.Literal("base64")], { description: "default float" })),
+      dimensions: T.Optional(T.Integer({ minimum: 1, description: "Output dimensions, for models that take it" })),
+      user: T.Optional(T.String()),
+    },
+    { description: "OpenAI-compatible; other fields are not forwarded" },
+  ),
+  EmbeddingsResponse: T.Object(
+    {
+      object: T.Literal("list"),
+      data: T.Array(
+        T.Object(
+          {
+            object: T.Literal("embedding"),
+            index: Int(),
+            embedding: T.Union([T.Array(T.Number()), T.String()], { description: "Floats, or base64 of little-endian float32s" }),
+          },
+          { additionalProperties: true },
+        ),
+      ),
+      model: T.String({ description: "The model asked for" }),
+      usage: T.Object(
+        {
+          prompt_tokens: Int(),
+          total_tokens: Int(),
+          charge_usdc: Int("µUSDC charged for the request (extension)"),
+        },
+        { additionalProperties: true },
+      ),
+    },
+    { additionalProperties: true, description: "The provider's answer, naming the model asked for, with usage.charge_usdc" },
   ),
 } satisfies Record<string, TSchema>;
