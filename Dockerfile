@@ -20,7 +20,7 @@ COPY --from=build /out/gateway /usr/local/bin/gateway
 COPY config /app/config
 WORKDIR /app
 ENV DATA_DIR=/data PORT=8080
-# The gateway gives JavaScriptCore its heap hint itself (src/heapHint.ts; README, BUN_JSC_forceRAMSize).
+# The gateway gives JavaScriptCore its heap hint itself (src/heapHint.ts; docs/operating.md, BUN_JSC_forceRAMSize).
 VOLUME /data
 EXPOSE 8080
 STOPSIGNAL SIGTERM

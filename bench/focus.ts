@@ -11,7 +11,7 @@
  *   BENCH_FOCUS=doors BENCH_DOORS_KINDS=stream BENCH_DOORS_PROVIDERS=openai-type bun bench/focus.ts   # a part of it
  *
  * BENCH_DURATION_S (default 6) and BENCH_ROUNDS (default 2; 5 for doors) size the runs. doors: every target at a fixed
- * BENCH_DOORS_RATE (default 1500 req/s; 0 = saturated), the ratio the median of the rounds' ratios (bench/README.md).
+ * BENCH_DOORS_RATE (default 1500 req/s; 0 = saturated), the ratio the median of the rounds' ratios (docs/benchmarks.md).
  * Prints one line per run on stderr.
  */
 import { copyFileSync, existsSync, readdirSync } from "node:fs";

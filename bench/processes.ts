@@ -298,7 +298,7 @@ export async function startGateway(
     STANDIN_KEY,
     LOG_LEVEL: S.gatewayLogLevel,
     RATE_LIMIT_REQUESTS: "10000000", // the configured maximum; the limiter must not reject the load
-    // The high-volume configuration (README "Credit leases"); BENCH_GATEWAY_ENV=CREDIT_LEASES=off measures the default.
+    // The high-volume configuration (docs/design.md "Credit leases"); BENCH_GATEWAY_ENV=CREDIT_LEASES=off measures the default.
     CREDIT_LEASES: "on",
     SIWE_DOMAIN: domain,
     SIWE_CHAIN_IDS: "31337",

@@ -80,7 +80,7 @@ top up:       bun scripts/topup.ts 5                 # x402-fetch (v1), USDC
               bun scripts/topup.ts 5 --v2            # @x402/fetch (v2), USDC
               bun scripts/topup.ts 5 --v2 --usdt     # @x402/fetch (v2), USDT by permit
               bun scripts/topup.ts 5 --permit2       # stock @x402/evm (v2), USDT through Permit2
-your own code (README "Pay from your own code"), in another terminal:
+your own code (docs/payments.md "Pay from your own code"), in another terminal:
               export PORT=${port} PRIVATE_KEY=${payerKey} USDC=${chain.usdc.address}
 `);
 

@@ -1,6 +1,6 @@
 /**
  * A real top-up against the gateway that `bash scripts/dev.sh` runs, paid by its dev payer with the x402 client
- * libraries set up as README "Pay from your own code" shows: `bun scripts/topup.ts <usd> [--v2] [--usdt [--permit2]]`.
+ * libraries set up as docs/payments.md "Pay from your own code" shows: `bun scripts/topup.ts <usd> [--v2] [--usdt [--permit2]]`.
  * `--v2 --usdt` pays by the gateway's permit path; `--permit2` pays USDT as a stock `@x402/evm` client does,
  * through Permit2. Prints the client settings it used, the answer, the settlement transaction and the new balance.
  */

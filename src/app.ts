@@ -60,7 +60,7 @@ function renderError(code: string | number, error: unknown, s: Services, started
   if (code === "PARSE" && (error as Error).cause instanceof HttpError) return ((error as Error).cause as HttpError).toResponse(shape);
   if (code === "PARSE") return errorResponse(new ApiError({ code: "VALIDATION_ERROR", message: "Body is not valid JSON" }), shape);
   if (code === "NOT_FOUND") return errorResponse(new ApiError({ code: "NOT_FOUND", message: "No such route" }), shape);
-  // Redis or Postgres unreachable: the client may retry, nothing was done (see the README's failure table).
+  // Redis or Postgres unreachable: the client may retry, nothing was done (see docs/design.md, What each failure answers).
   const down = outageOf(error);
   if (down) {
     // One log line per Postgres outage (PgHealth), per Redis outage (the ioredis listener), not one per request.

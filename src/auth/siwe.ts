@@ -73,7 +73,7 @@ export class SiweVerifier {
 
   private async check({ message, signature }: SiweCredentials, use: SiweUse): Promise<string> {
     // viem's SIWE and signature code (~250 modules, ~8 MiB resident) is loaded with the first sign-in, not at
-    // start; from viem/utils rather than viem, whose index loads ~430 (bench/README.md, "Memory").
+    // start; from viem/utils rather than viem, whose index loads ~430 (docs/benchmarks.md, "Memory").
     const [{ isHex, recoverMessageAddress }, { createSiweMessage, parseSiweMessage }] = await Promise.all([
       import("viem/utils"),
       import("viem/siwe"),

@@ -1,7 +1,7 @@
 /** One credit lease's state in a process, and how leases are sized and kept (Leases, leases.ts, runs them). */
 import type { KeyPrincipal } from "../ledger/ledger.ts";
 
-/** How leases are taken and kept (README "Credit leases"). */
+/** How leases are taken and kept (docs/design.md "Credit leases"). */
 export interface LeaseSettings {
   /** Redis expiry of a lease after each call (LEASE_TTL_S): a crashed process's leases are freed within it. */
   ttlMs: number;

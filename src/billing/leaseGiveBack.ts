@@ -1,5 +1,5 @@
 /**
- * What this process's credit leases do when a reserve is refused (README "Credit leases", Refusals): a reserve
+ * What this process's credit leases do when a reserve is refused (docs/design.md "Credit leases", Refusals): a reserve
  * refused 402 or 429 while the process's own leases on the wallet hold the credit or rate slots it lacked gets
  * them back, and the caller (Holds.reserve) reserves once more, so one process refuses at the same point as
  * without leases.

@@ -1,7 +1,7 @@
 /**
  * The prom-client classes the gateway uses, from prom-client's own files: its index also loads the default
  * process metrics, the Pushgateway and, through them, @opentelemetry/api (84 modules and ~4.8 MiB resident against
- * 10 and ~1.6 MiB; bench/README.md, "Memory"), none of which the gateway uses. prom-client is pinned in
+ * 10 and ~1.6 MiB; docs/benchmarks.md, "Memory"), none of which the gateway uses. prom-client is pinned in
  * package.json; test/observe.promclient.unit.test.ts checks these are the very classes its index exports.
  */
 import type * as Prom from "prom-client";

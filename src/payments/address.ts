@@ -1,7 +1,7 @@
 /**
  * EVM addresses (EIP-55), as viem's isAddress / getAddress / isAddressEqual check and write them, on keccak-256
  * alone: importing `viem` for these loads ~420 modules (~12 MiB resident), which a gateway that takes no payment
- * never needs; the rest of viem is imported where a payment or a sign-in is handled (bench/README.md, "Memory").
+ * never needs; the rest of viem is imported where a payment or a sign-in is handled (docs/benchmarks.md, "Memory").
  */
 import { keccak_256 } from "@noble/hashes/sha3";
 import type { Address } from "viem";

@@ -5,7 +5,7 @@ import { getAddress, isAddress } from "./address.ts";
  * How the payer's signature moves the token:
  * - `eip3009`: `transferWithAuthorization` (USDC); x402 `exact` as every x402 client and facilitator knows it.
  * - `permit`: an EIP-2612 `permit` naming the gateway's relayer as spender, then `transferFrom` to PAY_TO,
- *   both sent by the in-process facilitator (USDT-style tokens without EIP-3009). See README "Top-ups".
+ *   both sent by the in-process facilitator (USDT-style tokens without EIP-3009). See docs/payments.md "Top-ups (x402)".
  */
 export type TransferMethod = "eip3009" | "permit";
 

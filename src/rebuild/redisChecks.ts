@@ -12,7 +12,7 @@ export async function checkRedisForLedger(redis: RedisCommands, redisNames: Redi
 /**
  * A Redis that may evict keys under memory pressure could silently drop a balance, a hold or a credit mark. On a
  * cluster every master is asked (each holds its own shards). A replica promoted later keeps its own setting, so
- * operators set the policy on every node (README).
+ * operators set the policy on every node (docs/operating.md, Scaling out).
  */
 export async function checkEvictionPolicy(redis: RedisCommands): Promise<void> {
   const cluster = redis instanceof Cluster;

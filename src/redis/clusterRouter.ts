@@ -30,7 +30,7 @@ const ORDER_WAIT_MS = 10_000;
  * Commands of one slot run in the order they were sent, as on one connection, whichever way each goes: while they
  * all take the same route they share its connection; when the route changes (the Cluster client's detour, a
  * failover's new master), the next command waits for the previous one's reply first (for ORDER_WAIT_MS at most). A
- * balance read sent after an answer so still follows that answer's settle through a failover (README "Redis Cluster").
+ * balance read sent after an answer so still follows that answer's settle through a failover (docs/operating.md "Scaling out", Redis Cluster).
  */
 export class ClusterRouter implements KeyRouter {
   private readonly clients = new Map<string, RedisClient>();

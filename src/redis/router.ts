@@ -46,7 +46,7 @@ export function bunClient(url: string, offlineQueue: boolean): RedisClient {
 
 /**
  * One Redis on Bun's native client. Under Bun, ioredis spends most of the gateway's CPU in node:net writes and
- * its JS reply decoder; the native client halves the cost of each call (bench/README.md).
+ * its JS reply decoder; the native client halves the cost of each call (docs/benchmarks.md).
  */
 export class SingleRouter implements KeyRouter {
   private readonly loaders: ((send: Send) => Promise<unknown>)[] = [];

@@ -203,7 +203,7 @@ export class Flusher {
 
   /**
    * Up to BATCH entries of each shard's stream: on one Redis one XREADGROUP naming every stream (one read per shard
-   * and round cost the gateway ~70 µs per request, bench/README.md); on a cluster, which refuses keys of several
+   * and round cost the gateway ~70 µs per request, docs/benchmarks.md); on a cluster, which refuses keys of several
    * slots in one command, one read per stream on its own master, all in flight together.
    */
   private async read(from: "0" | ">"): Promise<StreamBatch> {

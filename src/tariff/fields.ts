@@ -4,7 +4,7 @@ import { refuseUnboundedParts } from "./parts.ts";
 /**
  * Request fields that would make a provider bill us more than the catalog price the wallet pays, or send the
  * request to another model or host than the one the hold was sized for. They are refused for every model (400
- * VALIDATION_ERROR naming the field), before any reserve, so none reaches a provider. README "Money rules" lists
+ * VALIDATION_ERROR naming the field), before any reserve, so none reaches a provider. docs/design.md "Money rules" lists
  * them; the reason is the message's second half.
  */
 export const REFUSED_FIELDS: Readonly<Record<string, string>> = {

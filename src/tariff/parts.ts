@@ -5,7 +5,7 @@ import { ApiError } from "../errors.ts";
  * VALIDATION_ERROR naming the part type) before any reserve: an audio's duration, a file's pages (OpenRouter's
  * parser may OCR each one at extra cost; a `file_id` reads files of the operator's provider account) are not in
  * its bytes, and audio is billed at audio rates, not the catalog's text price. A part type the gateway does not
- * know is refused likewise. README "Money rules" lists them; the reason is the message's second half.
+ * know is refused likewise. docs/design.md "Money rules" lists them; the reason is the message's second half.
  */
 export const REFUSED_PART_TYPES: Readonly<Record<string, string>> = {
   input_audio: "audio input is billed at audio rates, by a duration the hold cannot bound",

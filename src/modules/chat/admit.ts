@@ -16,7 +16,7 @@ export interface Admitted {
 
 /**
  * Who calls, with which model: every check made before a hold, in the order a client meets them. A field that could
- * raise the bill behind the hold is refused first (README "Money rules"), then the key, then the model (and
+ * raise the bill behind the hold is refused first (docs/design.md "Money rules"), then the key, then the model (and
  * whether the key may call it: 403 MODEL_NOT_ALLOWED); a prompt
  * that cannot fit the model's context is 400 here, before the hold (whose prompt bound stops at the window) could
  * make it a 402. A call without a key (`authorization` undefined) gets the same checks, bar the key.

@@ -112,7 +112,7 @@ export function messagesEvents(model: string): (payload: string | object) => str
     try {
       chunk = (typeof payload === "string" ? JSON.parse(payload) : payload) as typeof chunk;
     } catch {
-      // A provider's garbled chunk, which chat passes on as text (README, failures): nothing a Messages client can read.
+      // A provider's garbled chunk, which chat passes on as text (docs/design.md, What each failure answers): nothing a Messages client can read.
       return "";
     }
     if (chunk?.error !== undefined) {
