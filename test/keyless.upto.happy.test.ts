@@ -227,4 +227,35 @@ describe("upto", () => {
     expect(await gw.ledgerState(`upto:${wallet}`)).toEqual({ balance: 0, locked: 0 });
     await expectAuditClean();
   });
+
+  test("a request that died between its authorization and its hold: the repair job settles it at 0, nothing moves", async () => {
+    const payer = await chain.newPayer(5);
+    const wallet = payer.address.toLowerCase();
+    let captured: string | undefined;
+    const spy = (async (input: string | URL | Request, init?: RequestInit) => {
+      const req = new Request(input, init);
+      captured = req.headers.get("payment-signature") ?? undefined;
+      return captured ? new Response("{}", { status: 200, headers: { "content-type": "application/json" } }) : gw.fetch(req);
+    }) as typeof fetch;
+    await stockClient(payer, spy)(`${BASE}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "standin/echo", messages }),
+    });
+    const decoded = decode(captured!);
+    const hold = Number(decoded.accepted.amount);
+    // What the request did before it died: the authorization verified, recorded and credited; no hold taken.
+    const offered = gw.services.topup.callOffer(hold, `${BASE}/v1/chat/completions`, "one call").upto!;
+    await gw.services.keyless.upto.authorize(decoded, offered, hold);
+    expect(await gw.ledgerState(`upto:${wallet}`)).toEqual({ balance: hold, locked: 0 });
+    const before = await usdc(payer.address);
+    // A hold it might still take is waited for; past the time any request takes, it was never taken.
+    expect(await gw.services.keyless.upto.recover(0)).toBe(0);
+    await gw.services.sql`UPDATE upto_settles SET created_at = now() - interval '1 hour' WHERE payer = ${wallet}`;
+    expect(await gw.services.keyless.upto.recover(0)).toBe(1);
+    expect(await uptoRows(wallet)).toEqual([{ state: "settled", max_usdc: hold, charge_usdc: 0, tx_hash: null }]);
+    expect(await usdc(payer.address)).toBe(before);
+    expect(await gw.ledgerState(`upto:${wallet}`)).toEqual({ balance: 0, locked: 0 });
+    await expectAuditClean();
+  });
 });

@@ -29,6 +29,9 @@ const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const UINT = /^\d{1,78}$/;
 // A row the repair job may take over: untouched this long (its own request would have finished it by far).
 const STALE_S = 60;
+// A `serving` row whose hold Redis never had (no marker) and Postgres never resolved is taken as never held once this
+// old: far past the moment between an authorization and its reserve.
+const NEVER_HELD_S = 15 * 60;
 
 /** The settlement an `upto` call reports (PAYMENT-RESPONSE, or the stream's `: x402.settlement` comment). */
 export interface UptoSettlement {
@@ -230,15 +233,27 @@ export class UptoCalls {
   async recover(staleS = STALE_S): Promise<number> {
     if (!this.facilitator) return 0;
     let done = 0;
-    const serving = await this.sql<{ id: string; charge: number | null; resolved: boolean }[]>`
-      SELECT u.id,
-             (SELECT e.amount_usdc FROM ledger_events e WHERE e.hold_id = u.hold_id AND e.type = 'charge' LIMIT 1) AS charge,
-             EXISTS (SELECT 1 FROM ledger_events e WHERE e.hold_id = u.hold_id) AS resolved
+    // A hold's outcome: its charge in ledger_events (or still deferred in pending_settles), or its release/expiry.
+    const serving = await this.sql<
+      { id: string; wallet: string; hold_id: string; charge: number | null; resolved: boolean; old: boolean }[]
+    >`
+      SELECT u.id, u.wallet, u.hold_id,
+             COALESCE((SELECT e.amount_usdc FROM ledger_events e WHERE e.hold_id = u.hold_id AND e.type = 'charge' LIMIT 1),
+                      (SELECT p.charge_usdc FROM pending_settles p WHERE p.hold_id = u.hold_id)) AS charge,
+             EXISTS (SELECT 1 FROM ledger_events e WHERE e.hold_id = u.hold_id)
+               OR EXISTS (SELECT 1 FROM pending_settles p WHERE p.hold_id = u.hold_id) AS resolved,
+             u.created_at < now() - make_interval(secs => ${NEVER_HELD_S}) AS old
       FROM upto_settles u
       WHERE u.state = 'serving' AND u.updated_at < now() - make_interval(secs => ${staleS})
       ORDER BY u.created_at LIMIT 100`;
     for (const s of serving) {
-      if (!s.resolved) continue;
+      // Not resolved in Postgres: a hold still live, or resolved with its event on its way, waits (its marker says
+      // so); one never taken (the request died between its authorization and its reserve) cost nothing.
+      if (!s.resolved) {
+        const names = this.ledger.names;
+        const marker = await this.ledger.redis.get(names.holdMarker(names.shardOf(s.wallet), s.hold_id));
+        if (marker !== null || !s.old) continue;
+      }
       if ((await this.settle(s.id, Number(s.charge ?? 0))).success) done++;
     }
     const charged = await this.sql<Row[]>`
