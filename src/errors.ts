@@ -8,6 +8,10 @@ export const ERROR_STATUS = {
   // Beyond the spec's table: a model request with no credential, on a gateway that takes payments; the answer
   // carries the x402 terms of that very call (pay per call, or sign in with the wallet: docs/payments.md).
   PAYMENT_REQUIRED: 402,
+  // Beyond the spec's table: a model call's x402 payment whose authorization was already spent (the same payment sent
+  // again). 402 with its own code and no offer: nothing in it reads as "short of credit" or gives an x402 client
+  // terms to pay again; the credit the payment bought is already the wallet's.
+  PAYMENT_ALREADY_USED: 402,
   // Beyond the spec's table: the API key was created with a `models` list that does not name this model.
   MODEL_NOT_ALLOWED: 403,
   NOT_FOUND: 404,
@@ -15,9 +19,6 @@ export const ERROR_STATUS = {
   CONFLICT: 409,
   // Beyond the spec's table: the wallet already has MAX_KEYS_PER_WALLET active keys; revoking one makes room.
   KEY_LIMIT_REACHED: 409,
-  // Beyond the spec's table: a model call's x402 payment whose authorization was already spent (the same payment
-  // sent again); not a 402, which would read as "short of credit" and have x402 clients pay again.
-  PAYMENT_ALREADY_USED: 409,
   // Beyond the spec's table (it names no status for either): a body that did not arrive within the body deadline,
   // and one past the size limit. Both are refused before anything is read further or held.
   REQUEST_TIMEOUT: 408,

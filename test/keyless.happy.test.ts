@@ -164,7 +164,7 @@ describe("exact, then SIWx", () => {
     expect(await gw.ledgerState(wallet)).toEqual(after);
   });
 
-  test("the same PAYMENT-SIGNATURE serves once: sent again it is 409 PAYMENT_ALREADY_USED, and no money moves", async () => {
+  test("the same PAYMENT-SIGNATURE serves once: sent again it is 402 PAYMENT_ALREADY_USED with no offer, and no money moves", async () => {
     const payer = await chain.newPayer(5);
     let sent: string | undefined;
     const spy = (async (input: string | URL | Request, init?: RequestInit) => {
@@ -178,7 +178,7 @@ describe("exact, then SIWx", () => {
     const state = await gw.ledgerState(wallet);
     const onChain = await usdc(payer.address);
     const again = await gw.call("POST", "/v1/chat/completions", { model: "standin/echo", messages }, { "payment-signature": sent! });
-    expect([again.status, again.body.error]).toEqual([409, "PAYMENT_ALREADY_USED"]);
+    expect([again.status, again.body.error]).toEqual([402, "PAYMENT_ALREADY_USED"]);
     expect(again.body.message).toStartWith("This payment was already used (");
     expect(again.body.message).toContain("The credit it bought is in the payer's wallet");
     expect(await gw.ledgerState(wallet)).toEqual(state);

@@ -89,7 +89,7 @@ test("SIGKILL between settlement and answer: recovery credits the key's owner on
     { model: "standin/echo", messages: [{ role: "user", content: "Say hello." }] },
     { authorization: `Bearer ${owner.key}`, "payment-signature": header! },
   );
-  expect([replay.status, replay.body.error]).toEqual([409, "PAYMENT_ALREADY_USED"]);
+  expect([replay.status, replay.body.error]).toEqual([402, "PAYMENT_ALREADY_USED"]);
   expect(await gw.ledgerState(owner.wallet)).toEqual({ balance: 1_000_000, locked: 0 });
   const served = await gw.openai(owner.key).chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "Hi" }] });
   expect(served.choices).toHaveLength(1);

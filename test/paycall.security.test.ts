@@ -90,7 +90,7 @@ async function expectAuditClean(g: TestGateway) {
 }
 
 describe("a payment credits once, whoever carries it again", () => {
-  test("replayed on the same key or another key: 409 PAYMENT_ALREADY_USED; on /v1/topup: 402; nothing credited, nothing moved", async () => {
+  test("replayed on the same key or another key: 402 PAYMENT_ALREADY_USED with no offer; on /v1/topup: 402; nothing credited, nothing moved", async () => {
     const owner = await gw.newWallet(0);
     const other = await gw.newWallet(0);
     const payer = await chain.newPayer();
@@ -104,7 +104,7 @@ describe("a payment credits once, whoever carries it again", () => {
     // offer an x402 client would pay again.
     const again = await chat(gw, owner.key, header);
     expect([again.status, again.body]).toEqual([
-      409,
+      402,
       {
         error: "PAYMENT_ALREADY_USED",
         message:
@@ -115,7 +115,7 @@ describe("a payment credits once, whoever carries it again", () => {
     expect(again.headers.get("payment-required")).toBeNull();
 
     const elsewhere = await chat(gw, other.key, header);
-    expect([elsewhere.status, elsewhere.body.error]).toEqual([409, "PAYMENT_ALREADY_USED"]);
+    expect([elsewhere.status, elsewhere.body.error]).toEqual([402, "PAYMENT_ALREADY_USED"]);
     expect(await gw.ledgerState(other.wallet)).toEqual({ balance: 0, locked: 0 });
 
     const topup = await gw.call("POST", "/v1/topup", { amount: 1 }, header);
@@ -243,7 +243,7 @@ describe("a concurrent spend after the credit", () => {
     // The client resends the same payment: refused as already used, nothing moves; its credit stays the one top-up.
     const spent = await usdc(payer.address);
     const again = await chat(gw, key, header);
-    expect([again.status, again.body.error]).toEqual([409, "PAYMENT_ALREADY_USED"]);
+    expect([again.status, again.body.error]).toEqual([402, "PAYMENT_ALREADY_USED"]);
     expect(await usdc(payer.address)).toBe(spent);
     expect(await topupRows(gw, wallet)).toEqual([{ amount_usdc: 1_000_000, payer: payer.address.toLowerCase() }]);
     expect(await gw.services.ledger.release(principal, "concurrent")).toBe(true);

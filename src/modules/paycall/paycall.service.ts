@@ -27,7 +27,7 @@ export function offerAmount(available: number, required: number, minimum: number
 const SPENT = /nonce_already_used|nonce_used/;
 
 /**
- * 409 PAYMENT_ALREADY_USED when a model call's payment was refused because it was spent before (the same payment
+ * 402 PAYMENT_ALREADY_USED (with no offer) when a model call's payment was refused because it was spent before (the same payment
  * sent again); undefined for any other reason. `whose` says where the credit it bought went.
  */
 export function alreadyUsed(reason: string, whose: string, headers?: Record<string, string>): ApiError | undefined {
