@@ -315,6 +315,49 @@ describe("a tool round trip", () => {
   });
 });
 
+describe("server tools on a translated path", () => {
+  test("an OpenAI-type model cannot run them: left out of the upstream request and named in X-Tools-Left-Out; charged as any answer", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const res = await gw.handle(
+      new Request(`${BASE}/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": key, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: ECHO,
+          max_tokens: 50,
+          messages: [{ role: "user", content: "Hi" }],
+          tools: [
+            { type: "web_search_20250305", name: "web_search", max_uses: 3 },
+            weather,
+            { type: "web_search_20250305", name: "again" },
+          ],
+        }),
+      }),
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-tools-left-out")).toBe("web_search_20250305");
+    expect((await res.json()).content).toEqual([{ type: "text", text: REPLY_WORDS.join("") }]);
+    const upstream = gw.standin.requests.at(-1)! as { tools: { function: { name: string } }[] };
+    expect(upstream.tools.map((t) => t.function.name)).toEqual(["get_weather"]);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - expectedCharge(echoPrompt(1), REPLY_WORDS.length), locked: 0 });
+  });
+
+  test("only server tools, with a tool_choice naming one: neither goes upstream", async () => {
+    const { key } = await gw.newWallet(10);
+    const msg = await anthropic(key).messages.create({
+      model: ECHO,
+      max_tokens: 50,
+      messages: [{ role: "user", content: "Hi" }],
+      tools: [{ type: "web_search_20250305", name: "web_search" }],
+      tool_choice: { type: "tool", name: "web_search" },
+    });
+    expect(msg.content.map((b) => (b.type === "text" ? b.text : b.type))).toEqual([REPLY_WORDS.join("")]);
+    const upstream = gw.standin.requests.at(-1)!;
+    expect(upstream.tools).toBeUndefined();
+    expect(upstream.tool_choice).toBeUndefined();
+  });
+});
+
 describe("to an Anthropic provider, natively (no translation through chat)", () => {
   const cache = { cache_control: { type: "ephemeral", ttl: "1h" } } as const;
 

@@ -8,6 +8,7 @@ import { chatRequestOf } from "../../providers/anthropic/messagesRequest.ts";
 import { nativeMessagesAdapter } from "../../providers/anthropic/messagesNative.ts";
 import { messagesStream } from "../../providers/anthropic/messagesStream.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
+import { TOOLS_LEFT_OUT_HEADER } from "../../providers/responses/tools.ts";
 import { type Catalog, findModel, unknownModelReason } from "../../providers/catalog.ts";
 import { countPromptTokens } from "../../providers/tokens.ts";
 import type { ChatService, Payer, PayHook } from "../chat/chat.service.ts";
@@ -30,9 +31,21 @@ export class MessagesService {
    * POST /v1/messages. `authorization` is the Bearer form of the client's key (x-api-key or Authorization); `payer`, for a
    * call without one (ChatService's Payer).
    */
-  create(authorization: string | null, body: ClientMessagesRequest, trace: RequestTrace, pay?: PayHook, payer?: Payer): Promise<Response> {
-    const chat = chatRequestOf(body);
-    return this.chat.complete(
+  async create(
+    authorization: string | null,
+    body: ClientMessagesRequest,
+    trace: RequestTrace,
+    pay?: PayHook,
+    payer?: Payer,
+  ): Promise<Response> {
+    // Server tools (web search…) have no chat form: where only OpenAI-type providers can serve the request (the model
+    // and its fallbacks), they are left out and named in X-Tools-Left-Out; where an Anthropic one may, which would
+    // run and bill them, they are refused.
+    const model = typeof body?.model === "string" ? findModel(this.catalog, body.model) : undefined;
+    const translated = model !== undefined && [model, ...(model.fallbacks ?? [])].every((m) => m.provider.type !== "anthropic");
+    const leftOut = translated ? [] : undefined;
+    const chat = chatRequestOf(body, false, leftOut);
+    const res = await this.chat.complete(
       authorization,
       chat,
       trace,
@@ -44,6 +57,8 @@ export class MessagesService {
       pay,
       payer,
     );
+    if (leftOut?.length) res.headers.set(TOOLS_LEFT_OUT_HEADER, leftOut.join(", "));
+    return res;
   }
 
   /**

@@ -106,12 +106,19 @@ function chatMessages(body: ClientMessagesRequest): ChatMessage[] {
   return out;
 }
 
-// Tools the provider runs itself (web search, code execution…) are billed per call beyond the tokens: refused.
-function chatTools(tools: unknown): FunctionTool[] | undefined {
+/**
+ * Client tools as chat's function tools. Tools the provider runs itself (web search, code execution…) are billed
+ * per call beyond the tokens: refused, unless `leftOut` is given (no provider of the request can run them: a
+ * translated path), where their types go instead and the tools stay behind.
+ */
+function chatTools(tools: unknown, leftOut?: string[]): FunctionTool[] | undefined {
   if (tools === undefined || tools === null) return undefined;
   if (!Array.isArray(tools)) throw invalid("tools: must be an array");
-  return tools.map((t: Record<string, unknown> | null, i) => {
+  const out: FunctionTool[] = [];
+  tools.forEach((t: Record<string, unknown> | null, i) => {
     if (t?.type !== undefined && t.type !== null && t.type !== "custom") {
+      const type = String(t.type).slice(0, 64);
+      if (leftOut) return void (leftOut.includes(type) || leftOut.push(type));
       throw invalid(
         `tools.${i}.type "${String(t.type).slice(0, 64)}" is not accepted: only client tools, since tools a provider runs itself are billed per call`,
       );
@@ -120,8 +127,9 @@ function chatTools(tools: unknown): FunctionTool[] | undefined {
       throw invalid(`tools.${i}: a tool needs a name and an input_schema object`);
     const fn: FunctionTool["function"] = { name: t.name, parameters: t.input_schema };
     if (typeof t.description === "string") fn.description = t.description;
-    return { type: "function", function: fn };
+    out.push({ type: "function", function: fn });
   });
+  return out;
 }
 
 function chatToolChoice(choice: unknown, out: ChatRequest): void {
@@ -147,8 +155,10 @@ const REFUSED: Record<string, string> = { container: "code execution containers"
  * as `user`. `max_tokens` is required, as in Anthropic's API, unless the request is only counted. A stream asks
  * for the chat usage chunk, which the door reports in message_delta. cache_control and the like are ignored here (to an Anthropic provider
  * the native dialect passes the client's breakpoints on, messagesNative.ts).
+ * `leftOut`: the request goes only to providers that cannot run server tools (chat completions): those are left
+ * out, their types collected there, rather than refused.
  */
-export function chatRequestOf(body: ClientMessagesRequest, counting = false): ChatRequest {
+export function chatRequestOf(body: ClientMessagesRequest, counting = false, leftOut?: string[]): ChatRequest {
   if (!isObject(body)) throw invalid("The body must be a JSON object");
   if (typeof body.model !== "string") throw invalid("model: Field required");
   for (const field in REFUSED)
@@ -160,9 +170,10 @@ export function chatRequestOf(body: ClientMessagesRequest, counting = false): Ch
       throw invalid("max_tokens: Field required (a positive integer)");
     out.max_tokens = body.max_tokens as number;
   }
-  const tools = chatTools(body.tools);
-  if (tools) out.tools = tools;
-  chatToolChoice(body.tool_choice, out);
+  const tools = chatTools(body.tools, leftOut);
+  if (tools && tools.length > 0) out.tools = tools;
+  // A choice among tools that were all left out means nothing upstream, where chat refuses it.
+  if (!(tools && tools.length === 0)) chatToolChoice(body.tool_choice, out);
   if (isObject(body.thinking)) out.thinking = body.thinking;
   const effort = body.output_config?.effort;
   if (typeof effort === "string" && Object.hasOwn(EFFORT, effort)) out.reasoning_effort = EFFORT[effort];
