@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { AdminFailedReport, AdminFailure, AdminHelp, AdminUsageError, parseAdmin, runAdmin } from "./admin/dispatch.ts";
 import { createApp } from "./app.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { settingsHelp } from "./config/settings.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { bufferStdout, log, logToStderr, redactText, setLogLevel, shareStdout } from "./log.ts";
 import { LOCAL_MODEL_ID, startLocalModel, withLocalModel } from "./providers/localModel.ts";
@@ -36,19 +37,16 @@ const USAGE = `usage: bun src/main.ts [serve | admin <command>] [--help]   (the 
   serve            the gateway (the default command): HTTP on HOST:PORT (0.0.0.0:8080)
   admin <command>  operator commands (grant, balance, keys, codes, referrals); admin --help lists them
 
-Configuration is by environment variables; README.md lists them.`;
+Configuration is by environment variables: serve --help lists them, docs/operating.md describes each.`;
 
 const SERVE_USAGE = `usage: bun src/main.ts serve
 
   Starts the gateway on HOST:PORT (0.0.0.0:8080). Without REDIS_URL / DATABASE_URL it runs a private
   redis-server and an embedded Postgres (PGlite) keeping their data in DATA_DIR (./data).
-  Main variables: PORT, HOST, WORKERS, DATA_DIR, REDIS_URL, DATABASE_URL, MODELS_FILE, DEPLOYMENT, SIWE_DOMAIN,
-  SIWE_CHAIN_IDS, CORS_ORIGINS, LOG_LEVEL; payments: X402_NETWORK, PAY_TO, FACILITATOR_URL, FACILITATOR,
-  RPC_URL, RELAYER_PRIVATE_KEY, ASSETS_FILE, CHAIN_ID, PUBLIC_URL; limits: RATE_LIMIT_REQUESTS, RATE_LIMIT_WINDOW_S,
-  UPSTREAM_TIMEOUT_MS, STREAM_MAX_MS, MAX_BODY_BYTES, IDLE_TIMEOUT_S, MAX_KEYS_PER_WALLET, RESPONSES_STORE_TTL_S,
-  RESPONSES_STORE_MAX_ITEM_BYTES, RESPONSES_STORE_MAX_CONVERSATION_BYTES, RESPONSES_STORE_MAX_WALLET_BYTES,
-  RESPONSES_STORE_MAX_WALLET_RESPONSES. README.md describes each.
-  SIGTERM or Ctrl-C stops it gracefully.`;
+  SIGTERM or Ctrl-C stops it gracefully.
+
+Settings (environment variables; docs/operating.md has the table with types and ranges):
+${settingsHelp()}`;
 
 /** Which providers serve and which are off, once at start: the first thing to look at when a model is missing. */
 function logProviders(config: Config): void {

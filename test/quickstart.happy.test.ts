@@ -46,6 +46,7 @@ test("with no provider configured the first start serves local/echo and says so"
     {
       id: "local/echo",
       object: "model",
+      kind: "chat",
       name: "Local test model (echoes your last message; set a provider key for real models)",
       provider: "local",
       contextLength: 32768,

@@ -4,48 +4,38 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseUsd } from "../billing/money.ts";
 import { ConfigError } from "../errors.ts";
 import type { PaymentsConfig } from "../payments/config.ts";
-import { NETWORK_IDS, type NetworkId, parseAssets, paymentNetwork } from "../payments/networks.ts";
-import { type Deployment, type Env, int, oneOf, url } from "./env.ts";
+import { type NetworkId, parseAssets, paymentNetwork } from "../payments/networks.ts";
+import type { Deployment } from "./env.ts";
+import type { Settings } from "./settings.ts";
 
 const DEFAULT_NETWORK: Record<Deployment, NetworkId> = { production: "base", staging: "base-sepolia", local: "local" };
 
-/** Validates the payment variables (docs/operating.md "Configuration"); throws ConfigError naming the first bad one. */
-export function loadPayments(env: Env, deployment: Deployment, chainId: number): PaymentsConfig {
-  const network = oneOf(env, "X402_NETWORK", NETWORK_IDS, DEFAULT_NETWORK[deployment]);
+/** Validates the payment settings together (design §7); throws ConfigError naming the first bad one. */
+export function loadPayments(s: Settings, chainId: number): PaymentsConfig {
+  const { deployment } = s;
+  const network = s.x402Network ?? DEFAULT_NETWORK[deployment];
   if (deployment === "production" && network !== "base")
     throw new ConfigError("X402_NETWORK", `production settles on a mainnet (base), got "${network}"`);
   if (deployment === "staging" && network === "base")
     throw new ConfigError("X402_NETWORK", "staging settles on a testnet, got the mainnet base");
   let assets;
-  if (env.ASSETS_FILE) {
+  if (s.assetsFile) {
     try {
-      assets = parseAssets(JSON.parse(readFileSync(resolve(env.ASSETS_FILE), "utf8")));
+      assets = parseAssets(JSON.parse(readFileSync(resolve(s.assetsFile), "utf8")));
     } catch (e) {
       const why =
         e instanceof SyntaxError ? `invalid JSON (${e.message})` : e instanceof Error && !("code" in e) ? e.message : "cannot be read";
-      throw new ConfigError("ASSETS_FILE", `${env.ASSETS_FILE}: ${why}`);
+      throw new ConfigError("ASSETS_FILE", `${s.assetsFile}: ${why}`);
     }
   }
   const chain = paymentNetwork(network, chainId, assets);
-  if (network !== "local" && env.CHAIN_ID && Number(env.CHAIN_ID) !== chain.chainId) {
-    throw new ConfigError("CHAIN_ID", `${network} is chain ${chain.chainId}, got ${env.CHAIN_ID}`);
+  if (network !== "local" && s.chainId !== undefined && s.chainId !== chain.chainId) {
+    throw new ConfigError("CHAIN_ID", `${network} is chain ${chain.chainId}, got ${s.chainId}`);
   }
-  const address = (name: string): `0x${string}` | undefined => {
-    const raw = env[name];
-    if (!raw) return undefined;
-    if (!/^0x[0-9a-fA-F]{40}$/.test(raw)) throw new ConfigError(name, "must be a 0x-prefixed 20-byte address");
-    return raw.toLowerCase() as `0x${string}`;
-  };
-  const payTo = address("PAY_TO");
-  const relayerPrivateKey = env.RELAYER_PRIVATE_KEY || undefined;
-  if (relayerPrivateKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerPrivateKey))
-    throw new ConfigError("RELAYER_PRIVATE_KEY", "must be 0x followed by 64 hex digits");
-  const facilitatorUrl = url(env, "FACILITATOR_URL", ["http:", "https:"]);
-  const rpcUrl = url(env, "RPC_URL", ["http:", "https:"]);
-  const facilitator = env.FACILITATOR ? oneOf(env, "FACILITATOR", ["local", "http"] as const, "http") : facilitatorUrl ? "http" : undefined;
+  const { payTo, relayerPrivateKey, facilitatorUrl, rpcUrl } = s;
+  const facilitator = s.facilitator ?? (facilitatorUrl ? "http" : undefined);
   if (facilitator === "local" && !rpcUrl) throw new ConfigError("RPC_URL", "is required with FACILITATOR=local");
   if (facilitator === "local" && !relayerPrivateKey) throw new ConfigError("RELAYER_PRIVATE_KEY", "is required with FACILITATOR=local");
   if (facilitator === "http" && !facilitatorUrl) throw new ConfigError("FACILITATOR_URL", "is required with FACILITATOR=http");
@@ -62,21 +52,11 @@ export function loadPayments(env: Env, deployment: Deployment, chainId: number):
     facilitatorUrl,
     facilitator,
     rpcUrl,
-    relayerPrivateKey: relayerPrivateKey as `0x${string}` | undefined,
-    assetsFile: env.ASSETS_FILE,
+    relayerPrivateKey,
+    assetsFile: s.assetsFile,
     chain,
-    facilitatorTimeoutMs: int(env, "FACILITATOR_TIMEOUT_MS", 30_000, 100, 600_000),
-    callMinMicro: callMinimum(env),
+    facilitatorTimeoutMs: s.facilitatorTimeoutMs,
+    callMinMicro: s.callMinMicro,
     enabled: Boolean(payTo && facilitator && chain.assets.length > 0),
   };
-}
-
-/** X402_CALL_MIN_USD: the least a paid model call tops up (the offer on its 402); at least the 1 USD minimum top-up. */
-function callMinimum(env: Env): number {
-  const raw = env.X402_CALL_MIN_USD;
-  if (raw === undefined || raw === "") return 1_000_000;
-  const micro = parseUsd(raw);
-  if (micro === null || micro < 1_000_000 || micro > 1_000_000_000_000)
-    throw new ConfigError("X402_CALL_MIN_USD", `must be a USD amount from 1 to 1000000 with at most 6 decimals, got "${raw}"`);
-  return micro;
 }
