@@ -77,7 +77,7 @@ export const SETTINGS = {
     "MODELS_FILE",
     "models",
     "path",
-    "the model catalog (README, Models and providers); setting it turns the local test model off",
+    "the model catalog (docs/catalog.md, Models and providers); setting it turns the local test model off",
     "unset: config/models.json, else the built-in copy",
   ),
   providerProbeIntervalS: whole(
@@ -211,7 +211,7 @@ export const SETTINGS = {
     "scaling",
     ["on", "off"] as const,
     "off",
-    "on: most chat requests are admitted in memory against a per-key lease on the wallet's credit (README Credit leases)",
+    "on: most chat requests are admitted in memory against a per-key lease on the wallet's credit (docs/design.md, Credit leases)",
   ),
   leaseTtlS: whole(
     "LEASE_TTL_S",
