@@ -3,7 +3,7 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/*", "!src/**", "!test/**", "!bench/**", "!scripts/**", "!**/*.ts", "test/artifacts/**"] },
+  { ignores: ["**/*", "!src/**", "!test/**", "!bench/**", "!scripts/**", "!examples/**", "!**/*.ts", "test/artifacts/**"] },
   {
     files: ["**/*.ts"],
     languageOptions: { parser: tseslint.parser, parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },

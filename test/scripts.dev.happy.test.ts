@@ -138,5 +138,23 @@ test("dev.ts on other ports: models, a top-up, a sign-in and a chat; a restart k
   const again = await topup(wrapV2(fetch, client) as typeof fetch, 5);
   expect(again.status).toBe(200);
   expect(await again.json()).toEqual({ balance_usdc: 9_999_992, credited_usdc: 5_000_000 });
+
+  // examples/agent-pays.ts (docs/payments.md, Agents that pay) as written: a new wallet's key, empty, and the dev
+  // payer's key paying 1 USD from the call; the answer comes, and the wallet keeps 1 USD less the charge.
+  const fresh = Bun.spawnSync(["bun", join(ROOT, "scripts/signin.ts")], {
+    env: { PATH: env.PATH!, PORT: String(PORT) },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [, freshWallet, freshKey] = /WALLET=(\S+)\nKEY=(\S+)/.exec(fresh.stdout.toString())!;
+  const agent = Bun.spawnSync(["bun", join(ROOT, "examples/agent-pays.ts")], {
+    cwd: ROOT,
+    env: { PATH: env.PATH!, HOME: env.HOME!, PORT: String(PORT), PRIVATE_KEY: second.payerKey, USDC: second.usdc.address, KEY: freshKey! },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  expect({ code: agent.exitCode, err: agent.exitCode === 0 ? "" : agent.stderr.toString() }).toEqual({ code: 0, err: "" });
+  expect(agent.stdout.toString()).toBe("echo: Hello, gateway\n");
+  expect(await available(freshWallet!)).toBe(1_000_000 - 11);
   await stopDev(dev.proc);
 }, 120_000);
