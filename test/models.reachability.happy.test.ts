@@ -85,6 +85,7 @@ describe("reachability of keyless providers", () => {
       contextLength: 128_000,
       promptPricePer1MTokens: 2.5,
       completionPricePer1M: 10,
+      kind: "chat",
       aliases: [],
       available: false,
     });
