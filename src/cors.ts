@@ -2,10 +2,26 @@ import { Elysia } from "elysia";
 
 const METHODS = "GET, POST, DELETE, OPTIONS";
 /**
- * What browsers may send: the bearer key, JSON bodies, x402 v1 and v2 payment headers, a caller's request id, and
- * the `Access-Control-Expose-Headers` request header x402's fetch wrappers add to every paid retry.
+ * What browsers may send: the bearer key, JSON bodies, x402 v1 and v2 payment headers, a SIWx sign-in, a caller's
+ * request id, the `Access-Control-Expose-Headers` request header x402's fetch wrappers add to every paid retry, and
+ * Anthropic's SDK headers (its key in `x-api-key`). The trailing `*` lets through whatever else an SDK adds (the
+ * OpenAI SDK's `x-stainless-*` headers): it is honoured because CORS here is never credentialed, and it does not
+ * cover `Authorization`, which is why that one is named.
  */
-const ALLOWED_HEADERS = "Authorization, Content-Type, X-Payment, PAYMENT-SIGNATURE, X-Request-Id, Access-Control-Expose-Headers";
+const ALLOWED_HEADERS = [
+  "Authorization",
+  "Content-Type",
+  "X-Payment",
+  "PAYMENT-SIGNATURE",
+  "SIGN-IN-WITH-X",
+  "X-Request-Id",
+  "Access-Control-Expose-Headers",
+  "x-api-key",
+  "anthropic-version",
+  "anthropic-beta",
+  "anthropic-dangerous-direct-browser-access",
+  "*",
+].join(", ");
 /** What browser code may read: payment terms and receipts, rate-limit state, the request id, the tools left out. */
 const EXPOSED_HEADERS = [
   "PAYMENT-REQUIRED",

@@ -39,7 +39,7 @@ describe("CORS_ORIGINS unset (any origin)", () => {
       expect(res.headers.get("access-control-allow-origin")).toBe("*");
       expect(list(res.headers.get("access-control-allow-methods"))).toEqual(expect.arrayContaining(["get", "post", "delete"]));
       expect(list(res.headers.get("access-control-allow-headers"))).toEqual(
-        expect.arrayContaining(["authorization", "content-type", "x-payment", "payment-signature"]),
+        expect.arrayContaining(["authorization", "content-type", "x-payment", "payment-signature", "sign-in-with-x", "x-api-key", "*"]),
       );
       expect(res.headers.get("access-control-allow-credentials")).toBeNull(); // never credentialed
       expect(await res.text()).toBe("");
