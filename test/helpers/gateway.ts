@@ -313,6 +313,10 @@ export async function startGateway(env: Record<string, string> = {}, opts: Gatew
     },
     ledgerState: (wallet) => services.ledger.reads.balance(wallet),
     sharedEnv() {
+      // An in-memory PGlite is reached through a socket path its url cannot carry: a child given the url alone
+      // would connect to the machine's own Postgres instead and fail there in confusing ways.
+      if (db.database.path)
+        throw new Error("a child gateway shares the database only with TEST_DATABASE_URL set (scripts/test.sh sets it)");
       if (opts.cluster) return { ...configEnv, REDIS_CLUSTER_NODES: opts.cluster.seeds, DATABASE_URL: db.database.url };
       if (!opts.redisPort) throw new Error("start the gateway with a redisPort to share its Redis");
       return { ...configEnv, REDIS_URL: `redis://127.0.0.1:${opts.redisPort}`, DATABASE_URL: db.database.url };
