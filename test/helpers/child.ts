@@ -90,7 +90,7 @@ export interface ChildGateway {
 // What a child's stderr keeps: a failing test shows its recent warnings, not a whole run's.
 const PROBLEMS_KEPT = 64_000;
 
-const LISTEN_WITHIN_MS = 60_000;
+const LISTEN_WITHIN_MS = 120_000;
 
 /** Starts `bun src/main.ts serve` and resolves once it logs that it listens (PORT=0: the port it picked). */
 export async function startChildGateway(env: Record<string, string>): Promise<ChildGateway> {
@@ -104,7 +104,7 @@ export async function startChildGateway(env: Record<string, string>): Promise<Ch
   const decoder = new TextDecoder();
   let seen = "";
   // The embedded defaults open PGlite in the background process before the serving one connects: on a loaded
-  // machine that alone has taken over 30 s.
+  // machine that alone has taken over 60 s (PGlite's first start runs initdb in WebAssembly).
   const timer = setTimeout(() => proc.kill("SIGKILL"), LISTEN_WITHIN_MS);
   for (;;) {
     const { value, done } = await reader.read();
