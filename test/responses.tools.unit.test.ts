@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { responseObject } from "../src/providers/responses/answer.ts";
 import { toChatRequest } from "../src/providers/responses/request.ts";
 import { responsesStream } from "../src/providers/responses/stream.ts";
-import { ResponsesTools } from "../src/providers/responses/tools.ts";
+import { customInput, ResponsesTools } from "../src/providers/responses/tools.ts";
 import { newId, responseFrame, type ResponsesRequest, type ResponsesTool } from "../src/providers/responses/wire.ts";
 
 const fn = (name: string): ResponsesTool => ({ type: "function", name, parameters: { type: "object", properties: {} } });
@@ -50,10 +50,10 @@ describe("ResponsesTools", () => {
       fn("f"),
       { type: "web_search" },
       { type: "file_search" },
-      { type: "namespace", name: "ns", tools: [{ type: "custom", name: "exec" }] } as ResponsesTool,
+      { type: "namespace", name: "ns", tools: [{ type: "web_search" }] } as ResponsesTool,
     ]);
     expect(chatNames(tools)).toEqual(["f"]);
-    expect(tools.leftOut).toEqual(["web_search", "file_search", "ns.custom"]);
+    expect(tools.leftOut).toEqual(["web_search", "file_search", "ns.web_search"]);
   });
 });
 
@@ -135,5 +135,179 @@ describe("through the request and the answer", () => {
     for (const item of [added.item, done.item, completed.response.output[0], kept[0]])
       expect(item).toMatchObject({ type: "function_call", name: "spawn_agent", namespace: "multi_agent_v1" });
     expect(completed.type).toBe("response.completed");
+  });
+});
+
+describe("custom tools and additional_tools items (Codex's defaults)", () => {
+  const grammar = { type: "grammar", syntax: "lark", definition: "start: /[\\s\\S]+/" };
+  const body: ResponsesRequest = {
+    model: "m",
+    input: [
+      {
+        type: "additional_tools",
+        role: "developer",
+        tools: [
+          {
+            type: "namespace",
+            name: "functions",
+            tools: [{ type: "custom", name: "exec", description: "Run JS", format: grammar }, fn("wait")],
+          },
+          { type: "web_search" },
+        ],
+      } as never,
+      { type: "message", role: "user", content: "hi" },
+      { type: "custom_tool_call", call_id: "c1", name: "exec", namespace: "functions", input: 'text("a")' },
+      { type: "custom_tool_call_output", call_id: "c1", output: [{ type: "input_text", text: "a" }] },
+      { type: "custom_tool_call", call_id: "c2", name: "apply_patch", input: "*** Begin Patch" },
+      { type: "custom_tool_call_output", call_id: "c2", output: "done" },
+    ],
+    tools: [{ type: "custom", name: "apply_patch", format: { type: "text" } }],
+    tool_choice: { type: "custom", name: "exec", namespace: "functions" },
+  };
+
+  test("the request's tools, then the additional_tools items'; a custom tool a function of one string, its grammar in the parameter's description", () => {
+    const { chat, tools } = toChatRequest(body, body.input as never);
+    expect(chatNames(tools)).toEqual(["apply_patch", "functions__exec", "functions__wait"]);
+    expect(tools.chat[1]).toEqual({
+      type: "function",
+      function: {
+        name: "functions__exec",
+        description: "Run JS",
+        parameters: {
+          type: "object",
+          properties: {
+            input: {
+              type: "string",
+              description: `The tool's whole input, as raw text (not JSON). It must match this lark grammar:\n${grammar.definition}`,
+            },
+          },
+          required: ["input"],
+          additionalProperties: false,
+        },
+      },
+    });
+    expect((tools.chat[0] as any).function.parameters.properties.input.description).toBe("The tool's whole input, as raw text (not JSON).");
+    expect(tools.clientName("functions__exec")).toEqual({ name: "exec", namespace: "functions", custom: true });
+    expect(tools.clientName("apply_patch")).toEqual({ name: "apply_patch", custom: true });
+    expect(tools.clientName("functions__wait")).toEqual({ name: "wait", namespace: "functions" });
+    expect(tools.leftOut).toEqual(["web_search"]);
+    expect(chat.tool_choice).toEqual({ type: "function", function: { name: "functions__exec" } });
+  });
+
+  test("a custom tool's calls and outputs go up as function calls ({input}) and tool results; the additional_tools item is no message", () => {
+    const { chat } = toChatRequest(body, body.input as never);
+    expect(chat.messages).toEqual([
+      { role: "user", content: "hi" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "functions__exec", arguments: '{"input":"text(\\"a\\")"}' } }],
+      },
+      { role: "tool", tool_call_id: "c1", content: [{ type: "text", text: "a" }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c2", type: "function", function: { name: "apply_patch", arguments: '{"input":"*** Begin Patch"}' } }],
+      },
+      { role: "tool", tool_call_id: "c2", content: "done" },
+    ]);
+  });
+
+  test("customInput: the input string of {input}; arguments of any other shape as they are", () => {
+    expect(customInput('{"input":"x = 1\\n"}')).toBe("x = 1\n");
+    expect(customInput('{"input": ""}')).toBe("");
+    expect(customInput('{"city": "Paris"}')).toBe('{"city": "Paris"}');
+    expect(customInput('{"input": 3}')).toBe('{"input": 3}');
+    expect(customInput("console.log(1)")).toBe("console.log(1)");
+    expect(customInput("")).toBe("");
+  });
+
+  test("JSON: a call of a custom tool comes back as custom_tool_call with its input (and namespace); a function's as function_call", () => {
+    const { tools } = toChatRequest(body, body.input as never);
+    const call = (id: string, name: string, args: string) => ({ id, type: "function", function: { name, arguments: args } });
+    const chat = {
+      choices: [
+        {
+          message: {
+            role: "assistant",
+            content: null,
+            tool_calls: [call("c3", "functions__exec", '{"input":"await tools.wait()"}'), call("c4", "functions__wait", '{"cell_id":"1"}')],
+          },
+          finish_reason: "tool_calls",
+        },
+      ],
+    };
+    const { output, json } = responseObject(responseFrame(newId("resp"), body), JSON.stringify(chat), undefined, tools);
+    expect(output).toEqual([
+      {
+        id: expect.stringMatching(/^ctc_[0-9a-f]{48}$/),
+        type: "custom_tool_call",
+        status: "completed",
+        call_id: "c3",
+        name: "exec",
+        namespace: "functions",
+        input: "await tools.wait()",
+      },
+      {
+        id: expect.stringMatching(/^fc_/),
+        type: "function_call",
+        status: "completed",
+        call_id: "c4",
+        name: "wait",
+        namespace: "functions",
+        arguments: '{"cell_id":"1"}',
+      },
+    ]);
+    expect(JSON.parse(json).output).toEqual(JSON.parse(JSON.stringify(output)));
+  });
+
+  test("stream: a custom call's input is sent once its arguments are whole (one delta, done), the item added, done and completed as a custom_tool_call", () => {
+    const { tools } = toChatRequest(body, body.input as never);
+    let kept: any[] = [];
+    const door = responsesStream(responseFrame(newId("resp"), body, true), (output) => (kept = output), tools);
+    let text = door.open();
+    text += door.next({
+      choices: [
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: 0, id: "c5", type: "function", function: { name: "functions__exec", arguments: "" } }] },
+        },
+      ],
+    });
+    for (const piece of ['{"inp', 'ut":"text(\\"', 'a\\")"}'])
+      text += door.next({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: piece } }] } }] });
+    text += door.next({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] });
+    text += door.next({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2 } });
+    door.settled!();
+    text += door.next("[DONE]");
+    const events = text
+      .split("\n\n")
+      .filter(Boolean)
+      .map((f) => JSON.parse(f.split("\ndata: ")[1]!));
+    expect(events.map((e) => e.type)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.custom_tool_call_input.delta",
+      "response.custom_tool_call_input.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    const id = events[2].item.id;
+    expect(events[2].item).toEqual({
+      id,
+      type: "custom_tool_call",
+      status: "in_progress",
+      call_id: "c5",
+      name: "exec",
+      namespace: "functions",
+      input: "",
+    });
+    expect(events[3]).toMatchObject({ item_id: id, output_index: 0, delta: 'text("a")' });
+    expect(events[4]).toMatchObject({ item_id: id, output_index: 0, input: 'text("a")' });
+    const done = { ...events[2].item, status: "completed", input: 'text("a")' };
+    expect(events[5].item).toEqual(done);
+    expect(events[6].response.output).toEqual([done]);
+    expect(JSON.parse(JSON.stringify(kept))).toEqual([done]);
   });
 });

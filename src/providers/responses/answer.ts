@@ -1,9 +1,10 @@
 /**
  * A chat-completions answer (the core's JSON) → the Responses API's `response` object: the assistant's text as a
- * message item, each tool call as a function_call item, the usage in the Responses API's names.
+ * message item, each tool call as a function_call item (a custom tool's as a custom_tool_call), the usage in the
+ * Responses API's names.
  */
 import type { ChatCompletion } from "../openai/wire.ts";
-import type { ResponsesTools } from "./tools.ts";
+import { type ClientToolName, customInput, type ResponsesTools } from "./tools.ts";
 import { type Frame, type Item, newId, outputText, responsesUsageJson } from "./wire.ts";
 
 /** A finish reason that cut the answer short, as the Responses API reports it (null: the answer is complete). */
@@ -14,8 +15,20 @@ export function incompleteReason(finish: string | null | undefined): string | nu
 }
 
 /**
+ * The output item of a chat call of the tool the client calls `named`, in the Responses API's order of fields: a
+ * custom tool's call with its input, any other a function call with its arguments (a namespaced tool's with its
+ * namespace). `status` and `id` as the caller has them.
+ */
+export function callItem(named: ClientToolName, id: string, status: string, callId: string, args: string): Item {
+  const namespace = named.namespace === undefined ? {} : { namespace: named.namespace };
+  if (named.custom)
+    return { id, type: "custom_tool_call", status, call_id: callId, name: named.name, ...namespace, input: customInput(args) };
+  return { id, type: "function_call", status, call_id: callId, name: named.name, ...namespace, arguments: args };
+}
+
+/**
  * The output items of one chat answer: a message when it has text (or nothing else), then its calls, each named
- * as the client declared its tool (a namespaced one with its namespace).
+ * as the client declared its tool (a namespaced one with its namespace, a custom one as a custom_tool_call).
  */
 function outputItems(choice: ChatCompletion["choices"][number] | undefined, tools?: ResponsesTools): Item[] {
   const message = choice?.message;
@@ -29,16 +42,9 @@ function outputItems(choice: ChatCompletion["choices"][number] | undefined, tool
     items.push({ id: newId("msg"), type: "message", status: "completed", role: "assistant", content: [part] });
   }
   for (const c of calls) {
-    const named = tools && typeof c.function?.name === "string" ? tools.clientName(c.function.name) : { name: c.function?.name };
-    items.push({
-      id: newId("fc"),
-      type: "function_call",
-      status: "completed",
-      call_id: c.id,
-      name: named.name,
-      ...(named.namespace === undefined ? {} : { namespace: named.namespace }),
-      arguments: c.function?.arguments ?? "",
-    });
+    const chatName = c.function?.name;
+    const named: ClientToolName = tools && typeof chatName === "string" ? tools.clientName(chatName) : { name: chatName as string };
+    items.push(callItem(named, newId(named.custom ? "ctc" : "fc"), "completed", c.id, c.function?.arguments ?? ""));
   }
   return items;
 }

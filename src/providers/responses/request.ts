@@ -6,7 +6,7 @@
 import { ApiError } from "../../errors.ts";
 import type { ChatMessage, ContentPart as ChatPart, ToolCall } from "../openai/wire.ts";
 import type { ChatRequest } from "../types.ts";
-import { ResponsesTools } from "./tools.ts";
+import { customArguments, declaredTools, ResponsesTools } from "./tools.ts";
 import type { ContentPart, Item, ResponsesRequest } from "./wire.ts";
 
 function invalid(message: string): ApiError {
@@ -51,7 +51,8 @@ function chatContent(content: Item["content"], role: string, where: string): str
 
 /**
  * The conversation items (resolved, in order) as chat messages, after the instructions as a system message. A call
- * of a namespaced tool goes under the chat name `tools` gave it.
+ * of a namespaced tool goes under the chat name `tools` gave it; a custom tool's call and output go as a function
+ * call (its input the one `input` argument) and its result; an `additional_tools` item's tools went to `tools`.
  */
 export function chatMessages(items: Item[], instructions: string | null | undefined, tools = new ResponsesTools([])): ChatMessage[] {
   const messages: ChatMessage[] = [];
@@ -65,23 +66,24 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
       if (role !== "user" && role !== "system" && role !== "assistant")
         throw invalid(`${where}.role: "${String(item.role).slice(0, 32)}" is not supported`);
       messages.push({ role, content: chatContent(item.content, role, where) });
-    } else if (type === "function_call") {
-      if (typeof item.call_id !== "string" || typeof item.name !== "string")
-        throw invalid(`${where}: a function_call needs call_id and name`);
+    } else if (type === "function_call" || type === "custom_tool_call") {
+      if (typeof item.call_id !== "string" || typeof item.name !== "string") throw invalid(`${where}: a ${type} needs call_id and name`);
       const name = tools.chatName(item.name, typeof item.namespace === "string" ? item.namespace : undefined);
-      const call: ToolCall = { id: item.call_id, type: "function", function: { name, arguments: String(item.arguments ?? "") } };
+      const args = type === "custom_tool_call" ? customArguments(item.input) : String(item.arguments ?? "");
+      const call: ToolCall = { id: item.call_id, type: "function", function: { name, arguments: args } };
       // Calls of one turn are one assistant message (with its text, if the turn had some).
       const last = messages.at(-1);
       if (last?.role === "assistant") (last.tool_calls ??= []).push(call);
       else messages.push({ role: "assistant", content: null, tool_calls: [call] });
-    } else if (type === "function_call_output") {
-      if (typeof item.call_id !== "string") throw invalid(`${where}: a function_call_output needs a call_id`);
+    } else if (type === "function_call_output" || type === "custom_tool_call_output") {
+      if (typeof item.call_id !== "string") throw invalid(`${where}: a ${type} needs a call_id`);
       const out = item.output;
       const content =
         typeof out === "string" ? out : Array.isArray(out) ? (out.map((p, j) => chatPart(p, `${where}.output[${j}]`)) as ChatPart[]) : "";
       messages.push({ role: "tool", tool_call_id: item.call_id, content });
-    } else if (type === "reasoning") {
-      // Reasoning is the provider's own: chat providers take none back, so an echoed reasoning item is left out.
+    } else if (type === "reasoning" || type === "additional_tools") {
+      // Reasoning is the provider's own: chat providers take none back, so an echoed reasoning item is left out. An
+      // additional_tools item declares tools, merged with the request's (declaredTools).
     } else {
       throw invalid(`${where}: item type "${String(type).slice(0, 64)}" is not supported`);
     }
@@ -91,11 +93,11 @@ export function chatMessages(items: Item[], instructions: string | null | undefi
 
 function chatToolChoice(choice: ResponsesRequest["tool_choice"], tools: ResponsesTools): unknown {
   if (typeof choice === "string") return choice;
-  if (choice?.type === "function" && typeof choice.name === "string") {
+  if ((choice?.type === "function" || choice?.type === "custom") && typeof choice.name === "string") {
     const name = tools.chatName(choice.name, typeof choice.namespace === "string" ? choice.namespace : undefined);
     return { type: "function", function: { name } };
   }
-  throw invalid(`tool_choice: only "none", "auto", "required" or a function are supported`);
+  throw invalid(`tool_choice: only "none", "auto", "required", a function or a custom tool are supported`);
 }
 
 function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"]): unknown {
@@ -118,11 +120,11 @@ function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"])
 
 /**
  * The chat-completions request for a Responses request whose conversation is `items` (previous turns resolved),
- * and its tools (tools.ts: the names its calls come back under, the tools left out). A stream asks for the usage
- * chunk: response.completed reports it.
+ * and its tools (tools.ts: the request's and its additional_tools items', the names its calls come back under, the
+ * tools left out). A stream asks for the usage chunk: response.completed reports it.
  */
 export function toChatRequest(body: ResponsesRequest, items: Item[]): { chat: ChatRequest; tools: ResponsesTools } {
-  const tools = new ResponsesTools(body.tools);
+  const tools = new ResponsesTools(declaredTools(body.tools, items));
   const chat: ChatRequest = { model: body.model, messages: chatMessages(items, body.instructions, tools) };
   if (typeof body.max_output_tokens === "number") chat.max_tokens = body.max_output_tokens;
   for (const k of [

@@ -14,9 +14,9 @@
 import type { ChatCompletionChunk, ToolCallDelta } from "../openai/wire.ts";
 import { flat } from "../sse.ts";
 import type { DoorStream } from "../types.ts";
-import { incompleteReason } from "./answer.ts";
+import { callItem, incompleteReason } from "./answer.ts";
 import type { Usage } from "../openai/wire.ts";
-import type { ResponsesTools } from "./tools.ts";
+import { type ClientToolName, customInput, type ResponsesTools } from "./tools.ts";
 import { type Frame, type Item, newId, responsesUsageJson } from "./wire.ts";
 
 /** What a client reads when the provider failed after the stream started: no upstream detail. */
@@ -25,6 +25,7 @@ export const STREAM_FAILED = "The model provider failed during the stream";
 const FAILED_ERROR = JSON.stringify({ code: "server_error", message: STREAM_FAILED });
 const EMPTY_PART = '{"type":"output_text","text":"","annotations":[],"logprobs":[]}';
 
+/** An item being streamed; `text`: a message's text, or a custom tool call's arguments as chat streams them. */
 type Open = { item: Item; index: number; text: string; json?: string; ids: string };
 
 /** `event: type` and the start of its data, up to the sequence number. */
@@ -37,6 +38,8 @@ const TEXT_DELTA = head("response.output_text.delta");
 const TEXT_DONE = head("response.output_text.done");
 const ARGS_DELTA = head("response.function_call_arguments.delta");
 const ARGS_DONE = head("response.function_call_arguments.done");
+const INPUT_DELTA = head("response.custom_tool_call_input.delta");
+const INPUT_DONE = head("response.custom_tool_call_input.done");
 const CREATED = head("response.created");
 const IN_PROGRESS = head("response.in_progress");
 const COMPLETED = head("response.completed");
@@ -89,6 +92,14 @@ export function responsesStream(
       out += `${PART_DONE}${seq++}${o.ids},"content_index":0,"part":${part}}\n\n`;
       item.content = [{ type: "output_text", text: o.text, annotations: [], logprobs: [] } as never];
       o.json = flat(`{"id":"${item.id}","type":"message","status":"completed","role":"assistant","content":[${part}]}`);
+    } else if (item.type === "custom_tool_call") {
+      // Its input is a string inside the chat call's JSON arguments: read once they are whole, then sent as one delta.
+      const input = customInput(o.text);
+      item.input = input;
+      const json = JSON.stringify(input);
+      if (input !== "") out += `${INPUT_DELTA}${seq++}${o.ids},"delta":${json}}\n\n`;
+      out += `${INPUT_DONE}${seq++}${o.ids},"input":${json}}\n\n`;
+      o.json = JSON.stringify(item);
     } else {
       out += `${ARGS_DONE}${seq++}${o.ids},"arguments":${JSON.stringify(item.arguments)}}\n\n`;
       o.json = JSON.stringify(item);
@@ -126,21 +137,15 @@ export function responsesStream(
     let o = calls.get(at);
     if (!o) {
       while (open.length) close(open[0]!);
-      const named = tools ? tools.clientName(d.function?.name ?? "") : { name: d.function?.name ?? "" };
-      const item: Item = {
-        id: newId("fc"),
-        type: "function_call",
-        status: "in_progress",
-        arguments: "",
-        call_id: d.id ?? `call_${newId("fc").slice(3)}`,
-        name: named.name,
-        ...(named.namespace === undefined ? {} : { namespace: named.namespace }),
-      };
+      const named: ClientToolName = tools ? tools.clientName(d.function?.name ?? "") : { name: d.function?.name ?? "" };
+      const callId = d.id ?? `call_${newId("fc").slice(3)}`;
+      const item = callItem(named, newId(named.custom ? "ctc" : "fc"), "in_progress", callId, "");
       o = add(item, JSON.stringify(item));
       calls.set(at, o);
     }
     const args = d.function?.arguments;
-    if (args) {
+    if (args && o.item.type === "custom_tool_call") o.text += args;
+    else if (args) {
       o.item.arguments += args;
       out += `${ARGS_DELTA}${seq++}${o.ids},"delta":${JSON.stringify(args)}}\n\n`;
     }

@@ -18,7 +18,10 @@ export interface ContentPart {
   filename?: string;
 }
 
-/** One item of `input` or `output`: a message, a function call, its output, a reference to a stored item, reasoning. */
+/**
+ * One item of `input` or `output`: a message, a function or custom tool call, its output, a reference to a stored
+ * item, reasoning, tools declared in the conversation (`additional_tools`).
+ */
 export interface Item {
   type?: string;
   id?: string;
@@ -28,19 +31,24 @@ export interface Item {
   call_id?: string;
   name?: string;
   arguments?: string;
+  /** A custom_tool_call's freeform input. */
+  input?: string;
+  /** An additional_tools item's tools (tools.ts declaredTools). */
+  tools?: ResponsesTool[];
   /** A function_call of a namespaced tool: the namespace its `name` is in (tools.ts). */
   namespace?: string;
   output?: string | ContentPart[];
   summary?: unknown[];
 }
 
-/** A function tool as the Responses API declares it (flat, unlike chat's `{type, function: {...}}`). */
+/** A function tool as the Responses API declares it (flat, unlike chat's `{type, function: {...}}`); a custom one's format. */
 export interface ResponsesTool {
   type: string;
   name?: string;
   description?: string | null;
   parameters?: unknown;
   strict?: boolean | null;
+  format?: { type?: string; syntax?: string; definition?: string };
 }
 
 /** The request body of POST /v1/responses (the fields the gateway reads; others are accepted and ignored). */
@@ -124,11 +132,11 @@ let hexOf = 0;
 let secondHex = "";
 
 /**
- * A new id with OpenAI's prefix for its kind (resp_, msg_, fc_), then, as OpenAI's own ids, the second it was made
+ * A new id with OpenAI's prefix for its kind (resp_, msg_, fc_, ctc_), then, as OpenAI's own ids, the second it was made
  * (8 hex digits) and random hex (40 digits): a store that misses an id made a moment ago knows the write may still
  * be on its way (idSecond).
  */
-export function newId(prefix: "resp" | "msg" | "fc"): string {
+export function newId(prefix: "resp" | "msg" | "fc" | "ctc"): string {
   if (poolAt === pool.length) {
     crypto.getRandomValues(pool);
     poolAt = 0;
@@ -144,7 +152,7 @@ export function newId(prefix: "resp" | "msg" | "fc"): string {
 
 /** The second (Unix time) an id of newId was made, or undefined for an id not of that form. */
 export function idSecond(id: string): number | undefined {
-  const m = /^(?:resp|msg|fc)_([0-9a-f]{8})[0-9a-f]{40}$/.exec(id);
+  const m = /^(?:resp|msg|fc|ctc)_([0-9a-f]{8})[0-9a-f]{40}$/.exec(id);
   return m ? Number.parseInt(m[1]!, 16) : undefined;
 }
 
