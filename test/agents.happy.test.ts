@@ -8,7 +8,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { agentFixture, replay, sseEvents } from "./helpers/agentFixtures.ts";
-import { AFTER_TOOL, inputTokensFor, planFor, TOOL_ID } from "./helpers/anthropicStandin.ts";
+import { AFTER_TOOL, inputTokensFor, planFor, TOOL_ID, TOOL_JSON } from "./helpers/anthropicStandin.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { mediaTokensOf, REPLY_WORDS, TOOL_CALL, usageFor } from "./helpers/openaiStandin.ts";
 
@@ -234,6 +234,146 @@ describe("Codex (/v1/responses, its default tools: a namespace and web_search)",
     charges.push(bill.charge);
 
     expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charges.reduce((a, b) => a + b), locked: 0 });
+    await expectPgCharges(
+      wallet,
+      charges.map((amount_usdc) => ({ amount_usdc, model: CALLER })),
+    );
+  });
+});
+
+describe("Codex with its defaults (its default model's id; its tools in an additional_tools item, a custom exec tool)", () => {
+  const cx = agentFixture("codex-default");
+  const first = cx.get("first")!;
+  const toolResult = cx.get("toolResult")!;
+  const DEFAULT_MODEL = "gpt-6.2-sol";
+  const declared = first.body.input.find((i: { type: string }) => i.type === "additional_tools").tools;
+  // Every namespace's tools go up flat, `namespace__name`; the custom exec tool first, as Codex declares it.
+  const flat = declared.flatMap((ns: any) => ns.tools.map((t: { name: string }) => `${ns.name}__${t.name}`));
+  const exec = { type: "custom_tool_call", name: "exec", namespace: "functions" };
+  const sentCall = toolResult.body.input.find((i: { type: string }) => i.type === "custom_tool_call");
+  const sentOutput = toolResult.body.input.at(-1);
+
+  test("its first request as sent: no tools field, no model set; the answer names its model, nothing is left out", () => {
+    expect(first.body.model).toBe(DEFAULT_MODEL);
+    expect(first.body.tools).toBeUndefined();
+    expect(declared.map((t: { type: string }) => t.type)).toEqual(["namespace", "namespace", "namespace"]);
+    expect(declared[0].tools[0]).toMatchObject({ type: "custom", name: "exec", format: { type: "grammar", syntax: "lark" } });
+    expect(sentCall).toMatchObject(exec);
+    expect(sentOutput).toMatchObject({ type: "custom_tool_call_output", call_id: sentCall.call_id });
+  });
+
+  test("OpenAI-type model by its default id: the custom tool a function of one string; its call back a custom_tool_call (stream and JSON), its output forward; exact charges", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const res = await replay(gw, first, key);
+    expect(res.headers.get("x-tools-left-out")).toBeNull();
+    const response = completed(await streamed(res));
+    let bill = standinBill();
+    expect(response.model).toBe(DEFAULT_MODEL);
+    // The stand-in's fixed arguments are not the function form's {"input": …}: they come back as the input, whole.
+    expect(response.output).toEqual([
+      { id: expect.stringMatching(/^ctc_/), status: "completed", call_id: TOOL_CALL.id, ...exec, input: TOOL_CALL.arguments.join("") },
+    ]);
+    expect(bill.request.tools.map((t: any) => t.function.name)).toEqual(flat);
+    expect(bill.request.tools[0].function).toMatchObject({
+      name: "functions__exec",
+      description: declared[0].tools[0].description,
+      parameters: { type: "object", properties: { input: { type: "string" } }, required: ["input"], additionalProperties: false },
+    });
+    expect(bill.request.tools[0].function.parameters.properties.input.description).toContain(declared[0].tools[0].format.definition);
+    expect(bill.request.messages.filter((m: { role: string }) => m.role === "system")).toHaveLength(4);
+    const charges = [bill.charge];
+
+    const json = await replay(gw, first, key, { stream: false });
+    expect(json.status).toBe(200);
+    expect(json.headers.get("x-tools-left-out")).toBeNull();
+    const answer = await json.json();
+    expect(answer.model).toBe(DEFAULT_MODEL);
+    expect(answer.output).toEqual([response.output[0]].map((o) => ({ ...o, id: expect.stringMatching(/^ctc_/) })));
+    charges.push(standinBill().charge);
+
+    const after = completed(await streamed(await replay(gw, toolResult, key)));
+    bill = standinBill();
+    expect(after.output_text).toBe(REPLY_WORDS.join(""));
+    expect(bill.request.messages.slice(-2)).toEqual([
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: sentCall.call_id,
+            type: "function",
+            function: { name: "functions__exec", arguments: JSON.stringify({ input: sentCall.input }) },
+          },
+        ],
+      },
+      {
+        role: "tool",
+        tool_call_id: sentCall.call_id,
+        content: sentOutput.output.map((p: { text: string }) => ({ type: "text", text: p.text })),
+      },
+    ]);
+    charges.push(bill.charge);
+
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charges.reduce((a, b) => a + b), locked: 0 });
+    await expectPgCharges(
+      wallet,
+      charges.map((amount_usdc) => ({ amount_usdc, model: CALLER })),
+    );
+  });
+
+  test("Anthropic-type model: the custom tool a tool of one string input; a tool round trip; exact charges", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const res = await replay(gw, first, key, { model: SONNET });
+    expect(res.headers.get("x-tools-left-out")).toBeNull();
+    const response = completed(await streamed(res));
+    let bill = claudeBill();
+    expect(response.model).toBe(SONNET);
+    expect(response.output.at(-1)).toMatchObject({ ...exec, call_id: TOOL_ID, input: TOOL_JSON.join("") });
+    expect(bill.request.tools.map((t: { name: string }) => t.name)).toEqual(flat);
+    expect(bill.request.tools[0].input_schema).toMatchObject({
+      type: "object",
+      properties: { input: { type: "string" } },
+      required: ["input"],
+    });
+    const charges = [bill.charge];
+
+    const after = completed(await streamed(await replay(gw, toolResult, key, { model: SONNET })));
+    bill = claudeBill();
+    expect(after.output_text).toBe(AFTER_TOOL.join(""));
+    const turns = bill.request.messages.slice(-2);
+    expect(turns[0].content).toEqual([
+      { type: "tool_use", id: sentCall.call_id, name: "functions__exec", input: { input: sentCall.input } },
+    ]);
+    expect(turns[1].content[0]).toMatchObject({ type: "tool_result", tool_use_id: sentCall.call_id });
+    charges.push(bill.charge);
+
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charges[0]! - charges[1]!, locked: 0 });
+    await expectPgCharges(
+      wallet,
+      charges.map((amount_usdc) => ({ amount_usdc, model: SONNET })),
+    );
+  });
+
+  test("stored: the next turn by previous_response_id sends only the tool's output; the stored additional_tools item still declares the tools; exact charges", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const response = completed(await streamed(await replay(gw, first, key, { store: true })));
+    const call = response.output[0];
+    expect(call).toMatchObject(exec);
+    const charges = [standinBill().charge];
+
+    const output = { type: "custom_tool_call_output", call_id: call.call_id, output: sentOutput.output };
+    const after = completed(
+      await streamed(await replay(gw, first, key, { store: true, previous_response_id: response.id, input: [output] })),
+    );
+    const bill = standinBill();
+    expect(after.output_text).toBe(REPLY_WORDS.join(""));
+    expect(bill.request.tools.map((t: any) => t.function.name)).toEqual(flat);
+    expect(bill.request.messages.at(-2).tool_calls).toEqual([
+      { id: call.call_id, type: "function", function: { name: "functions__exec", arguments: JSON.stringify({ input: call.input }) } },
+    ]);
+    charges.push(bill.charge);
+
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charges[0]! - charges[1]!, locked: 0 });
     await expectPgCharges(
       wallet,
       charges.map((amount_usdc) => ({ amount_usdc, model: CALLER })),

@@ -1,5 +1,6 @@
 /**
- * Requests captured from real coding agents (test/fixtures/agents/*.json: Claude Code, Codex, opencode, Qwen Code,
+ * Requests captured from real coding agents (test/fixtures/agents/*.json: Claude Code, Codex (with a catalog model and
+ * with its defaults), opencode, Qwen Code,
  * installed from npm and pointed at a gateway the way docs/clients.md says), replayed through the gateway's doors.
  * Each file names the agent, its version and how it was run. Captured bytes are kept as they were, but for what
  * was secret or machine-specific (keys and Host dropped, paths, session and device ids replaced). A request of a
@@ -32,7 +33,7 @@ interface Patch {
 type Stored = Omit<AgentRequest, "body"> & { body?: Body; continues?: string; patch?: Patch };
 
 /** The requests of one agent's fixture, by name. */
-export function agentFixture(file: "claude-code" | "codex" | "opencode" | "qwen-code"): Map<string, AgentRequest> {
+export function agentFixture(file: "claude-code" | "codex" | "codex-default" | "opencode" | "qwen-code"): Map<string, AgentRequest> {
   const raw = JSON.parse(readFileSync(join(import.meta.dir, "..", "fixtures", "agents", `${file}.json`), "utf8")) as { requests: Stored[] };
   const out = new Map<string, AgentRequest>();
   for (const r of raw.requests) {

@@ -68,8 +68,9 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       claude: standinProvider(anthropicUrl, "anthropic"),
     },
     models: [
-      // Aliases as an operator gives them for agents' own default ids (Codex's default model, Claude Code's small one).
-      ...names.map((n) => catalogModel("standin", n, n === "tool-caller" ? { aliases: ["gpt-5-codex"] } : {})),
+      // Aliases as an operator gives them for agents' own default ids (Codex 0.171's default model and an older one,
+      // Claude Code's small one).
+      ...names.map((n) => catalogModel("standin", n, n === "tool-caller" ? { aliases: ["gpt-5-codex", "gpt-6.2-sol"] } : {})),
       catalogModel("standin", "vision", { imageTokens: { low: 85, high: 1_445 } }),
       catalogModel("standin", "underpriced", { imageTokens: { low: 1, high: 1 } }),
       catalogModel("dead", "echo"),
