@@ -84,9 +84,11 @@ export const responsesRoutes = (s: Services) =>
           summary: "OpenAI Responses API (reserve → provider → settle, as chat)",
           description:
             "The Responses API for every catalog model, whatever its provider: `input` (a string or items: messages, function_call, " +
-            "function_call_output, item_reference), `instructions`, `max_output_tokens` (the hold's cap), `tools` (function tools), " +
+            "function_call_output, custom_tool_call, custom_tool_call_output, additional_tools, item_reference), `instructions`, " +
+            "`max_output_tokens` (the hold's cap), `tools` (function and custom tools, with those of additional_tools items), " +
             "`tool_choice`, `text.format`, `reasoning`, `stream`. A `namespace` of function tools (Codex's) goes to the provider as flat function " +
-            "tools and each call comes back with its `namespace` and the tool's own name. Tools a provider runs itself (`web_search`, " +
+            "tools and each call comes back with its `namespace` and the tool's own name; a custom tool goes as a function of one string, " +
+            "`input`, and its call comes back as a custom_tool_call with that input. Tools a provider runs itself (`web_search`, " +
             "`file_search`, …) cannot run on this translated path: they are left out of the upstream request, not refused, and the " +
             "`X-Tools-Left-Out` header names them. A catalog model's `aliases` answer here too, the response naming the alias. " +
             "Billed exactly as /v1/chat/completions. Unless `store` is false the " +
