@@ -35,6 +35,9 @@ interface Rates {
 }
 const OPENAI_BILLED: Rates = { prompt: 2_500_000, read: 1_250_000, write5m: 2_500_000, write1h: 2_500_000, out: 10_000_000 };
 const OPENAI_COST: Rates = { prompt: 2_000_000, read: 1_000_000, write5m: 2_000_000, write1h: 2_000_000, out: 8_000_000 };
+// OpenAI's GPT-6 family: reads at 0.05×, writes at 1.25× (test/helpers/gateway.ts OPENAI_WRITE_PRICES); no 1-hour writes.
+const OPENAI_WRITES_BILLED: Rates = { prompt: 2_500_000, read: 125_000, write5m: 3_125_000, write1h: 2_500_000, out: 10_000_000 };
+const OPENAI_WRITES_COST: Rates = { prompt: 2_000_000, read: 100_000, write5m: 2_500_000, write1h: 2_000_000, out: 8_000_000 };
 const CLAUDE_BILLED: Rates = { prompt: 2_500_000, read: 250_000, write5m: 3_125_000, write1h: 5_000_000, out: 10_000_000 };
 const CLAUDE_COST: Rates = { prompt: 2_000_000, read: 200_000, write5m: 2_500_000, write1h: 4_000_000, out: 8_000_000 };
 
@@ -90,6 +93,17 @@ const CASES: Case[] = [
       write1h: CACHED_1H.ephemeral_1h_input_tokens,
       out: REPLY.length,
     }),
+  },
+  {
+    // Written to the cache unasked (an OpenAI-type request carries no breakpoint): prompt_tokens_details.cache_write_tokens.
+    model: "standin/cache-writes",
+    type: "openai",
+    billed: OPENAI_WRITES_BILLED,
+    cost: OPENAI_WRITES_COST,
+    split() {
+      const prompt = 10 * (gw.standin.requests.at(-1) as { messages: unknown[] }).messages.length + 1;
+      return { uncached: OPENAI_UNCACHED, read: 0, write5m: prompt - OPENAI_UNCACHED, write1h: 0, out: REPLY_WORDS.length };
+    },
   },
 ];
 
@@ -306,4 +320,17 @@ describe("the hold covers the dearest prompt rate the request can be billed at",
       expect(after.balance).toBeGreaterThanOrEqual(0);
     });
   }
+
+  test("an OpenAI-type model with a cache-write price is held at it with no breakpoint in the body (the provider writes unasked)", () => {
+    const body = { model: "standin/cache-writes", max_tokens: 100, messages: [{ role: "user", content: "Say hello." }] } as ChatRequest;
+    const model = gw.services.config.catalog.models.get("standin/cache-writes")!;
+    const { init, bound } = boundedRequest(model, structuredClone(body), false);
+    expect(init.body as string).not.toContain("cache_control");
+    expect(bound.micro).toBe(holdMicro(model, bound.promptTokens, bound.completionTokens, true));
+    expect(bound.micro).toBeGreaterThan(holdMicro(model, bound.promptTokens, bound.completionTokens, false));
+    // A model without a write price holds what it did.
+    const plain = gw.services.config.catalog.models.get("standin/cached")!;
+    const held = boundedRequest(plain, { ...structuredClone(body), model: "standin/cached" }, false).bound;
+    expect(held.micro).toBe(holdMicro(plain, held.promptTokens, held.completionTokens, false));
+  });
 });

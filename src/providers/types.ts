@@ -53,6 +53,11 @@ export interface UpstreamRequest {
    * rendering of tools and response schemas), so the reserve's prompt bound (tariff/hold.ts) still covers them.
    */
   hiddenPromptTokens?: number;
+  /**
+   * The provider may write the prompt to its cache without a breakpoint in the body (OpenAI caches on its own; its
+   * GPT-6 family bills the write), so the hold takes the cache-write prices whatever the body carries.
+   */
+  cachesUnasked?: boolean;
 }
 
 /** A non-streaming answer translated to OpenAI shape. */

@@ -77,7 +77,8 @@ export function mayWriteCache(upstreamBody: string): boolean {
  * - Completion: the cap (max_tokens clamped to the model's maximum output, always sent upstream) per choice.
  * - Every prompt token is held at the highest prompt rate it can be billed at (charge.ts holdPromptPico): a cache
  *   read's price if above the prompt's, and the cache write prices when the request can write (mayWriteCache).
- * `maxTokens` is the cap the upstream call was shaped with (decided once by the caller, with `completionCap`).
+ * `maxTokens` is the cap the upstream call was shaped with (decided once by the caller, with `completionCap`);
+ * `cachesUnasked`: the provider may write to its cache with no breakpoint in the body (the adapter says so).
  */
 export function reserveFor(
   model: Model,
@@ -85,6 +86,7 @@ export function reserveFor(
   upstreamBody: string,
   hiddenPromptTokens = 0,
   maxTokens = completionCap(model, body),
+  cachesUnasked = false,
 ): ReserveBound {
   const images = model.imageTokens;
   const shape: RequestShape = {
@@ -129,7 +131,7 @@ export function reserveFor(
   return {
     promptTokens,
     completionTokens,
-    micro: holdMicro(model, promptTokens, completionTokens, mayWriteCache(upstreamBody)),
+    micro: holdMicro(model, promptTokens, completionTokens, cachesUnasked || mayWriteCache(upstreamBody)),
     unbounded,
     shape,
   };
@@ -149,8 +151,8 @@ export function boundedRequest(
   adapter: ProviderAdapter = adapterFor(model.provider.type),
 ) {
   const maxTokens = completionCap(model, body);
-  const { url, init, hiddenPromptTokens } = adapter.request({ model, body, stream, maxTokens });
-  const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens, maxTokens);
+  const { url, init, hiddenPromptTokens, cachesUnasked } = adapter.request({ model, body, stream, maxTokens });
+  const bound = reserveFor(model, body, init.body as string, hiddenPromptTokens, maxTokens, cachesUnasked);
   return { adapter, url, init, bound };
 }
 

@@ -77,6 +77,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       // Cache prices (issue 32): OpenAI's cached input at half the prompt price; Anthropic's reads at 0.1×, 5-minute
       // writes at 1.25×, 1-hour writes at 2× (cost side likewise from the cost prices).
       catalogModel("standin", "cached", { cachedPromptPricePer1M: 1.25, costCachedPromptPer1M: 1 }),
+      // OpenAI's GPT-6 family: cached input at 0.05×, writes (unasked, no breakpoint) at 1.25× the prompt price.
+      catalogModel("standin", "cache-writes", OPENAI_WRITE_PRICES),
       ...["cached-1h", "greedy-1h"].map((n) => catalogModel("claude", n, CLAUDE_CACHE_PRICES)),
       catalogModel("claude", "cached", { id: "claude/cached-priced", ...CLAUDE_CACHE_PRICES }),
 
@@ -93,6 +95,14 @@ function catalog(standinUrl: string, anthropicUrl: string) {
     ],
   };
 }
+
+/** The test catalog's OpenAI-type cache prices with writes, USD per 1M tokens (cost: of 2). */
+export const OPENAI_WRITE_PRICES = {
+  cachedPromptPricePer1M: 0.125,
+  cacheWritePricePer1M: 3.125,
+  costCachedPromptPer1M: 0.1,
+  costCacheWritePer1M: 2.5,
+};
 
 /** The test catalog's Anthropic cache prices, USD per 1M tokens: 0.1×, 1.25× and 2× its 2.5 prompt (cost: of 2). */
 export const CLAUDE_CACHE_PRICES = {

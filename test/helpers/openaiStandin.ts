@@ -5,6 +5,8 @@
  *   · drip (stream words 50 ms apart) · no-usage-long (LONG_WORDS and a LONG_TOOL call, never any usage)
  *   · cached (all but OPENAI_UNCACHED prompt tokens reported read from OpenAI's prompt cache, in
  *     usage.prompt_tokens_details.cached_tokens: part of prompt_tokens, as OpenAI counts it)
+ *   · cache-writes (all but OPENAI_UNCACHED prompt tokens reported written to the cache, unasked, in
+ *     prompt_tokens_details.cache_write_tokens, as OpenAI's GPT-6 family reports and bills them)
  *   · hang (stream three words, then silence until the client goes) · endless (stream words until the client goes)
  *   · greedy (bills the most a provider may: see greedyUsage)
  *   · tool-caller (with function tools and no tool result yet, calls the first or forced one: TOOL_CALL; else echo)
@@ -225,11 +227,11 @@ export function startStandin(opts: { delayMs?: number; record?: boolean } = {}):
       if (mode === "slow") {
         await sleep(2_000);
       }
-      const usage: ReturnType<typeof usageFor> & { prompt_tokens_details?: { cached_tokens: number } } = usageFor(
-        body.messages.length,
-        mediaTokensOf(body.messages),
-      );
+      const usage: ReturnType<typeof usageFor> & { prompt_tokens_details?: { cached_tokens: number; cache_write_tokens?: number } } =
+        usageFor(body.messages.length, mediaTokensOf(body.messages));
       if (mode === "cached") usage.prompt_tokens_details = { cached_tokens: usage.prompt_tokens - OPENAI_UNCACHED };
+      if (mode === "cache-writes")
+        usage.prompt_tokens_details = { cached_tokens: 0, cache_write_tokens: usage.prompt_tokens - OPENAI_UNCACHED };
       const base = { id: "chatcmpl-standin", created: Math.floor(Date.now() / 1000), model: mode, system_fingerprint: "fp_standin" };
       if (mode === "no-usage-long") return longAnswer(base, body.stream === true);
       if (mode === "flood" && body.stream) return floodAnswer(base, flood, cancelled);

@@ -31,6 +31,8 @@ export const openaiAdapter: ProviderAdapter = {
     const schema = body.response_format !== undefined && body.response_format !== null;
     return {
       hiddenPromptTokens: (tools ? TOOLS_RENDERING_TOKENS : 0) + (schema ? SCHEMA_RENDERING_TOKENS : 0),
+      // Only a model with a cache-write price in the catalog holds more for it (tariff/charge.ts holdPromptPico).
+      cachesUnasked: true,
       url: model.provider.baseUrl + CHAT_PATH,
       init: {
         method: "POST",

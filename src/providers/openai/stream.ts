@@ -5,8 +5,9 @@ import type { AssistantMessage, ChatCompletionChunk, ChunkDelta, StreamError, Us
 /**
  * The provider's usage when it is whole (two safe non-negative integers), else null. Its cached input
  * (`prompt_tokens_details.cached_tokens`, DeepSeek's `prompt_cache_hit_tokens`; part of prompt_tokens) is billed at
- * the cached price; an OpenAI-compatible
- * request carries no cache_control (parts.ts), so no cache write is read from it.
+ * the cached price, and its cache writes (`prompt_tokens_details.cache_write_tokens`, also part of prompt_tokens:
+ * OpenAI's GPT-6 family writes the prompt to its cache unasked and bills the write) at the cache-write price. Both
+ * are bounded by prompt_tokens, so a provider's odd report never bills more prompt tokens than it counted.
  */
 export function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null {
   if (!u || typeof u !== "object") return null;
@@ -17,6 +18,9 @@ export function usageOf(u: Partial<WireUsage> | null | undefined): Usage | null 
   // DeepSeek reports its cache hits as prompt_cache_hit_tokens (also part of prompt_tokens).
   const cached = u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens;
   if (Number.isSafeInteger(cached) && (cached as number) > 0) usage.cached_prompt_tokens = Math.min(cached as number, usage.prompt_tokens);
+  const written = u.prompt_tokens_details?.cache_write_tokens;
+  if (Number.isSafeInteger(written) && (written as number) > 0)
+    usage.cache_write_tokens = Math.min(written as number, usage.prompt_tokens - (usage.cached_prompt_tokens ?? 0));
   return usage;
 }
 
