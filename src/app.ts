@@ -1,11 +1,11 @@
 import { Elysia, ValidationError } from "elysia";
-import { cors } from "./cors.ts";
+import { cors, corsHeaders } from "./cors.ts";
 import { dashboardRoutes } from "./dashboard/dashboard.routes.ts";
 import { ApiError, errorResponse, type ErrorShape, HttpError } from "./errors.ts";
 import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
-import { chatRoutes } from "./modules/chat/chat.routes.ts";
+import { chatRoutes, serveChat } from "./modules/chat/chat.routes.ts";
 import { embeddingsRoutes } from "./modules/embeddings/embeddings.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
@@ -21,7 +21,9 @@ import { dailyUsageRoutes } from "./modules/usage/daily.routes.ts";
 import { usageRoutes } from "./modules/usage/usage.routes.ts";
 import { finishTrace, startTrace, traceOf } from "./observe/trace.ts";
 import { openapiDocs } from "./openapi/docs.ts";
-import { bodyTooLarge, declaredTooLarge, jsonBody, unboundedBody } from "./requestBody.ts";
+import { bodyTooLarge, declaredTooLarge, jsonBody, readBody, unboundedBody } from "./requestBody.ts";
+import { TypeCompiler } from "@sinclair/typebox/compiler";
+import { ChatCompletionRequest } from "./openapi/schemas/chat.ts";
 import type { Services } from "./wiring.ts";
 
 function validationMessage(error: ValidationError): string {
@@ -80,9 +82,9 @@ const CANONICAL_ORIGIN = "http://gateway.invalid";
 /**
  * The request as the router must see it, before any routing: a Host header sent twice (a comma-joined list here) is
  * 400 (RFC 9112 §3.2); a URL whose path Elysia would misread is rebuilt under CANONICAL_ORIGIN. Every other request
- * passes as it is, after two string searches.
+ * passes as it is, after two string searches; `pathAt` is then where its path starts in its URL.
  */
-function routable(request: Request): Request | Response {
+function routable(request: Request, pathAt: { start: number }): Request | Response {
   const host = request.headers.get("host");
   if (host !== null && host.includes(",")) {
     const error = new ApiError({ code: "VALIDATION_ERROR", message: "Host header sent more than once", headers: { connection: "close" } });
@@ -91,19 +93,120 @@ function routable(request: Request): Request | Response {
   const url = request.url;
   const authority = url.startsWith("https://") ? 8 : url.startsWith("http://") ? 7 : -1;
   const start = authority === -1 ? -1 : url.indexOf("/", authority);
-  if (start !== -1 && start === url.indexOf("/", 11)) return request;
+  if (start !== -1 && start === url.indexOf("/", 11)) {
+    pathAt.start = start;
+    return request;
+  }
   const path = start !== -1 ? url.slice(start) : url.startsWith("/") ? url : "/";
   return new Request(CANONICAL_ORIGIN + path, request);
 }
 
+/**
+ * A model endpoint served ahead of Elysia (issue 31): a POST to its exact path, with a declared body within
+ * MAX_BODY_BYTES, read once and parsed once, checked by its schema compiled once. Only the answer that request
+ * needs is computed here: no lifecycle of hooks, no header merging, no schema walk. Any other request to the path
+ * (no Content-Length, a body too large, not JSON, failing the schema, a query string) takes the Elysia route,
+ * whose answers (and errors, in the door's own shape) these mirror.
+ */
+interface LeanDoor {
+  /** The route pattern (metrics, access log). */
+  route: string;
+  /** The Elysia route's body schema, compiled; a body it refuses is answered by Elysia (its error text). */
+  check?: (body: unknown) => boolean;
+  serve(body: unknown, request: Request): Promise<Response>;
+  /** What the route's error handling answers for `error` thrown while serving `request`. */
+  fail(error: unknown, request: Request): Response | Promise<Response>;
+}
+
+/** Elysia's error code for a thrown error (its onError's `code`). */
+// Where the path of the request being routed starts in its URL (routable writes it; read at once, one thread).
+const pathAt = { start: -1 };
+
+const elysiaCode = (error: unknown): string => ((error as { code?: unknown } | null)?.code as string | undefined) ?? "UNKNOWN";
+
+function leanDoors(s: Services): Map<string, LeanDoor> {
+  const chatBody = TypeCompiler.Compile(ChatCompletionRequest);
+  const appError = (error: unknown, request: Request): Response => {
+    const res = renderError(elysiaCode(error), s.paidCalls.offerOn(error, request), s, traceOf(request).start, shapeFor(request, s));
+    traceOf(request).status = res.status;
+    return res;
+  };
+  return new Map<string, LeanDoor>([
+    ["/v1/chat/completions", { route: "/v1/chat/completions", check: (b) => chatBody.Check(b), serve: serveChat(s), fail: appError }],
+  ]);
+}
+
+/**
+ * Serves `request` at a lean door (its path and method matched), or hands it to Elysia (`handle`) when the door
+ * leaves it to the route: the same hooks then see it as they would have.
+ */
+async function serveLean(
+  door: LeanDoor,
+  request: Request,
+  handle: (r: Request) => unknown,
+  s: Services,
+  cors: (origin: string | null) => Readonly<Record<string, string>>,
+): Promise<Response> {
+  const arrived = performance.now();
+  const length = request.headers.get("content-length");
+  if (length === null || !(Number(length) <= s.config.maxBodyBytes)) return handle(request) as Promise<Response>;
+  let text: string;
+  try {
+    text = await readBody(request, s.config);
+  } catch (e) {
+    // The body deadline (408): the door's error, as Elysia's parse hook would have had it answered.
+    startTrace(request).start = arrived;
+    return finishLean(door, request, cors, await door.fail(e, request));
+  }
+  let body: unknown;
+  try {
+    body = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (body === undefined || (door.check && !door.check(body))) {
+    // Refused: Elysia answers it (its parse and validation errors), from the body read here.
+    return handle(new Request(request.url, { method: request.method, headers: request.headers, body: text })) as Promise<Response>;
+  }
+  startTrace(request).start = arrived;
+  let res: Response;
+  try {
+    res = await door.serve(body, request);
+  } catch (e) {
+    res = await door.fail(e, request);
+  }
+  return finishLean(door, request, cors, res);
+}
+
+/** The answer of a lean door with what every answer carries (request id, CORS), counted and logged. */
+function finishLean(
+  door: LeanDoor,
+  request: Request,
+  cors: (origin: string | null) => Readonly<Record<string, string>>,
+  res: Response,
+): Response {
+  const trace = traceOf(request);
+  const headers = res.headers;
+  headers.set("x-request-id", trace.id);
+  const granted = cors(request.headers.get("origin"));
+  for (const name in granted) headers.set(name, granted[name]!);
+  finishTrace(trace, door.route, trace.status ?? res.status);
+  return res;
+}
+
 /** Builds the HTTP app from services; main listens on it, tests call `app.handle(request)`. */
 export function createApp(s: Services) {
+  const doors = leanDoors(s);
+  const granted = corsHeaders(s.config.corsOrigins);
   return (
     new Elysia()
-      // Around the router (Elysia's higher-order function): the path it routes by is read right, or the request refused.
+      // Around the router (Elysia's higher-order function): the path it routes by is read right, or the request
+      // refused; a POST to a model endpoint goes to its lean door.
       .wrap(((handle: (r: Request) => unknown, request: Request) => {
-        const r = routable(request);
-        return r === request ? handle : r instanceof Response ? () => r : () => handle(r);
+        const r = routable(request, pathAt);
+        if (r !== request) return r instanceof Response ? () => r : () => handle(r);
+        const door = request.method === "POST" ? doors.get(request.url.slice(pathAt.start)) : undefined;
+        return door ? () => serveLean(door, request, handle, s, granted) : handle;
       }) as unknown as Parameters<Elysia["wrap"]>[0])
       // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A
       // preflight is answered there, before a trace opens: it is neither counted nor logged.

@@ -46,22 +46,13 @@ const PREFLIGHT_MAX_AGE_S = "600";
  * HTTP caches of public GETs) and echoes request headers as exposed ones unless told otherwise.
  */
 export function cors(origins: "*" | string[]) {
-  const allowed = origins === "*" ? null : new Set(origins);
+  const headersFor = corsHeaders(origins);
   return new Elysia({ name: "cors" }).onRequest(({ request, set }) => {
-    const origin = request.headers.get("origin");
-    let allowOrigin: string | undefined;
-    if (!allowed) allowOrigin = "*";
-    else {
-      set.headers.vary = "Origin"; // the answer depends on the Origin: caches must key on it
-      if (origin !== null && allowed.has(origin)) allowOrigin = origin;
-    }
-    if (allowOrigin) {
-      set.headers["access-control-allow-origin"] = allowOrigin;
-      set.headers["access-control-expose-headers"] = EXPOSED_HEADERS;
-    }
+    const granted = headersFor(request.headers.get("origin"));
+    for (const name in granted) set.headers[name] = granted[name]!;
     // Any OPTIONS is a preflight here (no route answers OPTIONS): 204, with the grants only for an allowed origin.
     if (request.method === "OPTIONS") {
-      if (allowOrigin) {
+      if (granted["access-control-allow-origin"]) {
         set.headers["access-control-allow-methods"] = METHODS;
         set.headers["access-control-allow-headers"] = ALLOWED_HEADERS;
         set.headers["access-control-max-age"] = PREFLIGHT_MAX_AGE_S;
@@ -69,4 +60,21 @@ export function cors(origins: "*" | string[]) {
       return new Response(null, { status: 204 });
     }
   });
+}
+
+/**
+ * The CORS headers of an answer to a request from `origin` (the Origin header, null without): what `cors` sets on
+ * every answer, and what the model doors served ahead of Elysia (app.ts) add to theirs. One frozen object per
+ * outcome, built once: the caller only reads it.
+ */
+export function corsHeaders(origins: "*" | string[]): (origin: string | null) => Readonly<Record<string, string>> {
+  const grant = (allowOrigin: string) => ({ "access-control-allow-origin": allowOrigin, "access-control-expose-headers": EXPOSED_HEADERS });
+  if (origins === "*") {
+    const any = Object.freeze(grant("*"));
+    return () => any;
+  }
+  const allowed = new Map(origins.map((o) => [o, Object.freeze({ vary: "Origin", ...grant(o) })]));
+  // The answer depends on the Origin: caches must key on it, whether or not this one is allowed.
+  const refused = Object.freeze({ vary: "Origin" });
+  return (origin) => (origin !== null && allowed.get(origin)) || refused;
 }
