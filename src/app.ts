@@ -84,13 +84,12 @@ const CANONICAL_ORIGIN = "http://gateway.invalid";
  * 400 (RFC 9112 §3.2); a URL whose path Elysia would misread is rebuilt under CANONICAL_ORIGIN. Every other request
  * passes as it is, after two string searches; `pathAt` is then where its path starts in its URL.
  */
-function routable(request: Request, pathAt: { start: number }): Request | Response {
+function routable(request: Request, url: string, pathAt: { start: number }): Request | Response {
   const host = request.headers.get("host");
   if (host !== null && host.includes(",")) {
     const error = new ApiError({ code: "VALIDATION_ERROR", message: "Host header sent more than once", headers: { connection: "close" } });
     return errorResponse(error, "spec");
   }
-  const url = request.url;
   const authority = url.startsWith("https://") ? 8 : url.startsWith("http://") ? 7 : -1;
   const start = authority === -1 ? -1 : url.indexOf("/", authority);
   if (start !== -1 && start === url.indexOf("/", 11)) {
@@ -203,9 +202,10 @@ export function createApp(s: Services) {
       // Around the router (Elysia's higher-order function): the path it routes by is read right, or the request
       // refused; a POST to a model endpoint goes to its lean door.
       .wrap(((handle: (r: Request) => unknown, request: Request) => {
-        const r = routable(request, pathAt);
+        const url = request.url; // built anew on each read
+        const r = routable(request, url, pathAt);
         if (r !== request) return r instanceof Response ? () => r : () => handle(r);
-        const door = request.method === "POST" ? doors.get(request.url.slice(pathAt.start)) : undefined;
+        const door = request.method === "POST" ? doors.get(url.slice(pathAt.start)) : undefined;
         return door ? () => serveLean(door, request, handle, s, granted) : handle;
       }) as unknown as Parameters<Elysia["wrap"]>[0])
       // First, so that every answer (errors, the body-size refusal below, streams) carries the CORS headers. A

@@ -23,10 +23,11 @@ export interface Call extends HeldCall {
 
 /**
  * The error for a non-2xx upstream answer. The status decides it; the body is read (to classify it) but never
- * passed on. The operator sees it: logged truncated and redacted, counted by provider and status.
+ * passed on (`body`, when the caller read it already). The operator sees it: logged truncated and redacted, counted
+ * by provider and status.
  */
-export async function upstreamFailure(call: Call, res: Response): Promise<ApiError> {
-  const detail = await res.text().catch(() => "");
+export async function upstreamFailure(call: Call, res: Response, body?: string): Promise<ApiError> {
+  const detail = body ?? (await res.text().catch(() => ""));
   // A provider may echo the key it was sent ("Incorrect API key provided: …"): that exact key is masked first,
   // whatever its format, before the body is cut (a cut could leave part of it to no pattern).
   const key = call.model.provider.apiKey;

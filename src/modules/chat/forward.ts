@@ -1,3 +1,4 @@
+import { withDeadline } from "../../deadline.ts";
 import { withCharge } from "../../providers/charged.ts";
 import { billedMicro, estimateUsage, outcomeUsage } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
@@ -78,12 +79,13 @@ export class Forwarder {
       const last = i === attempts.length - 1;
       let error: ApiError;
       try {
-        const res = await fetch(a.url, { ...a.init, signal: AbortSignal.timeout(this.upstreamTimeoutMs) });
+        // On the shared deadline clock (deadline.ts): no timer per request, the fetch aborted when it fires.
+        const { res, body } = await withDeadline(this.upstreamTimeoutMs, (signal) => answerOf(a, signal), upstreamLate);
         if (res.ok) {
-          text = await res.text();
+          text = body;
           break;
         }
-        error = await upstreamFailure(call, res);
+        error = await upstreamFailure(call, res, body);
         if (!failsOver(res.status)) return this.failed(call, error, sent);
       } catch (e) {
         error = this.failure(call, e, isTimeout(e));
@@ -165,6 +167,19 @@ export class Forwarder {
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", ...call.headers },
     });
   }
+}
+
+/** A JSON attempt's answer, its body read whole (an error answer's body as "" when it cannot be read). */
+async function answerOf(a: Attempt, signal: AbortSignal): Promise<{ res: Response; body: string }> {
+  const res = await fetch(a.url, { ...a.init, signal });
+  return { res, body: res.ok ? await res.text() : await res.text().catch(() => "") };
+}
+
+/** A JSON attempt past UPSTREAM_TIMEOUT_MS: named as AbortSignal.timeout's error is, so `isTimeout` knows it. */
+function upstreamLate(): Error {
+  const e = new Error("The provider did not answer in time");
+  e.name = "TimeoutError";
+  return e;
 }
 
 /** A provider status another model of the chain is tried after: its own rate limit, or a server failure. */
