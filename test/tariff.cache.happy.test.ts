@@ -5,13 +5,14 @@
  * `cache_read_input_tokens` / `cache_creation_input_tokens` beside input_tokens, split by `cache_creation`. Each
  * case asserts the exact charge, `charge_usdc` equal to the balance change, the door's own cached fields, and the
  * split kept on the Postgres charge row with its cost at the cost-side rates. Then the hold: a wallet holding
- * exactly the hold of a request that may write to the cache is served, and never goes below zero.
+ * exactly the hold of a request that may write to the cache is served, and never goes below zero. Last, a
+ * long-context tier (catalog `longContext`): past its threshold the whole request is billed and held at its prices.
  */
 import { describe, expect, test } from "bun:test";
 import { boundedRequest, holdMicro } from "../src/tariff/index.ts";
 import type { ChatRequest } from "../src/providers/types.ts";
 import { CACHED, CACHED_1H, inputTokensFor, REPLY } from "./helpers/anthropicStandin.ts";
-import { sharedGateway } from "./helpers/gateway.ts";
+import { LONG_CONTEXT, sharedGateway } from "./helpers/gateway.ts";
 import { OPENAI_UNCACHED, REPLY_WORDS } from "./helpers/openaiStandin.ts";
 
 const gw = sharedGateway();
@@ -333,4 +334,28 @@ describe("the hold covers the dearest prompt rate the request can be billed at",
     const held = boundedRequest(plain, { ...structuredClone(body), model: "standin/cached" }, false).bound;
     expect(held.micro).toBe(holdMicro(plain, held.promptTokens, held.completionTokens, false));
   });
+});
+
+describe("a long-context tier: past its threshold, the whole request at the tier's prices", () => {
+  const LONG: Rates = { prompt: 5_000_000, read: 5_000_000, write5m: 5_000_000, write1h: 5_000_000, out: 15_000_000 };
+  const LONG_COST: Rates = { prompt: 4_000_000, read: 4_000_000, write5m: 4_000_000, write1h: 4_000_000, out: 12_000_000 };
+  for (const stream of [false, true]) {
+    test(`chat completions, ${stream ? "stream" : "JSON"}: charged, held and costed at the tier; listed on /v1/models`, async () => {
+      const { wallet, key } = await gw.newWallet(10);
+      const body = { model: "standin/long-context", max_tokens: 100, messages: [{ role: "user", content: "Say hello." }] };
+      const model = gw.services.config.catalog.models.get("standin/long-context")!;
+      const { bound } = boundedRequest(model, structuredClone(body) as ChatRequest, stream);
+      expect(bound.promptTokens).toBeGreaterThan(LONG_CONTEXT.aboveTokens);
+      expect(bound.micro).toBe(Math.ceil((bound.promptTokens * LONG.prompt + bound.completionTokens * LONG.out) / 1e6));
+      const res = await post("/v1/chat/completions", key, { ...body, stream, ...(stream && { stream_options: { include_usage: true } }) });
+      const usage = stream ? (await events(res)).find(([, d]) => d.usage)?.[1].usage : (await json(res)).usage;
+      const s: Split = { uncached: 11, read: 0, write5m: 0, write1h: 0, out: REPLY_WORDS.length };
+      const charge = priced(s, LONG);
+      expect(usage).toMatchObject({ prompt_tokens: 11, completion_tokens: REPLY_WORDS.length, charge_usdc: charge });
+      expect(await gw.ledgerState(wallet)).toEqual({ balance: START - charge, locked: 0 });
+      expect((await chargeRow(wallet))[0]).toMatchObject({ amount_usdc: charge, cost_usd_micro: priced(s, LONG_COST) });
+      const listed = (await gw.call("GET", "/v1/models/standin/long-context")).body;
+      expect(listed.longContext).toEqual({ aboveTokens: 10, promptPricePer1MTokens: 5, completionPricePer1M: 15 });
+    });
+  }
 });

@@ -9,12 +9,13 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ApiError } from "../src/errors.ts";
 import { usageOf as anthropicUsage } from "../src/providers/anthropic/chatResponse.ts";
-import { parseCatalog, type Model } from "../src/providers/catalog.ts";
+import { CatalogError, parseCatalog, type Model } from "../src/providers/catalog.ts";
 import { usageOf as openaiUsage } from "../src/providers/openai/stream.ts";
 import type { ChatRequest, Usage } from "../src/providers/types.ts";
 import {
   billedMicro,
   costMicro,
+  holdMicro,
   holdPromptPico,
   outcomeUsage,
   refuseRepricingFields,
@@ -31,18 +32,54 @@ const CACHE_PRICES = {
   costCacheWritePer1M: 3.125,
   costCacheWrite1hPer1M: 5,
 };
+// A long-context tier above 100 prompt tokens: every price twice the base card's, the completion's 1.5×.
+const LONG = {
+  aboveTokens: 100,
+  promptPricePer1MTokens: 6,
+  completionPricePer1M: 22.5,
+  costPromptPer1M: 5,
+  costCompletionPer1M: 18.75,
+  cachedPromptPricePer1M: 0.6,
+  cacheWritePricePer1M: 7.5,
+  cacheWrite1hPricePer1M: 12,
+  costCachedPromptPer1M: 0.5,
+  costCacheWritePer1M: 6.25,
+  costCacheWrite1hPer1M: 10,
+};
+const PROVIDERS = { p: { type: "anthropic", baseUrl: "http://127.0.0.1:9" } };
+const BASE_PRICES = { promptPricePer1MTokens: 3, completionPricePer1M: 15, costPromptPer1M: 2.5, costCompletionPer1M: 12.5 };
+const catalogModel = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  provider: "p",
+  upstreamModel: "m",
+  name: "m",
+  contextLength: 200_000,
+  maxOutputTokens: 64_000,
+  ...BASE_PRICES,
+  ...extra,
+});
 const catalog = parseCatalog(
   {
-    providers: { p: { type: "anthropic", baseUrl: "http://127.0.0.1:9" } },
+    providers: PROVIDERS,
     models: [
-      { id: "p/plain", provider: "p", upstreamModel: "m", name: "m", contextLength: 200_000, maxOutputTokens: 64_000 },
-      { id: "p/cached", provider: "p", upstreamModel: "m", name: "m", contextLength: 200_000, maxOutputTokens: 64_000, ...CACHE_PRICES },
-    ].map((m) => ({ ...m, promptPricePer1MTokens: 3, completionPricePer1M: 15, costPromptPer1M: 2.5, costCompletionPer1M: 12.5 })),
+      catalogModel("p/plain"),
+      catalogModel("p/cached", CACHE_PRICES),
+      catalogModel("p/tiered", { ...CACHE_PRICES, longContext: LONG }),
+    ],
   },
   {},
 );
 const plain = catalog.models.get("p/plain")!;
 const cached = catalog.models.get("p/cached")!;
+const tiered = catalog.models.get("p/tiered")!;
+const catalogError = (longContext: Record<string, unknown>) => {
+  try {
+    parseCatalog({ providers: PROVIDERS, models: [catalogModel("p/t", { ...CACHE_PRICES, longContext })] }, {});
+    return "accepted";
+  } catch (e) {
+    return e instanceof CatalogError ? e.message : String(e);
+  }
+};
 
 const usage = (prompt: number, completion: number, cache: Partial<Usage> = {}): Usage => ({
   prompt_tokens: prompt,
@@ -128,6 +165,46 @@ const TABLE: [string, () => unknown, unknown][] = [
     () => billedMicro(cached, usage(108, 10, { cache_write_1h_tokens: 108 })) <= hold(cached, body100({ cache_control: {} })),
     true,
   ],
+  // A long-context tier (catalog longContext): past its threshold, every token of the request at its prices.
+  ["a prompt of exactly aboveTokens: the model's own prices", () => billedMicro(tiered, usage(100, 10)), 100 * 3 + 10 * 15],
+  ["one token more: every token at the tier's, completion too", () => billedMicro(tiered, usage(101, 10)), 101 * 6 + 225],
+  ["the tier's cost side", () => costMicro(tiered, usage(101, 10)), Math.ceil(101 * 5 + 10 * 18.75)],
+  [
+    "cache reads count toward the threshold, at the tier's read price",
+    () => billedMicro(tiered, usage(200, 0, { cached_prompt_tokens: 100 })),
+    100 * 6 + 100 * 0.6,
+  ],
+  [
+    "the hold takes the tier of the prompt's bound: at, above, above with a breakpoint",
+    () => [holdMicro(tiered, 100, 10, false), holdMicro(tiered, 101, 10, false), holdMicro(tiered, 101, 10, true)],
+    [450, 101 * 6 + 225, 101 * 12 + 225],
+  ],
+  [
+    "the dearest usage under a bound past the threshold is within its hold",
+    () => billedMicro(tiered, usage(150, 10, { cache_write_1h_tokens: 150 })) <= holdMicro(tiered, 150, 10, true),
+    true,
+  ],
+  ["a tier listed as loaded", () => [tiered.longContext?.aboveTokens, tiered.longContext?.promptPico], [100, 6_000_000]],
+  [
+    "a tier price below the model's own is refused (a hold at the longer prompt's tier must cover a shorter one)",
+    () => catalogError({ ...LONG, cachedPromptPricePer1M: 0.2 }),
+    "models[0].longContext.cachedPromptPricePer1M is below the model's own: a longer prompt never costs less",
+  ],
+  [
+    "a tier price left out is its prompt price, compared as such",
+    () => catalogError({ ...LONG, cacheWrite1hPricePer1M: undefined, promptPricePer1MTokens: 5.9 }),
+    "models[0].longContext.cacheWrite1hPricePer1M is below the model's own: a longer prompt never costs less",
+  ],
+  [
+    "a threshold at or past the context window is refused",
+    () => catalogError({ ...LONG, aboveTokens: 200_000 }),
+    "models[0].longContext.aboveTokens must be below the contextLength (200000)",
+  ],
+  [
+    "a tier without its prices is refused",
+    () => catalogError({ aboveTokens: 100 }),
+    "models[0].longContext.promptPricePer1MTokens must be a non-negative number (USD per 1M tokens)",
+  ],
   // What each way a request ends is billed at.
   ["usage reported: the provider's", () => outcomeUsage("reported", { reported: usage(9, 9), counted, bound }), usage(9, 9)],
   ["usage counted: the gateway's count", () => outcomeUsage("counted", { counted, bound }), counted],
@@ -153,6 +230,16 @@ const TABLE: [string, () => unknown, unknown][] = [
     "DeepSeek: prompt_cache_hit_tokens",
     () => openaiUsage({ prompt_tokens: 11, completion_tokens: 5, prompt_cache_hit_tokens: 8 }),
     usage(11, 5, { cached_prompt_tokens: 8 }),
+  ],
+  [
+    "OpenAI: cache_write_tokens (the GPT-6 family writes unasked), part of prompt_tokens",
+    () => openaiUsage({ prompt_tokens: 11, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 2, cache_write_tokens: 8 } }),
+    usage(11, 5, { cached_prompt_tokens: 2, cache_write_tokens: 8 }),
+  ],
+  [
+    "OpenAI: writes past what the reads leave of the prompt count as the rest",
+    () => openaiUsage({ prompt_tokens: 11, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 9, cache_write_tokens: 8 } }),
+    usage(11, 5, { cached_prompt_tokens: 9, cache_write_tokens: 2 }),
   ],
   [
     "cached tokens above the prompt count as the prompt",

@@ -1,4 +1,7 @@
 import { EnvRefError, expandEnvRefs } from "./envRefs.ts";
+import { CatalogError, listedTier, longContext, positiveInt, prices, type LongContext, type Prices } from "./prices.ts";
+
+export { CatalogError, type LongContext, type Prices };
 
 /** The most prompt tokens one image part can cost, by its `detail` ("auto" and absent bill as "high"). */
 export interface ImageTokens {
@@ -32,11 +35,8 @@ export interface ProviderState {
   apiKeyEnv?: string;
 }
 
-/**
- * A model as the gateway bills it. Prices are kept as integer "pico-USD per token"
- * (USD per 1M tokens × 10^6) so that every charge is integer arithmetic.
- */
-export interface Model {
+/** A model as the gateway bills it: its base price card, and a long-context one when the catalog gives it. */
+export interface Model extends Prices {
   id: string;
   name: string;
   provider: Provider;
@@ -45,24 +45,7 @@ export interface Model {
   maxOutputTokens: number;
   /** The most one image part can cost this model, by detail; absent: an image holds the context window (tariff/hold.ts). */
   imageTokens?: ImageTokens;
-  /** USD per 1M tokens, as listed (for /v1/models). */
-  promptPricePer1MTokens: number;
-  completionPricePer1M: number;
-  promptPico: number;
-  completionPico: number;
-  costPromptPico: number;
-  costCompletionPico: number;
-  /** Cache prices as listed (USD per 1M tokens), shown on /v1/models under these names; absent: the prompt price. */
-  cachedPromptPricePer1M?: number;
-  cacheWritePricePer1M?: number;
-  cacheWrite1hPricePer1M?: number;
-  /** Cache reads, 5-minute and 1-hour cache writes, billed and cost (tariff/charge.ts); absent: the prompt's. */
-  cachedPromptPico?: number;
-  cacheWritePico?: number;
-  cacheWrite1hPico?: number;
-  costCachedPromptPico?: number;
-  costCacheWritePico?: number;
-  costCacheWrite1hPico?: number;
+  longContext?: LongContext;
   /** Which endpoint serves it: chat (chat completions, Responses, Messages) or embedding (POST /v1/embeddings). */
   kind: ModelKind;
   /**
@@ -77,16 +60,6 @@ export interface Model {
   aliases?: string[];
 }
 
-/** The optional cache prices of a catalog model: its field → the Model's pico field (billed, then cost side). */
-const CACHE_PRICES = [
-  ["cachedPromptPricePer1M", "cachedPromptPico"],
-  ["cacheWritePricePer1M", "cacheWritePico"],
-  ["cacheWrite1hPricePer1M", "cacheWrite1hPico"],
-  ["costCachedPromptPer1M", "costCachedPromptPico"],
-  ["costCacheWritePer1M", "costCacheWritePico"],
-  ["costCacheWrite1hPer1M", "costCacheWrite1hPico"],
-] as const;
-
 /** The loaded catalog: lookup by id, and what serves. */
 export interface Catalog {
   models: Map<string, Model>;
@@ -96,27 +69,6 @@ export interface Catalog {
   disabled: Map<string, ProviderState>;
   /** Every provider of the catalog and whether it serves, for the start-up log. */
   providers: ProviderState[];
-}
-
-/** A catalog problem, named by the path of the offending field. */
-export class CatalogError extends Error {}
-
-const PICO = 1_000_000;
-
-function toPico(value: unknown, where: string): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw new CatalogError(`${where} must be a non-negative number (USD per 1M tokens)`);
-  }
-  const pico = Math.round(value * PICO);
-  if (Math.abs(pico - value * PICO) > 1e-6) throw new CatalogError(`${where} has more than 6 decimals`);
-  return pico;
-}
-
-function positiveInt(value: unknown, where: string): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
-    throw new CatalogError(`${where} must be a positive integer`);
-  }
-  return value;
 }
 
 function imageTokens(value: unknown, where: string): ImageTokens | undefined {
@@ -215,21 +167,12 @@ export function parseCatalog(raw: unknown, env: Record<string, string | undefine
       contextLength: positiveInt(m.contextLength, `${at}.contextLength`),
       maxOutputTokens: positiveInt(m.maxOutputTokens, `${at}.maxOutputTokens`),
       imageTokens: imageTokens(m.imageTokens, `${at}.imageTokens`),
-      promptPricePer1MTokens: m.promptPricePer1MTokens as number,
-      completionPricePer1M: m.completionPricePer1M as number,
-      promptPico: toPico(m.promptPricePer1MTokens, `${at}.promptPricePer1MTokens`),
-      completionPico: toPico(m.completionPricePer1M, `${at}.completionPricePer1M`),
-      costPromptPico: toPico(m.costPromptPer1M, `${at}.costPromptPer1M`),
-      costCompletionPico: toPico(m.costCompletionPer1M, `${at}.costCompletionPer1M`),
+      ...prices(m, at),
       aliases: aliasList(m.aliases, `${at}.aliases`, names),
       kind: modelKind(m.kind, `${at}.kind`),
     };
-    // Scaled once here: every charge is integer arithmetic on them (tariff/charge.ts).
-    for (const [field, pico] of CACHE_PRICES) {
-      if (m[field] === undefined || m[field] === null) continue;
-      model[pico] = toPico(m[field], `${at}.${field}`);
-      if (field.endsWith("PricePer1M")) model[field as "cachedPromptPricePer1M"] = m[field] as number;
-    }
+    const tier = longContext(m.longContext, model, model.contextLength, `${at}.longContext`);
+    if (tier) model.longContext = tier;
     const provider = providers.get(providerName);
     if (provider) {
       const served = { ...model, provider };
@@ -292,6 +235,7 @@ export function renderModels(catalog: Catalog, reachable: (provider: string) => 
     ...(m.cachedPromptPricePer1M !== undefined && { cachedPromptPricePer1M: m.cachedPromptPricePer1M }),
     ...(m.cacheWritePricePer1M !== undefined && { cacheWritePricePer1M: m.cacheWritePricePer1M }),
     ...(m.cacheWrite1hPricePer1M !== undefined && { cacheWrite1hPricePer1M: m.cacheWrite1hPricePer1M }),
+    ...(m.longContext && { longContext: listedTier(m.longContext) }),
     aliases: m.aliases ?? [],
     kind: m.kind,
     available: reachable(m.provider.name),

@@ -1,4 +1,4 @@
-import type { Model } from "../providers/catalog.ts";
+import type { Model, Prices } from "../providers/catalog.ts";
 import type { Usage } from "../providers/types.ts";
 
 /** A model's rates on one side (what the wallet pays, or what the provider costs us), pico-USD per token. */
@@ -11,7 +11,7 @@ interface Rates {
 }
 
 /** What the wallet pays per token; a cache price the catalog leaves out is the prompt price. */
-export function billedRates(m: Model): Rates {
+export function billedRates(m: Prices): Rates {
   return {
     prompt: m.promptPico,
     cachedPrompt: m.cachedPromptPico ?? m.promptPico,
@@ -22,7 +22,7 @@ export function billedRates(m: Model): Rates {
 }
 
 /** What the provider costs us per token; a cache cost the catalog leaves out is the prompt cost. */
-export function costRates(m: Model): Rates {
+export function costRates(m: Prices): Rates {
   return {
     prompt: m.costPromptPico,
     cachedPrompt: m.costCachedPromptPico ?? m.costPromptPico,
@@ -30,6 +30,15 @@ export function costRates(m: Model): Rates {
     cacheWrite1h: m.costCacheWrite1hPico ?? m.costPromptPico,
     completion: m.costCompletionPico,
   };
+}
+
+/**
+ * The price card a request of `promptTokens` is billed at: the long-context tier's above its threshold (catalog
+ * `longContext`), for every token of the request, else the model's own.
+ */
+export function pricesFor(model: Model, promptTokens: number): Prices {
+  const tier = model.longContext;
+  return tier && promptTokens > tier.aboveTokens ? tier : model;
 }
 
 const n = (v: number | undefined) => v ?? 0;
@@ -66,28 +75,33 @@ function ceilMicro(u: Usage, r: Rates): number {
  * cache prices) that is ceil(prompt × price + completion × price).
  */
 export function billedMicro(model: Model, u: Usage): number {
-  return ceilMicro(u, billedRates(model));
+  return ceilMicro(u, billedRates(pricesFor(model, u.prompt_tokens)));
 }
 
 /** What the provider costs us, in µUSD (for platform revenue), at the cost-side rates. */
 export function costMicro(model: Model, u: Usage): number {
-  return ceilMicro(u, costRates(model));
+  return ceilMicro(u, costRates(pricesFor(model, u.prompt_tokens)));
 }
 
 /**
  * The highest prompt rate (pico per token) a request can be billed at: the prompt price or a cache read's (OpenAI
  * caches on its own), and, when the request can write to the cache (`mayWriteCache`), the write prices. The hold
- * takes every prompt token at it, so whatever split the provider reports, the charge stays within the hold.
+ * takes every prompt token at it, so whatever split the provider reports, the charge stays within the hold. `card`:
+ * the price card of the prompt's upper bound (pricesFor), whose prices are no lower than a shorter prompt's.
  */
-export function holdPromptPico(model: Model, mayWriteCache: boolean): number {
-  const r = billedRates(model);
+export function holdPromptPico(card: Prices, mayWriteCache: boolean): number {
+  const r = billedRates(card);
   const read = Math.max(r.prompt, r.cachedPrompt);
   return mayWriteCache ? Math.max(read, r.cacheWrite, r.cacheWrite1h) : read;
 }
 
-/** The hold's µUSDC: every prompt token at holdPromptPico, the completion at its price (one ceiling). */
+/**
+ * The hold's µUSDC: every prompt token at holdPromptPico, the completion at its price (one ceiling), both from the
+ * price card of `promptTokens`, the prompt's upper bound: a long-context tier when it passes the tier's threshold.
+ */
 export function holdMicro(model: Model, promptTokens: number, completionTokens: number, mayWriteCache: boolean): number {
-  const prompt = holdPromptPico(model, mayWriteCache);
-  const rates = { prompt, cachedPrompt: prompt, cacheWrite: prompt, cacheWrite1h: prompt, completion: model.completionPico };
+  const card = pricesFor(model, promptTokens);
+  const prompt = holdPromptPico(card, mayWriteCache);
+  const rates = { prompt, cachedPrompt: prompt, cacheWrite: prompt, cacheWrite1h: prompt, completion: card.completionPico };
   return ceilMicro({ prompt_tokens: promptTokens, completion_tokens: completionTokens }, rates);
 }

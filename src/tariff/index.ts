@@ -6,7 +6,7 @@
  * (outcomes.ts). The ledger (billing/holds.ts) moves the money;
  * this decides how much.
  */
-export { billedMicro, costMicro, holdMicro, holdPromptPico } from "./charge.ts";
+export { billedMicro, costMicro, holdMicro, holdPromptPico, pricesFor } from "./charge.ts";
 export { estimateUsage, type CountedCall } from "./counted.ts";
 export { outcomeUsage, type Outcome, type OutcomeFacts } from "./outcomes.ts";
 export { REFUSED_FIELDS, refuseRepricingFields, OPENAI_FORWARDED_FIELDS, pickFields } from "./fields.ts";

@@ -79,6 +79,8 @@ function catalog(standinUrl: string, anthropicUrl: string) {
       catalogModel("standin", "cached", { cachedPromptPricePer1M: 1.25, costCachedPromptPer1M: 1 }),
       // OpenAI's GPT-6 family: cached input at 0.05×, writes (unasked, no breakpoint) at 1.25× the prompt price.
       catalogModel("standin", "cache-writes", OPENAI_WRITE_PRICES),
+      // A long-context tier past 10 prompt tokens (any stand-in prompt: 10 per message + 1), at 2× and 1.5× the prices.
+      catalogModel("standin", "echo", { id: "standin/long-context", longContext: LONG_CONTEXT }),
       ...["cached-1h", "greedy-1h"].map((n) => catalogModel("claude", n, CLAUDE_CACHE_PRICES)),
       catalogModel("claude", "cached", { id: "claude/cached-priced", ...CLAUDE_CACHE_PRICES }),
 
@@ -95,6 +97,15 @@ function catalog(standinUrl: string, anthropicUrl: string) {
     ],
   };
 }
+
+/** The test catalog's long-context tier (standin/long-context): the whole request at 2× the prompt, 1.5× the completion. */
+export const LONG_CONTEXT = {
+  aboveTokens: 10,
+  promptPricePer1MTokens: 5,
+  completionPricePer1M: 15,
+  costPromptPer1M: 4,
+  costCompletionPer1M: 12,
+};
 
 /** The test catalog's OpenAI-type cache prices with writes, USD per 1M tokens (cost: of 2). */
 export const OPENAI_WRITE_PRICES = {

@@ -62,6 +62,23 @@ export const CHAT_SCHEMAS = {
           description: "Extension: USD per 1M prompt tokens written to the provider's cache for 1 hour; absent: the prompt price",
         }),
       ),
+      longContext: T.Optional(
+        T.Object(
+          {
+            aboveTokens: Int("Prompt tokens (cache reads and writes included) past which the whole request bills at this tier"),
+            promptPricePer1MTokens: T.Number(),
+            completionPricePer1M: T.Number(),
+            cachedPromptPricePer1M: T.Optional(T.Number()),
+            cacheWritePricePer1M: T.Optional(T.Number()),
+            cacheWrite1hPricePer1M: T.Optional(T.Number()),
+          },
+          {
+            ...closed,
+            description:
+              "Extension: a long-context tier: a request whose prompt is longer than aboveTokens is billed at these prices (USD per 1M tokens) for every token",
+          },
+        ),
+      ),
       aliases: T.Array(T.String(), {
         description: "Extension: other names the model answers to on every route (an agent's own default ids), billed as this model",
       }),
