@@ -6,6 +6,7 @@
  *   BENCH_FOCUS=json BENCH_PROFILE=1 bun bench/focus.ts  # the same with the gateway under the CPU profiler
  *   BENCH_FOCUS=wrk,stream bun bench/focus.ts
  *   BENCH_FOCUS=stream,ttfb bun bench/focus.ts           # streams/s at c32, then the streamed first byte at c1
+ *   BENCH_FOCUS=stream,stream20 bun bench/focus.ts       # streams/s at c32, 0 ms stand-in then the paced 20 ms one
  *   BENCH_FOCUS=doors bun bench/focus.ts                 # CPU µs/request of /v1/responses and /v1/messages vs
  *                                                        # /v1/chat/completions, per provider type (JSON, stream)
  *   BENCH_FOCUS=doors BENCH_DOORS_KINDS=stream BENCH_DOORS_PROVIDERS=openai-type bun bench/focus.ts   # a part of it
@@ -51,9 +52,18 @@ async function main(): Promise<void> {
   const s = await setUp();
   const node = Bun.which("node");
   const loadgen = node ? [node] : [process.execPath];
-  const pids = { gateway: s.gw.child.proc.pid, baseline: s.upstreams[0]!.baseline.proc.pid, direct: s.upstreams[0]!.standin.proc.pid };
-  const watch = (x: Target): Watch => ({ target: pids[x.name], standin: s.upstreams[0]!.standin.proc.pid, redis: s.redis.pid });
-  const pair = async (what: string, t: Record<"baseline" | "gateway", Target>) => {
+  // The processes behind a target of the stand-in with delay `d` (its own baseline proxy and stand-in).
+  const pidsOf = (d: number) => ({
+    gateway: s.gw.child.proc.pid,
+    baseline: s.upstreams[d]!.baseline.proc.pid,
+    direct: s.upstreams[d]!.standin.proc.pid,
+  });
+  const watchAt =
+    (d: number) =>
+    (x: Target): Watch => ({ target: pidsOf(d)[x.name], standin: s.upstreams[d]!.standin.proc.pid, redis: s.redis.pid });
+  const watch = watchAt(0);
+  const pair = async (what: string, t: Record<"baseline" | "gateway", Target>, d = 0) => {
+    const watch = watchAt(d);
     await autocannon(loadgen, t.gateway, 32, 2, watch(t.gateway)); // warm-up
     const sums = { gateway: 0, baseline: 0 };
     for (let round = 0; round < ROUNDS; round++) {
@@ -194,6 +204,8 @@ async function main(): Promise<void> {
       if (DOORS_KINDS.includes("stream")) await doors(true);
     } else if (f === "json") await pair("json c32", targetsFor(s, 0));
     else if (f === "stream") await pair("stream c32", targetsFor(s, 0, true));
+    // The same against the paced (20 ms) stand-in: latency-bound, what a client waiting on a model sees.
+    else if (f === "stream20") await pair("stream c32 20 ms", targetsFor(s, 20, true), 20);
     else if (f === "ttfb") {
       // The streamed first byte at concurrency 1, direct / baseline / gateway interleaved (BENCH_STREAM_N each).
       const t = targetsFor(s, 0, true);
@@ -220,7 +232,8 @@ async function main(): Promise<void> {
       log(`${f} starts`);
       const w = await wrkRotating(dir, [t], DURATION_S, 1);
       for (const r of w[t.name] ?? []) log(`${f}: ${f0(r.rps)} req/s p50 ${f3(r.p50Ms)} p99 ${f3(r.p99Ms)} max ${f3(r.maxMs)}`);
-    } else throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, wallets, stream, ttfb, wrk, wrk-gateway, wrk-baseline, doors)`);
+    } else
+      throw new Error(`BENCH_FOCUS: unknown phase ${f} (json, wallets, stream, stream20, ttfb, wrk, wrk-gateway, wrk-baseline, doors)`);
   }
   const rss = rssKb(s.gw.child.proc.pid);
   log(`gateway RSS now ${f0(rss.rssKb / 1024)} MiB, peak ${f0(rss.hwmKb / 1024)} MiB`);

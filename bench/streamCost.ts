@@ -31,7 +31,8 @@ const ledger = { extendHold: async () => {}, holdRefreshMs: 60_000 };
 const call = {
   principal: {},
   holdId: "h",
-  model: { id: "standin0/echo" },
+  model: { id: "standin0/echo", promptPico: 2_500_000, completionPico: 10_000_000 },
+  asked: "standin0/echo",
   adapter: openaiAdapter,
   body: { messages: [] },
   bound: { promptTokens: 100, completionTokens: 16 },

@@ -43,3 +43,32 @@ export class SseDecoder {
 export function flat(s: string): string {
   return s.charCodeAt(0) < 0 ? "" : s;
 }
+
+/** What a relay hands on from a read: bytes for the client as they are, or an event's data payload for the translator. */
+export type RelayPart = Uint8Array | string;
+
+/**
+ * A stream's SSE relayed as bytes (StreamTranslator.relay): what reaches the client is the provider's own events,
+ * edited at the byte level where they must be, and only the events a translator must read (usage, an error, the
+ * end, anything unusual) are handed over as payloads. Whole events only: what follows a read's last blank line
+ * waits for the next one.
+ */
+export interface SseRelay {
+  push(bytes: Uint8Array): RelayPart[];
+  /** The upstream closed: what it left without a blank line after it. */
+  end(): RelayPart[];
+}
+
+/** The bytes in one array: the arrays themselves when there is one (or none: an empty array). */
+export function joinBytes(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  n = 0;
+  for (const p of parts) {
+    out.set(p, n);
+    n += p.length;
+  }
+  return out;
+}

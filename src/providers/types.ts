@@ -1,5 +1,6 @@
 import type { ApiError } from "../errors.ts";
 import type { Model } from "./catalog.ts";
+import type { SseRelay } from "./sse.ts";
 
 /**
  * Of a usage's prompt tokens, those the provider's cache served or took: each kind is billed at its own price
@@ -108,6 +109,11 @@ export interface StreamTranslator {
    * may keep output aside unread (its JSON is not needed while usage may still come). Empty once usage came.
    */
   generated?(): string;
+  /**
+   * The stream relayed as the provider's own bytes (a chat client reading the provider's own format): a new
+   * relay per stream, whose payloads go to this translator. None where every event must be re-encoded.
+   */
+  relay?(): SseRelay;
 }
 
 /** One upstream wire dialect: request mapping and response translation (providers/<type>/). */

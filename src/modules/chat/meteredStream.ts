@@ -1,6 +1,6 @@
 import type { Ledger } from "../../ledger/ledger.ts";
 import { withCharge } from "../../providers/charged.ts";
-import { SseDecoder } from "../../providers/sse.ts";
+import { joinBytes, type RelayPart, SseDecoder, type SseRelay } from "../../providers/sse.ts";
 import type { DoorStream, StreamStep, StreamTranslator } from "../../providers/types.ts";
 import { type Call, upstreamFailed } from "./call.ts";
 import type { IdleDeadline } from "./idleDeadline.ts";
@@ -45,7 +45,9 @@ export class MeteredStream {
   readonly ended: Promise<void>;
 
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
-  private readonly decoder = new SseDecoder();
+  /** The provider's bytes passed on as they came where the translator offers it (a chat client), else decoded. */
+  private readonly relay: SseRelay | undefined;
+  private readonly decoder: SseDecoder | undefined;
   private readonly translate: StreamTranslator;
   /** What the stream has cost so far (the provider's usage, else counted). */
   private readonly tally: UsageTally;
@@ -71,6 +73,8 @@ export class MeteredStream {
   ) {
     this.reader = upstream.getReader();
     this.translate = call.adapter.openStream(o.includeUsage, call.asked, o.door !== undefined);
+    this.relay = o.door ? undefined : this.translate.relay?.();
+    if (!this.relay) this.decoder = new SseDecoder();
     this.tally = new UsageTally(call, this.translate);
     this.frames = new StreamFrames(call, o.door);
     this.ended = new Promise<void>((resolve) => (this.end = resolve));
@@ -114,14 +118,25 @@ export class MeteredStream {
         deadline.disarm();
       }
       if (this.resolved) return; // cancelled while the read was under way
-      const payloads = read.done ? this.decoder.end() : this.decoder.push(read.value);
-      let out = this.frames.takeOpening();
+      const { relay, decoder } = this;
+      const parts: RelayPart[] = relay
+        ? read.done
+          ? relay.end()
+          : relay.push(read.value)
+        : read.done
+          ? decoder!.end()
+          : decoder!.push(read.value);
+      const out = new Output(this.frames.takeOpening());
       let done = false;
       let failed = false;
-      for (const payload of payloads) {
+      for (const part of parts) {
+        if (typeof part !== "string") {
+          out.bytes(part);
+          continue;
+        }
         let step: StreamStep;
         try {
-          step = this.translate(payload);
+          step = this.translate(part);
         } catch {
           step = { failed: true };
         }
@@ -131,25 +146,26 @@ export class MeteredStream {
         }
         this.tally.count(step);
         if (this.tally.usage) chargeInto(step, this.tally.charged(this.tally.usage));
-        out += this.frames.step(step);
+        out.text(this.frames.step(step));
         if (step.done) done = true;
       }
       // An upstream that closes without its end marker failed mid-answer, unless it already sent its usage.
       const ok = !failed && (done || (read.done && this.tally.usage !== undefined));
-      // A door's last events leave with this read's text once the charge is known: one encode, one write.
-      if (ok && this.frames.door) return this.finish(ctrl, true, out);
+      // The last read leaves with the stream's last frames once the charge is known: one write.
+      if (ok) return this.finish(ctrl, true, out);
       // What arrived before a failure in the same read still reaches the client.
-      if (out) ctrl.enqueue(encoder.encode(out));
-      if (failed || done || read.done) return this.finish(ctrl, ok);
-      if (out) return;
+      const sent = out.take();
+      if (sent) ctrl.enqueue(sent);
+      if (failed || read.done) return this.finish(ctrl, false);
+      if (sent) return;
     }
   }
 
   /**
-   * The upstream ended (ok) or failed: settle or release, then close the client's stream. `text`: a door's events
-   * of the last read, not sent yet (they leave with its last frames).
+   * The upstream ended (ok) or failed: settle or release, then close the client's stream. `out`: the last read's
+   * output, not sent yet (it leaves with the last frames).
    */
-  private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean, text = ""): Promise<void> {
+  private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean, out = new Output()): Promise<void> {
     const { deadline, holds } = this.o;
     deadline.close();
     clearInterval(this.keepHold);
@@ -163,16 +179,19 @@ export class MeteredStream {
       this.frames.settled();
       await onWire;
       // The client asked for the usage chunk and the provider sent none: it gets the counted usage it pays for.
-      if (this.o.includeUsage && this.tally.usage === undefined) text = this.frames.usage(ctrl, this.call, billed, text);
+      if (this.o.includeUsage && this.tally.usage === undefined) out.text(this.frames.usage(this.call, billed));
     } else {
       // Spec: a provider failure or an idle deadline mid-stream releases the hold; nothing is charged.
       upstreamFailed(this.call, deadline.passed ? "timeout" : "stream_broken", { after_ms: Math.round(Date.now() - this.started) });
       deadline.stop();
       await holds.release(this.call);
     }
-    const last = this.frames.last(ok, text);
+    // A door's last frames follow its text; chat's are fixed bytes after whatever is left to send.
+    const last = this.frames.last(ok, this.frames.door ? out.takeText() : "");
+    if (last.length > 0) out.bytes(last);
     try {
-      if (last.length > 0) ctrl.enqueue(last);
+      const bytes = out.take();
+      if (bytes) ctrl.enqueue(bytes);
       ctrl.close();
     } catch {
       // The client left while the charge went out: it is resolved above all the same, and the stream's end must
@@ -215,5 +234,40 @@ export class MeteredStream {
     } catch {
       // the client went away meanwhile
     }
+  }
+}
+
+/**
+ * What one read sends the client, in order: the provider's bytes as they came and the gateway's own text, encoded
+ * once per run of text and written as one array.
+ */
+class Output {
+  private readonly parts: Uint8Array[] = [];
+
+  constructor(private pending = "") {}
+
+  bytes(b: Uint8Array): void {
+    if (this.pending) this.parts.push(encoder.encode(this.takeText()));
+    this.parts.push(b);
+  }
+
+  text(s: string): void {
+    this.pending += s;
+  }
+
+  /** The text after the last bytes, taken out (a door's last frames follow it). */
+  takeText(): string {
+    const t = this.pending;
+    this.pending = "";
+    return t;
+  }
+
+  /** Everything, as one array; undefined when there is nothing to send. */
+  take(): Uint8Array | undefined {
+    if (this.pending) this.parts.push(encoder.encode(this.takeText()));
+    if (this.parts.length === 0) return undefined;
+    const b = joinBytes(this.parts);
+    this.parts.length = 0;
+    return b.length > 0 ? b : undefined;
   }
 }

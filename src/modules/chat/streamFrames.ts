@@ -1,5 +1,6 @@
 import type { ClientFormat, DoorStream, StreamStep, Usage } from "../../providers/types.ts";
 import { usageBody } from "../../providers/openai/wire.ts";
+import { joinBytes } from "../../providers/sse.ts";
 import { billedMicro } from "../../tariff/index.ts";
 import type { Call } from "./call.ts";
 
@@ -65,21 +66,20 @@ export class StreamFrames {
     this.door?.settled?.();
   }
 
-  /**
-   * The counted usage a client asked for and the provider did not send: a door's text joins `text` (it leaves with
-   * the last frames); a chat client's chunk is written now.
-   */
-  usage(ctrl: ReadableStreamDefaultController<Uint8Array>, call: Call, billed: Usage, text: string): string {
+  /** The counted usage a client asked for and the provider did not send: its text (a door's, or chat's chunk). */
+  usage(call: Call, billed: Usage): string {
     const chunk = usageChunk(call, billed);
-    if (this.door) return text + this.door.next(chunk);
-    ctrl.enqueue(encoder.encode(`data: ${chunk}\n\n`));
-    return text;
+    return this.door ? this.door.next(chunk) : `data: ${chunk}\n\n`;
   }
 
-  /** The last frames after `text` (a door's, not sent yet): the provider's end (ok), else its failure. */
+  /**
+   * The last frames: the provider's end (ok), else its failure. A door's follow `text` (its last events, not sent
+   * yet: what it makes of chat's frames comes after them); chat's frames are fixed, and `text` leaves before them.
+   */
   last(ok: boolean, text: string): Uint8Array {
     if (this.door) return this.doorLast(ok ? [] : [STREAM_ERROR_EVENT], text);
-    return ok ? this.format.done : this.format.failed;
+    const frames = ok ? this.format.done : this.format.failed;
+    return text ? joinBytes([encoder.encode(text), frames]) : frames;
   }
 
   /** The last frames of a stream stopped at the time cap. */

@@ -1,3 +1,4 @@
+import { openaiRelay } from "./relay.ts";
 import type { Usage } from "../types.ts";
 import type { StreamStep, StreamTranslator } from "../types.ts";
 import type { AssistantMessage, ChatCompletionChunk, ChunkDelta, StreamError, Usage as WireUsage } from "./wire.ts";
@@ -77,6 +78,9 @@ function stringEnd(text: string, open: number): number {
 // Output kept unread until its text is counted anyway: bounds a long stream's memory when usage may still come.
 const UNREAD_CHARS = 64 * 1024;
 
+// For payloads kept as bytes, decoded whole (no stream state): one for all streams.
+const text = new TextDecoder();
+
 /**
  * One OpenAI-format stream, chunk by chunk. A content chunk is only edited as text (its model renamed), not
  * parsed: its JSON is needed for billing only when usage never comes, so it is kept aside and its generated text
@@ -90,13 +94,36 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
   // The upstream's last `"model":"…"` pair, and whether it must be renamed (it names another model).
   let seenPair = "";
   let seenRenamed = false;
-  let unread: string[] = [];
+  // Payloads not read yet (the relay's as bytes), in the order they came.
+  let unread: (string | Uint8Array)[] = [];
   let unreadChars = 0;
   let counted = "";
   let usageSeen = false;
+  // The relay's payloads not counted yet, in the order the reader meets them: a relayed event's bytes, or null for a
+  // payload it handed over (the translator counts that one when it reads it, so what came before is taken first).
+  let relayed: (Uint8Array | null)[] = [];
+  let relayedAt = 0;
+  /** Relayed payloads into `unread`: up to the next handed-over payload (`all`: every one). */
+  const takeRelayed = (all: boolean): void => {
+    while (relayedAt < relayed.length) {
+      const u = relayed[relayedAt++];
+      if (u === null) {
+        if (all) continue;
+        break;
+      }
+      unread.push(u!);
+      unreadChars += u!.length;
+    }
+    if (relayedAt === relayed.length) {
+      relayed = [];
+      relayedAt = 0;
+    }
+    if (unreadChars > UNREAD_CHARS) countUnread();
+  };
 
   const countUnread = (): string => {
-    for (const p of unread) {
+    for (const u of unread) {
+      const p = typeof u === "string" ? u : text.decode(u);
       try {
         const obj = JSON.parse(p) as Partial<ChatCompletionChunk>;
         if (Array.isArray(obj.choices)) for (const c of obj.choices) counted += generatedText(c.delta);
@@ -119,6 +146,8 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
       usageSeen = true;
       unread = [];
       unreadChars = 0;
+      relayed = [];
+      relayedAt = 0;
     }
     const choices = Array.isArray(obj.choices) ? obj.choices : [];
     if (!usageSeen) {
@@ -173,6 +202,7 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
   };
 
   const translate = (payload: string): StreamStep => {
+    if (relayed.length > 0) takeRelayed(false);
     if (payload === "[DONE]") return { done: true };
     const chunk = edited(payload);
     return chunk === undefined ? parsed(payload) : { chunk };
@@ -190,5 +220,25 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
     }
     return r.obj ? { parsed: r.obj, usage: r.usage } : r.failed ? { failed: true } : { usage: r.usage };
   };
-  return Object.assign(door ? forDoor : translate, { generated: () => (usageSeen ? "" : countUnread()) });
+  const generated = () => {
+    if (usageSeen) return "";
+    if (relayed.length > 0) takeRelayed(true);
+    return countUnread();
+  };
+  if (door) return Object.assign(forDoor, { generated });
+
+  // The chat client's stream relayed as the provider's bytes (relay.ts); what it hands over comes back here.
+  const relay = () =>
+    openaiRelay(modelId, {
+      keep(payload) {
+        if (!usageSeen) relayed.push(payload);
+      },
+      handed() {
+        if (!usageSeen) relayed.push(null);
+      },
+      next() {
+        if (relayed.length > 0) takeRelayed(true);
+      },
+    });
+  return Object.assign(translate, { generated, relay });
 }
