@@ -1,19 +1,22 @@
 --[[
-  Reserve credit for a batch of inference requests of one shard (variadic: 2 keys of the shard, then 5 per item;
-  a single request is a batch of one). The only gate on the chat path. Items are applied in order, each seeing
-  what the ones before it did (rate counts, key budget, balance), so a batch equals the same calls one after
-  another. Per item, checks in this order and holds nothing unless all pass (a rate-limit pass is still counted):
+  Reserve credit for a batch of inference requests (variadic: 2 keys per shard of the batch, then 5 per item; a
+  single request is a batch of one). One call may span several shards: on a single Redis the gateway sends every
+  shard's waiting reserves in one call (hash tags do not matter there), on a Redis Cluster one call per shard. The
+  only gate on the chat path. Items are applied in order, each seeing what the ones before it did (rate counts,
+  key budget, balance), so a batch equals the same calls one after another. Per item, checks in this order and
+  holds nothing unless all pass (a rate-limit pass is still counted):
   key not revoked, hold id not used before, per-wallet sliding-window rate limit, the key's own requests per
   minute (when it has one: a sliding window of 60 s kept in the key hash's fields rw, rc, rp; it counts the
   requests it admitted, so a 402 does not use up the key's minute and a reserve retried after a lease gave credit
   back counts once), key budget, wallet available credit. Then it opens a hold that settle-batch / release-6
   resolve exactly once, or the sweeper expires.
   Each redis.call costs ~2 µs inside a script: every wallet, key, marker and rate counter is read once per batch
-  into locals, and written once at the end (HSET of 'locked', one INCRBY per counter, one ZADD); TIME once.
+  into locals, and written once at the end (HSET of 'locked', one INCRBY per counter, one ZADD per shard); TIME once.
 
-  KEYS[1] holds zset      gw:{sNN}:holds        holdId -> expiry (ms, Redis clock), for the sweeper
-  KEYS[2] shard fence     gw:{sNN}:fence        the ledger epoch while open; 'R:<epoch>' while a rebuild runs
-  then for item i = 1..n, at b = 2 + 5 * (i - 1):
+  for shard g = 1..G (ARGV[7]), at s = 2 * (g - 1):
+  KEYS[s+1] holds zset    gw:{sNN}:holds        holdId -> expiry (ms, Redis clock), for the sweeper
+  KEYS[s+2] shard fence   gw:{sNN}:fence        the ledger epoch while open; 'R:<epoch>' while a rebuild runs
+  then for item i = 1..n (the items of shard 1 first, then those of shard 2, ...), at b = 2 * G + 5 * (i - 1):
   KEYS[b+1] wallet hash   gw:{sNN}:w:<wallet>   balance, locked
   KEYS[b+2] api key hash  gw:{sNN}:k:<keyId>    revoked, budget, spent, locked, counters; rw, rc, rp: the key's
                                                 minute window number, its count, and the count of the minute before
@@ -21,20 +24,23 @@
   KEYS[b+4] rate counter, current window    gw:{sNN}:rl:<wallet>:<n>
   KEYS[b+5] rate counter, previous window   gw:{sNN}:rl:<wallet>:<n-1>
 
-  ARGV[1] ledger epoch the caller believes in
-  ARGV[2] rate limit: requests per window
-  ARGV[3] window length, ms
-  ARGV[4] ms elapsed in the current window (gateway clock, same one that picked the window keys)
-  ARGV[5] hold lifetime, ms
-  ARGV[6] the keys' minute window number (gateway clock: floor(ms / 60000))
-  ARGV[7] ms elapsed in that minute
-  then for item i, at a = 7 + 4 * (i - 1):
+  ARGV[1] rate limit: requests per window
+  ARGV[2] window length, ms
+  ARGV[3] ms elapsed in the current window (gateway clock, same one that picked the window keys)
+  ARGV[4] hold lifetime, ms
+  ARGV[5] the keys' minute window number (gateway clock: floor(ms / 60000))
+  ARGV[6] ms elapsed in that minute
+  ARGV[7] G: the shards of the batch (at least 1)
+  then for shard g, at s = 7 + 2 * (g - 1):
+  ARGV[s+1] ledger epoch the caller believes in for the shard   ARGV[s+2] the shard's items (at least 1)
+  then for item i, at a = 7 + 2 * G + 4 * (i - 1):
   ARGV[a+1] hold id (unique per request; a retry with the same id reserves nothing twice)
   ARGV[a+2] amount to hold, µUSDC
   ARGV[a+3] "wallet|keyId" of the hold
   ARGV[a+4] the key's requests per minute; 0: none (only the wallet's rate limit)
 
-  Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
+  Returns {0, 'FENCED', fence, g}  shard g's epoch is stale or a rebuild runs there: nothing changed for the whole
+                                   batch (any shard), retry after it
           {1, item_1, ..., item_n}, each item one of
     {1, available_after, rate_remaining}   held (or already held under this id: rate_remaining 0)
     {0, 'UNAUTHORIZED'}                    key unknown or revoked
@@ -48,23 +54,35 @@
 --- @include "includes/fence"
 --- @include "includes/numbers"
 --- @include "includes/wallets"
-local refused = fenceRefusal(KEYS[2])
-if refused then return refused end
-local n = (#KEYS - 2) / 5
-local valid = n >= 1 and n == math.floor(n) and #ARGV == 7 + 4 * n and whole(ARGV[2]) and whole(ARGV[3])
-  and whole(ARGV[4]) and whole(ARGV[5]) and tonumber(ARGV[3]) ~= 0 and whole(ARGV[6]) and whole(ARGV[7])
-  and tonumber(ARGV[7]) < 60000
+local G = whole(ARGV[7]) and tonumber(ARGV[7]) or 0
+local valid = G >= 1 and #ARGV >= 7 + 2 * G
+-- itemShard[i]: the shard (g) of item i.
+local n, itemShard = 0, {}
+for g = 1, valid and G or 0 do
+  local count = ARGV[7 + 2 * g]
+  if not whole(count) or tonumber(count) == 0 or n + tonumber(count) > #KEYS then valid = false; break end
+  for _ = 1, tonumber(count) do n = n + 1; itemShard[n] = g end
+end
+valid = valid and #KEYS == 2 * G + 5 * n and #ARGV == 7 + 2 * G + 4 * n and whole(ARGV[1]) and whole(ARGV[2])
+  and whole(ARGV[3]) and whole(ARGV[4]) and tonumber(ARGV[2]) ~= 0 and whole(ARGV[5]) and whole(ARGV[6])
+  and tonumber(ARGV[6]) < 60000
+local I = 7 + 2 * G
 for i = 1, valid and n or 0 do
-  local a = 7 + 4 * (i - 1)
+  local a = I + 4 * (i - 1)
   if ARGV[a + 1] == '' or not whole(ARGV[a + 2]) or not whole(ARGV[a + 4]) then valid = false end
 end
 if not valid then return redis.error_reply('reserve-batch: bad arguments') end
+for g = 1, G do
+  local refused = fenceRefusal(KEYS[2 * g], ARGV[6 + 2 * g], g)
+  if refused then return refused end
+end
 
-local limit, window, elapsed, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local minute, inMinute = tonumber(ARGV[6]), tonumber(ARGV[7])
+local limit, window, elapsed, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local minute, inMinute = tonumber(ARGV[5]), tonumber(ARGV[6])
 -- Read once per batch, by key name (items of one wallet share them); written back once at the end.
 local keys, markers, rates = {}, {}, {}
 local walletOrder, keyOrder, rateOrder, holds, newMarkers = {}, {}, {}, {}, {}
+for g = 1, G do holds[g] = {} end
 local function apiKey(name)
   local k = keys[name]
   if not k then
@@ -100,7 +118,7 @@ end
 local now
 local results = {1}
 for i = 1, n do
-  local b, a = 2 + 5 * (i - 1), 7 + 4 * (i - 1)
+  local b, a = 2 * G + 5 * (i - 1), I + 4 * (i - 1)
   local amount, rpm = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
   local k = apiKey(KEYS[b + 2])
   local m = k.revoked == '0' and marker(KEYS[b + 3])
@@ -142,8 +160,9 @@ for i = 1, n do
           if not w.dirty then w.dirty = true; walletOrder[#walletOrder + 1] = KEYS[b + 1] end
           if not k.dirty then k.dirty = true; keyOrder[#keyOrder + 1] = KEYS[b + 2] end
           w.locked, k.locked = w.locked + amount, k.locked + amount
-          holds[#holds + 1] = now + ttl
-          holds[#holds + 1] = ARGV[a + 1]
+          local zadd = holds[itemShard[i]]
+          zadd[#zadd + 1] = now + ttl
+          zadd[#zadd + 1] = ARGV[a + 1]
           markers[KEYS[b + 3]] = 'live|' .. ARGV[a + 2] .. '|' .. ARGV[a + 3]
           newMarkers[#newMarkers + 1] = KEYS[b + 3]
           if keyWeighted then
@@ -171,6 +190,8 @@ for _, name in ipairs(rateOrder) do
   local added = rates[name].added
   if redis.call('INCRBY', name, added) == added then redis.call('PEXPIRE', name, window * 2) end
 end
-if #holds > 0 then redis.call('ZADD', KEYS[1], unpack(holds)) end
+for g = 1, G do
+  if #holds[g] > 0 then redis.call('ZADD', KEYS[2 * g - 1], unpack(holds[g])) end
+end
 for _, name in ipairs(newMarkers) do redis.call('SET', name, markers[name]) end
 return results

@@ -14,17 +14,17 @@ import { privateRedis } from "./helpers/services.ts";
  * `bun -e 'import { SCRIPT_FILES, scriptSource } from "./src/ledger/scripts.ts"; for (const f of SCRIPT_FILES) console.log(f, new Bun.CryptoHasher("sha1").update(scriptSource(f)).digest("hex"))'`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-batch.lua": "ff32bfae4d668365d25d08d3fed962fde608e532",
-  "settle-batch.lua": "5ec0a757bce4526ad5fc0f7742b6ebc642dde085",
-  "settle-leased-batch.lua": "0742859894d43b6bfa3f960164388b7bcc70bfda",
-  "lease-8.lua": "787d6ae34e587385e57fd70aa4468c553a85665e",
-  "release-6.lua": "90d758741435447d8e95801b80ed03326438c144",
-  "credit-3.lua": "d28d02ace5e94b385b7126cf641698c144169b3e",
-  "credit-settle-3.lua": "a4d92eb28c2bdff9e66a816250420ae8629242dd",
+  "reserve-batch.lua": "47fb180afc3135c24fb62fd6e84607f3b7479e11",
+  "settle-batch.lua": "230d081fa6b68eca65cf5da18dc67bd13dbdc076",
+  "settle-leased-batch.lua": "0d4961066bacda3a2d2ce212f4e7fb2711767828",
+  "lease-8.lua": "83b2e9e04451b72284b29d0b08ec31dfd50a5b98",
+  "release-6.lua": "5ea5969a4a04b3036068e18021b3d610abe6234c",
+  "credit-3.lua": "d53cc4860b8ac1dd1ed1bbc2646a846ba6356007",
+  "credit-settle-3.lua": "c11b6bbdefebca931ece28785967efcbf177e62e",
   "compare-and-set-1.lua": "c039c19a10d9e9734068d7e69b3398b7e4327c3a",
   "count-request-3.lua": "42a70b1efa09408290dbedc1f54d40f2a849ef25",
   "audit-3.lua": "acc74f9a9f7f2d752ff76f75dc7ead050cabf4e4",
-  "rebuild-write-2.lua": "ac6397413a8a7998ee8b35be79e0a5405faff901",
+  "rebuild-write-2.lua": "520ce1dbaf4f0321b2996dd7dae0dd9100d3d330",
   "store-response-3.lua": "5cd89477609a7b3ea839fc1a66dba2352124d3d0",
 };
 
@@ -63,7 +63,7 @@ describe("ledger Lua scripts", () => {
     for (const f of SCRIPT_FILES) expect(scriptSource(f)).not.toContain("@include");
   });
 
-  test("every script that checks the shard fence does it through the include, with the epoch in ARGV[1]", () => {
+  test("every script that checks the shard fence does it through the include, with the epoch in ARGV[1] (per shard in a batch spanning shards)", () => {
     const fenced = SCRIPT_FILES.filter((f) => /shard fence/.test(split(scriptFile(f)).header));
     expect(fenced.sort()).toEqual([
       "credit-3.lua",
@@ -79,7 +79,8 @@ describe("ledger Lua scripts", () => {
       const { header, code } = split(scriptFile(f));
       expect(code).toContain('--- @include "includes/fence"');
       expect(code).not.toMatch(/'FENCED'/);
-      expect(header).toMatch(/ARGV\[1\] (ledger epoch the caller believes in|the closed fence this rebuild set)/);
+      // A batch that may span shards takes an epoch per shard (ARGV[s+1]); every other script, ARGV[1].
+      expect(header).toMatch(/ARGV\[(1|s\+1)\] (ledger epoch the caller believes in|the closed fence this rebuild set)/);
     }
   });
 
@@ -91,14 +92,20 @@ describe("ledger Lua scripts", () => {
   for (const file of SCRIPT_FILES) {
     describe(file, () => {
       const source = scriptSource(file);
-      // A variadic script says so in its name (`name-batch.lua`): its common keys are the documented KEYS[n].
+      // A variadic script says so in its name (`name-batch.lua`): its common keys are the documented KEYS[n]; one
+      // whose call may span shards has none, only keys per shard (KEYS[s+n]) and per item (KEYS[b+n]).
       const variadic = file.endsWith("-batch.lua");
-      const declaredKeys = variadic ? Math.max(...indices(split(source).code, "KEYS")) : Number(/-(\d+)\.lua$/.exec(file)![1]);
+      const perShard = variadic && /per shard of the batch/.test(split(source).header);
+      const declaredKeys = perShard
+        ? 0
+        : variadic
+          ? Math.max(...indices(split(source).code, "KEYS"))
+          : Number(/-(\d+)\.lua$/.exec(file)![1]);
 
       test("opens with a comment block documenting KEYS, ARGV and Returns", () => {
         expect(source.startsWith("--[[\n")).toBe(true);
         const { header } = split(source);
-        expect(header).toContain("KEYS[1]");
+        expect(header).toContain(perShard ? "KEYS[s+1]" : "KEYS[1]");
         expect(header).toContain("ARGV[1]");
         expect(header).toContain("Returns");
         if (variadic) expect(header).toContain("variadic");
@@ -107,6 +114,14 @@ describe("ledger Lua scripts", () => {
       test("the key count in the file name is the highest KEYS[n] the code uses, and every key is documented", () => {
         const { header, code } = split(source);
         const used = indices(code, "KEYS");
+        if (perShard) {
+          // Keys only by shard and by item, every one of them documented.
+          expect(used).toEqual([]);
+          const offsets = (text: string) => [...text.matchAll(/KEYS\[([sb]) ?\+ ?(\d+)\]/g)].map((m) => `${m[1]}+${m[2]}`);
+          const documented = new Set(offsets(header));
+          expect([...new Set(offsets(code))].filter((o) => !documented.has(o))).toEqual([]);
+          return;
+        }
         expect(used.length).toBeGreaterThan(0);
         expect(Math.max(...used)).toBe(declaredKeys);
         // Every key 1..n is used by the code and described in the header.
@@ -179,8 +194,8 @@ describe("batch scripts on Redis", () => {
     o: { epoch?: string; limit?: number; window?: number; extraKey?: boolean; minute?: number; inMinute?: number | string } = {},
   ) {
     const keys = [names.holds(shard), names.fence(shard)];
-    const argv: (string | number)[] = [o.epoch ?? "1", o.limit ?? 100, o.window ?? 60_000, 15_000, 3_600_000];
-    argv.push(o.minute ?? MINUTE, o.inMinute ?? 15_000);
+    const argv: (string | number)[] = [o.limit ?? 100, o.window ?? 60_000, 15_000, 3_600_000];
+    argv.push(o.minute ?? MINUTE, o.inMinute ?? 15_000, 1, o.epoch ?? "1", items.length);
     for (const [k, id, amount] of items) {
       keys.push(W, keyOf[k]!, marker(id), names.rate(shard, wallet, WINDOW), names.rate(shard, wallet, WINDOW - 1));
       argv.push(id, amount, `${wallet}|${k}`, rpmOf[k] ?? 0);
@@ -191,7 +206,7 @@ describe("batch scripts on Redis", () => {
   type S = [key: number, holdId: string, charge: number | string, cost?: number | string, cache?: [number, number, number]];
   function settle(items: S[], epoch = "1") {
     const keys = [names.holds(shard), names.outbox(shard), names.fence(shard)];
-    const argv: (string | number)[] = [epoch, 604_800];
+    const argv: (string | number)[] = [604_800, 1, epoch, items.length];
     for (const [k, id, charge, cost = 10, cache = [0, 0, 0]] of items) {
       keys.push(W, keyOf[k]!, marker(id));
       argv.push(id, charge, 100, 20, cost, "m/x", wallet, k, ...cache);
@@ -309,9 +324,9 @@ describe("batch scripts on Redis", () => {
         ],
         { epoch: "0" },
       ),
-    ).toEqual([0, "FENCED", "1"]);
+    ).toEqual([0, "FENCED", "1", 1]);
     await redis.set(names.fence(shard), "R:2");
-    expect(await reserve([[1, "a", 1]], { epoch: "1" })).toEqual([0, "FENCED", "R:2"]);
+    expect(await reserve([[1, "a", 1]], { epoch: "1" })).toEqual([0, "FENCED", "R:2", 1]);
     await redis.set(names.fence(shard), "1");
     for (const bad of [
       () =>
@@ -406,7 +421,7 @@ describe("batch scripts on Redis", () => {
   test("settle: a fenced batch or bad arguments change nothing", async () => {
     await reserve([[1, "a", 3_000]]);
     const before = await state();
-    expect(await settle([[1, "a", 1]], "2")).toEqual([0, "FENCED", "1"]);
+    expect(await settle([[1, "a", 1]], "2")).toEqual([0, "FENCED", "1", 1]);
     for (const bad of [
       () =>
         settle([

@@ -18,7 +18,8 @@ local function apiKey(name)
   end
   return k
 end
--- The batch's charge events (settle-batch's header says their JSON), stamped with one Redis TIME per batch.
+-- The batch's charge events (settle-batch's header says their JSON) by shard of the call (g), stamped with one
+-- Redis TIME per batch.
 local at
 local events = {}
 -- The event's cache split ("cr" reads, "cw" 5-minute and "cw1h" 1-hour writes), only when there is one: an event
@@ -28,8 +29,9 @@ local function cacheJson(cr, cw, cw1h)
   return ',"cr":' .. int(cr) .. ',"cw":' .. int(cw) .. ',"cw1h":' .. int(cw1h)
 end
 -- Item `a`'s charge on the API key hash `name`: the key gives up `unlocked` of its lock, its counters move, and
--- the charge joins the batch's events. `c`: where the item's cache split starts in ARGV.
-local function chargeKey(name, a, unlocked, c)
+-- the charge joins the events of the batch's shard `g` (1 when not given). `c`: where the item's cache split
+-- starts in ARGV.
+local function chargeKey(name, a, unlocked, c, g)
   local charge = tonumber(ARGV[a + 2])
   local cr, cw, cw1h = tonumber(ARGV[c]), tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2])
   local k = apiKey(name)
@@ -40,7 +42,10 @@ local function chargeKey(name, a, unlocked, c)
     local t = redis.call('TIME')
     at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
   end
-  events[#events + 1] = '{"type":"charge","hold":' .. cjson.encode(ARGV[a + 1]) .. ',"wallet":'
+  g = g or 1
+  local list = events[g]
+  if not list then list = {}; events[g] = list end
+  list[#list + 1] = '{"type":"charge","hold":' .. cjson.encode(ARGV[a + 1]) .. ',"wallet":'
     .. cjson.encode(ARGV[a + 7]) .. ',"key":' .. int(tonumber(ARGV[a + 8])) .. ',"model":' .. cjson.encode(ARGV[a + 6])
     .. ',"amount":' .. int(charge) .. ',"cost":' .. int(tonumber(ARGV[a + 5])) .. ',"pt":' .. int(tonumber(ARGV[a + 3]))
     .. ',"ct":' .. int(tonumber(ARGV[a + 4])) .. cacheJson(cr, cw, cw1h) .. ',"at":' .. at .. '}'
@@ -67,8 +72,9 @@ local function writeWalletsAndKeys()
     redis.call('HSET', name, unpack(fields))
   end
 end
--- The batch's charges as one outbox entry: field 'e', the events separated by commas ('[' .. e .. ']' is a JSON
--- array); none if nothing was charged.
-local function appendCharges(outbox)
-  if #events > 0 then redis.call('XADD', outbox, '*', 'e', table.concat(events, ',')) end
+-- The charges of the batch's shard `g` (1 when not given) as one entry of its outbox: field 'e', the events
+-- separated by commas ('[' .. e .. ']' is a JSON array); none if nothing was charged there.
+local function appendCharges(outbox, g)
+  local list = events[g or 1]
+  if list then redis.call('XADD', outbox, '*', 'e', table.concat(list, ',')) end
 end

@@ -103,6 +103,7 @@ export class ShardBatcher<I, R> {
 
 /** A reserve of one request, as the batch script takes it. */
 export interface ReserveItem {
+  shard: string;
   walletName: string;
   apiKeyName: string;
   wallet: string;
@@ -118,6 +119,7 @@ export interface SettleItem {
   lease?: string;
   /** What the request held of its lease. */
   held?: number;
+  shard: string;
   walletName: string;
   apiKeyName: string;
   wallet: string;
@@ -140,72 +142,89 @@ export interface BatchLimits {
   resolutionTtlS: number;
 }
 
+/** The queue of every shard's reserves and settles on a single Redis, where one script call may span shards. */
+const ALL_SHARDS = "*";
+
 /**
- * The chat path's two ledger calls, batched per shard (reserve-batch.lua, settle-batch.lua; settle-leased-batch.lua
- * for requests a credit lease admitted) and fenced per batch.
+ * The chat path's two ledger calls, batched (reserve-batch.lua, settle-batch.lua; settle-leased-batch.lua for
+ * requests a credit lease admitted) and fenced per batch. On a single Redis (a router that takes keys of several
+ * slots in one command) every shard's reserves wait in one queue and go as one call spanning their shards, so a
+ * load spread over many wallets batches as well as one wallet's; on a Redis Cluster each shard has its queue and
+ * its calls (a script runs where its slot lives). Leased settles stay per shard (one lease is one shard's).
  */
 export class LedgerBatches {
   readonly reserves: ShardBatcher<ReserveItem, ReserveItemReply>;
   readonly settles: ShardBatcher<SettleItem, SettleItemReply>;
   readonly leasedSettles: ShardBatcher<SettleItem, SettleItemReply>;
+  private readonly spanShards: boolean;
 
   constructor(scripts: LedgerScripts, fence: LedgerFence, names: RedisNames, limits: BatchLimits) {
-    this.reserves = new ShardBatcher((shard, list) =>
-      fence
-        .run(shard, (epoch) => {
+    this.spanShards = scripts.client.multiSlot;
+    this.reserves = new ShardBatcher((_queue, list) => {
+      const groups = byShard(list);
+      const shards = [...groups.keys()];
+      return fence
+        .runMany(shards, (epochs) => {
           // The window is the gateway clock's at send time, like one call's: every item of a batch shares it.
           const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = limits;
           const now = Date.now();
           const window = Math.floor(now / windowMs);
-          const keys = [names.holds(shard), names.fence(shard)];
           // The keys' own rate limits count per minute (requests_per_minute), on the same clock.
           const minute = Math.floor(now / 60_000);
-          const argv: (string | number)[] = [
-            epoch,
-            limit,
-            windowMs,
-            now - window * windowMs,
-            limits.holdTtlMs,
-            minute,
-            now - minute * 60_000,
-          ];
-          for (const it of list) {
-            keys.push(
-              it.walletName,
-              it.apiKeyName,
-              names.holdMarker(shard, it.holdId),
-              names.rate(shard, it.wallet, window),
-              names.rate(shard, it.wallet, window - 1),
-            );
-            argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`, it.rpm);
+          const keys: string[] = [];
+          const argv: (string | number)[] = [limit, windowMs, now - window * windowMs, limits.holdTtlMs, minute, now - minute * 60_000];
+          argv.push(shards.length);
+          shards.forEach((shard, g) => {
+            keys.push(names.holds(shard), names.fence(shard));
+            argv.push(epochs[g]!, groups.get(shard)!.length);
+          });
+          for (const items of groups.values()) {
+            for (const it of items) {
+              keys.push(
+                it.walletName,
+                it.apiKeyName,
+                names.holdMarker(it.shard, it.holdId),
+                names.rate(it.shard, it.wallet, window),
+                names.rate(it.shard, it.wallet, window - 1),
+              );
+              argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`, it.rpm);
+            }
           }
           return scripts.reserveBatch(keys, argv);
         })
-        .then(perItem),
-    );
-    this.settles = new ShardBatcher((shard, list) =>
-      fence
-        .run(shard, (epoch) => {
-          const keys = [names.holds(shard), names.outbox(shard), names.fence(shard)];
-          const argv: (string | number)[] = [epoch, limits.resolutionTtlS];
-          for (const it of list) {
-            keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId));
-            argv.push(
-              it.holdId,
-              it.charge,
-              it.promptTokens,
-              it.completionTokens,
-              it.costMicro,
-              it.model,
-              it.wallet,
-              it.keyId,
-              ...cacheSplit(it),
-            );
+        .then((r) => inItemOrder(list, groups, perItem(r)));
+    });
+    this.settles = new ShardBatcher((_queue, list) => {
+      const groups = byShard(list);
+      const shards = [...groups.keys()];
+      return fence
+        .runMany(shards, (epochs) => {
+          const keys: string[] = [];
+          const argv: (string | number)[] = [limits.resolutionTtlS, shards.length];
+          shards.forEach((shard, g) => {
+            keys.push(names.holds(shard), names.outbox(shard), names.fence(shard));
+            argv.push(epochs[g]!, groups.get(shard)!.length);
+          });
+          for (const items of groups.values()) {
+            for (const it of items) {
+              keys.push(it.walletName, it.apiKeyName, names.holdMarker(it.shard, it.holdId));
+              argv.push(
+                it.holdId,
+                it.charge,
+                it.promptTokens,
+                it.completionTokens,
+                it.costMicro,
+                it.model,
+                it.wallet,
+                it.keyId,
+                ...cacheSplit(it),
+              );
+            }
           }
           return scripts.settleBatch(keys, argv);
         })
-        .then(perItem),
-    );
+        .then((r) => inItemOrder(list, groups, perItem(r)));
+    });
     this.leasedSettles = new ShardBatcher((shard, list) =>
       fence
         .run(shard, (epoch) => {
@@ -222,12 +241,37 @@ export class LedgerBatches {
     );
   }
 
+  /** The queue of `shard`'s reserves and settles: its own on a Redis Cluster, every shard's on a single Redis. */
+  queue(shard: string): string {
+    return this.spanShards ? ALL_SHARDS : shard;
+  }
+
   /** Sends the shard's queued reserves and settles now: a read or another ledger call of the shard follows them. */
   flush(shard: string): void {
-    this.reserves.flush(shard);
-    this.settles.flush(shard);
+    this.reserves.flush(this.queue(shard));
+    this.settles.flush(this.queue(shard));
     this.leasedSettles.flush(shard);
   }
+}
+
+/** A batch's items by shard, each shard's in their order (the script's groups, first seen first). */
+function byShard<T extends { shard: string }>(list: T[]): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const it of list) {
+    const g = groups.get(it.shard);
+    if (g) g.push(it);
+    else groups.set(it.shard, [it]);
+  }
+  return groups;
+}
+
+/** The replies of a call whose items went grouped by shard, back in the order of `list`. */
+function inItemOrder<T, R>(list: T[], groups: Map<string, T[]>, replies: R[]): R[] {
+  if (groups.size === 1) return replies;
+  const at = new Map<T, R>();
+  let i = 0;
+  for (const items of groups.values()) for (const it of items) at.set(it, replies[i++]!);
+  return list.map((it) => at.get(it)!);
 }
 
 /** A settle's cache split as the scripts take it: cache-read, 5-minute and 1-hour cache-write tokens. */

@@ -73,6 +73,28 @@ export class LedgerFence {
     }
   }
 
+  /**
+   * `run` for a call that spans several shards (a batch on a single Redis): `script` gets each shard's epoch in
+   * order; a FENCED refusal names the shard that refused (its 1-based place, the reply's 4th element), whose epoch
+   * is adopted or waited for before the whole call goes again. Nothing was changed by a refused call.
+   */
+  async runMany<R extends Reply>(shards: string[], script: (epochs: string[]) => Promise<R>): Promise<R> {
+    if (shards.length === 1) return this.run(shards[0]!, (epoch) => script([epoch]));
+    const deadline = Date.now() + this.waitLimitMs;
+    for (;;) {
+      const r = await script(shards.map((s) => this.epoch(s)));
+      if (r[0] !== 0 || r[1] !== "FENCED") return r;
+      const shard = shards[Number(r[3]) - 1];
+      if (shard === undefined) throw new Error(`a FENCED reply named no shard of the call: ${JSON.stringify(r)}`);
+      const seen = String(r[2] ?? "");
+      if (isOpen(seen)) {
+        this.epochs.set(shard, seen);
+        continue;
+      }
+      await this.waitOpen(shard, deadline);
+    }
+  }
+
   /** One poll loop per shard, shared by every caller refused meanwhile. */
   private waitOpen(shard: string, deadline: number): Promise<void> {
     let wait = this.waits.get(shard);

@@ -55,7 +55,8 @@ export class Ledger {
    */
   alongside(shard: string, put: () => void): void {
     const { leasedSettles, settles } = this.batches;
-    (leasedSettles.waiting(shard) ? leasedSettles : settles).ride(shard, put);
+    if (leasedSettles.waiting(shard)) leasedSettles.ride(shard, put);
+    else settles.ride(this.batches.queue(shard), put);
   }
 
   /** Sends a shard's queued reserves and settles now, and what rides with them: a read sent next comes after them. */
@@ -94,7 +95,7 @@ export class Ledger {
   async reserve(p: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = this.limits;
     const rpm = p.limits?.rpm ?? 0;
-    const r = await this.batches.reserves.submit(p.shard, { ...p, holdId, amount, rpm });
+    const r = await this.batches.reserves.submit(this.batches.queue(p.shard), { ...p, holdId, amount, rpm });
     if (r[0] === 1) {
       reserves("ok", () => ({ outcome: "ok" })).inc();
       holdOpened(holdId, amount);
@@ -151,7 +152,7 @@ export class Ledger {
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
   async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails, sent?: () => void): Promise<SettleOutcome> {
-    return (await this.settleWith(this.batches.settles, p.shard, { ...p, ...d, holdId, charge }, sent)).outcome;
+    return (await this.settleWith(this.batches.settles, this.batches.queue(p.shard), { ...p, ...d, holdId, charge }, sent)).outcome;
   }
 
   /**
@@ -174,7 +175,7 @@ export class Ledger {
     );
   }
 
-  /** `sent`: called once the settle's batch is on the connection (a call in flight for the shard answered first). */
+  /** `sent`: called once the settle's batch is on the connection (a call in flight on its queue answered first). */
   private async settleWith(
     batcher: LedgerBatches["settles"],
     shard: string,

@@ -74,8 +74,8 @@ type Arg = string | number;
 export type ReserveItemReply = [number, number | string, (number | string)?, string?];
 /** One settle of a batch: charged `{1, balance_after}` (`{1, balance_after, covered}` for a leased one), or `{0, state}`. */
 export type SettleItemReply = [number, number | string, number?];
-/** A batch script's reply: one reply per item in order, or the whole batch refused by the fence. */
-export type BatchReply<T> = [1, ...T[]] | [0, "FENCED", string];
+/** A batch script's reply: one reply per item in order, or the whole batch refused by the fence of its shard g (the 4th element; a batch may span shards). */
+export type BatchReply<T> = [1, ...T[]] | [0, "FENCED", string, number?];
 
 interface Script {
   sha: string;
