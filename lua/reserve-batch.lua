@@ -10,8 +10,9 @@
   requests it admitted, so a 402 does not use up the key's minute and a reserve retried after a lease gave credit
   back counts once), key budget, wallet available credit. Then it opens a hold that settle-batch / release-6
   resolve exactly once, or the sweeper expires.
-  Each redis.call costs ~2 µs inside a script: every wallet, key, marker and rate counter is read once per batch
-  into locals, and written once at the end (HSET of 'locked', one INCRBY per counter, one ZADD per shard); TIME once.
+  Each redis.call costs ~2 µs inside a script: every wallet, key and rate counter is read once per batch into
+  locals, the hold markers in one MGET, and each is written once at the end (HSET of 'locked', one INCRBY per
+  counter, one ZADD per shard, one MSET of the new markers); TIME once.
 
   for shard g = 1..G (ARGV[7]), at s = 2 * (g - 1):
   KEYS[s+1] holds zset    gw:{sNN}:holds        holdId -> expiry (ms, Redis clock), for the sweeper
@@ -101,9 +102,12 @@ local function apiKey(name)
   end
   return k
 end
-local function marker(name)
-  if markers[name] == nil then markers[name] = redis.call('GET', name) end
-  return markers[name]
+-- Every item's hold marker in one MGET up front (false: none), rather than a GET per item.
+do
+  local names = {}
+  for i = 1, n do names[i] = KEYS[2 * G + 5 * (i - 1) + 3] end
+  local v = redis.call('MGET', unpack(names))
+  for i = 1, n do markers[names[i]] = v[i] end
 end
 -- A wallet's two window counters in one MGET (the items of a batch share one window).
 local function ratePair(cur, prev)
@@ -121,7 +125,7 @@ for i = 1, n do
   local b, a = 2 * G + 5 * (i - 1), I + 4 * (i - 1)
   local amount, rpm = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
   local k = apiKey(KEYS[b + 2])
-  local m = k.revoked == '0' and marker(KEYS[b + 3])
+  local m = k.revoked == '0' and markers[KEYS[b + 3]]
   local r
   if k.revoked ~= '0' then
     r = {0, 'UNAUTHORIZED'}
@@ -193,5 +197,9 @@ end
 for g = 1, G do
   if #holds[g] > 0 then redis.call('ZADD', KEYS[2 * g - 1], unpack(holds[g])) end
 end
-for _, name in ipairs(newMarkers) do redis.call('SET', name, markers[name]) end
+if #newMarkers > 0 then
+  local set = {}
+  for _, name in ipairs(newMarkers) do set[#set + 1] = name; set[#set + 1] = markers[name] end
+  redis.call('MSET', unpack(set))
+end
 return results

@@ -6,8 +6,8 @@
   after the sweeper expired the hold still records the charge (the inference happened), and any other repeat is a
   no-op. Items are applied in order, each seeing the ones before it (a hold id twice in one batch charges once), so
   a batch equals the same calls one by one.
-  Every wallet, key and marker is read once per batch and written once at the end (HSET of the changed fields,
-  one ZREM per shard); TIME once. One XADD per shard of the batch: its entry holds every charge of the shard.
+  Every wallet and key is read once per batch, the hold markers in one MGET, and each is written once at the end
+  (HSET of the changed fields, one ZREM per shard, a SET with its lifetime per posted marker); TIME once. One XADD per shard of the batch: its entry holds every charge of the shard.
 
   for shard g = 1..G (ARGV[2]), at s = 3 * (g - 1):
   KEYS[s+1] holds zset     gw:{sNN}:holds
@@ -69,8 +69,15 @@ for g = 1, G do
   if refused then return refused end
 end
 
--- Markers read once per batch, by key name (wallets and keys: the includes); written back once at the end.
+-- Every item's hold marker in one MGET up front (false: none), by key name (wallets and keys: the includes);
+-- written back once at the end.
 local markers = {}
+do
+  local names = {}
+  for i = 1, n do names[i] = KEYS[3 * G + 3 * (i - 1) + 3] end
+  local v = redis.call('MGET', unpack(names))
+  for i = 1, n do markers[names[i]] = v[i] end
+end
 local posted, zrem = {}, {}
 for g = 1, G do zrem[g] = {} end
 local results = {1}
@@ -78,7 +85,6 @@ for i = 1, n do
   local b, a = 3 * G + 3 * (i - 1), I + 11 * (i - 1)
   local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
   local name = KEYS[b + 3]
-  if markers[name] == nil then markers[name] = redis.call('GET', name) end
   local state = markers[name]
   if not state then
     results[i + 1] = {0, 'UNKNOWN_HOLD'}

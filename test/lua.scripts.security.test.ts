@@ -14,8 +14,8 @@ import { privateRedis } from "./helpers/services.ts";
  * `bun -e 'import { SCRIPT_FILES, scriptSource } from "./src/ledger/scripts.ts"; for (const f of SCRIPT_FILES) console.log(f, new Bun.CryptoHasher("sha1").update(scriptSource(f)).digest("hex"))'`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-batch.lua": "47fb180afc3135c24fb62fd6e84607f3b7479e11",
-  "settle-batch.lua": "230d081fa6b68eca65cf5da18dc67bd13dbdc076",
+  "reserve-batch.lua": "a922fac9bc0e2f0aab98b376c91850241124e9c2",
+  "settle-batch.lua": "f4790f6cb3a35872bf2d91572c3a4d0d505dbe04",
   "settle-leased-batch.lua": "0d4961066bacda3a2d2ce212f4e7fb2711767828",
   "lease-8.lua": "83b2e9e04451b72284b29d0b08ec31dfd50a5b98",
   "release-6.lua": "5ea5969a4a04b3036068e18021b3d610abe6234c",
