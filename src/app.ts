@@ -6,14 +6,14 @@ import { log } from "./log.ts";
 import { outageOf } from "./outage.ts";
 import { balanceRoutes } from "./modules/balance/balance.routes.ts";
 import { chatRoutes, serveChat } from "./modules/chat/chat.routes.ts";
-import { embeddingsRoutes } from "./modules/embeddings/embeddings.routes.ts";
+import { embeddingsRoutes, serveEmbeddings } from "./modules/embeddings/embeddings.routes.ts";
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { siweRoutes } from "./modules/keys/siwe.routes.ts";
 import { messagesRoutes } from "./modules/messages/messages.routes.ts";
 import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
-import { responsesRoutes } from "./modules/responses/responses.routes.ts";
+import { responsesError, responsesRoutes, serveResponses } from "./modules/responses/responses.routes.ts";
 import { topupHistoryRoutes } from "./modules/topup/history.routes.ts";
 import { topupPayRoutes } from "./modules/topup/pay.routes.ts";
 import { wellKnownRoutes } from "./modules/paycall/wellknown.routes.ts";
@@ -130,8 +130,14 @@ function leanDoors(s: Services): Map<string, LeanDoor> {
     traceOf(request).status = res.status;
     return res;
   };
+  const responsesFail = responsesError(s);
   return new Map<string, LeanDoor>([
     ["/v1/chat/completions", { route: "/v1/chat/completions", check: (b) => chatBody.Check(b), serve: serveChat(s), fail: appError }],
+    ["/v1/embeddings", { route: "/v1/embeddings", serve: serveEmbeddings(s), fail: appError }],
+    [
+      "/v1/responses",
+      { route: "/v1/responses", serve: serveResponses(s), fail: (error, request) => responsesFail(elysiaCode(error), error, request) },
+    ],
   ]);
 }
 

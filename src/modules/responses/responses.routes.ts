@@ -59,26 +59,41 @@ const errorAnswer = (description: string, example: { message: string; type: stri
 });
 
 /** POST /v1/responses: the OpenAI Responses API, served by the chat path and billed by the same ledger. */
-export const responsesRoutes = (s: Services) =>
-  new Elysia({ tags: ["responses"] })
-    // Registered before the app's own error handler, so this route's errors keep OpenAI's shape (Elysia runs the
-    // first handler that answers).
-    .onError(({ code, error, request }) => {
-      const res = renderResponsesError(code, s.paidCalls.offerOn(error, request), (e) => s.pgHealth.markDown(e));
-      traceOf(request).status = res.status;
-      return res;
-    })
-    .post(
-      "/v1/responses",
-      ({ body, request }) => {
-        if (s.keyless.enabled && withoutKey(request.headers))
-          return s.keyless.serve(request, (payer) => s.responses.create(null, body, traceOf(request), undefined, payer));
-        const payment = paymentHeaderOf(request.headers);
-        const authorization = request.headers.get("authorization");
-        if (payment === null) return s.responses.create(authorization, body, traceOf(request));
-        return s.paidCalls.serve(payment, request, (pay) => s.responses.create(authorization, body, traceOf(request), pay));
-      },
-      {
+/**
+ * What POST /v1/responses does with a parsed body: a keyless call (on a gateway that takes them), a paid call, or a
+ * keyed one. Served by the Elysia route below and by the lean door ahead of it (app.ts), with `responsesError`.
+ */
+export const serveResponses =
+  (s: Services) =>
+  (body: unknown, request: Request): Promise<Response> => {
+    const trace = traceOf(request);
+    const headers = request.headers;
+    const authorization = headers.get("authorization");
+    if (authorization === null && s.keyless.enabled && withoutKey(headers))
+      return s.keyless.serve(request, (payer) => s.responses.create(null, body, trace, undefined, payer));
+    const payment = paymentHeaderOf(headers);
+    if (payment === null) return s.responses.create(authorization, body, trace);
+    return s.paidCalls.serve(payment, request, (pay) => s.responses.create(authorization, body, trace, pay));
+  };
+
+/** The route's answer to an error (`code`: Elysia's kind of it), in OpenAI's shape, counted under its status. */
+export const responsesError =
+  (s: Services) =>
+  (code: string | number, error: unknown, request: Request): Response => {
+    const res = renderResponsesError(code, s.paidCalls.offerOn(error, request), (e) => s.pgHealth.markDown(e));
+    traceOf(request).status = res.status;
+    return res;
+  };
+
+export const responsesRoutes = (s: Services) => {
+  const serve = serveResponses(s);
+  const fail = responsesError(s);
+  return (
+    new Elysia({ tags: ["responses"] })
+      // Registered before the app's own error handler, so this route's errors keep OpenAI's shape (Elysia runs the
+      // first handler that answers).
+      .onError(({ code, error, request }) => fail(code, error, request))
+      .post("/v1/responses", ({ body, request }) => serve(body, request), {
         parse: "json", // every body is JSON, whatever Content-Type a client sends
         detail: doc({
           summary: "OpenAI Responses API (reserve → provider → settle, as chat)",
@@ -200,5 +215,6 @@ export const responsesRoutes = (s: Services) =>
             }),
           },
         }),
-      },
-    );
+      })
+  );
+};
