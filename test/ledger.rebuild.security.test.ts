@@ -14,6 +14,7 @@ import { reconcileFromPostgres } from "../src/rebuild/reconcile.ts";
 import { spawnMain, startChildGateway, freePort, type ChildGateway } from "./helpers/child.ts";
 import { expectedCharge, sharedGateway } from "./helpers/gateway.ts";
 import { captureErrors } from "./helpers/logs.ts";
+import { until } from "./helpers/leaseLoad.ts";
 
 const gw = sharedGateway({}, { redisPort: freePort() });
 const errors = captureErrors(/"the ledger rebuild lock was (taken over|not renewed)/);
@@ -92,6 +93,28 @@ describe("the fence", () => {
     expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000 - 30_000 + 7_000, locked: 0 });
     await gw.services.flusher.drain();
     expect(await postgresBalance(wallet)).toBe(1_000_000 - 30_000 + 7_000);
+  });
+});
+
+describe("a request arriving during a rebuild", () => {
+  test("waits for the fence past the reserve's Redis deadline (2 s) and is served, charged once", async () => {
+    const { wallet, key } = await gw.newWallet(1);
+    const { ledger, sql } = gw.services;
+    let chat!: Promise<OpenAI.ChatCompletion>;
+    await rebuildLedger(ledger, sql, {
+      hooks: {
+        async fenced() {
+          chat = gw.openai(key).chat.completions.create({ model: "standin/echo", messages: [{ role: "user", content: "hi" }] });
+          // A rebuild of a large ledger (or on a loaded machine) keeps the fences closed past the reserve's deadline.
+          expect(await until(async () => ledger.fence.waiting, 5_000)).toBe(true);
+          await Bun.sleep(2_500);
+        },
+      },
+    });
+    const answer = await chat;
+    expect(answer.usage?.prompt_tokens).toBeGreaterThan(0);
+    const charge = expectedCharge(answer.usage!.prompt_tokens, answer.usage!.completion_tokens);
+    expect(await gw.ledgerState(wallet)).toEqual({ balance: 1_000_000 - charge, locked: 0 });
   });
 });
 

@@ -93,12 +93,16 @@ export class Holds {
   private async reserveInRedis(principal: KeyPrincipal, holdId: string, amount: number): Promise<ReserveOutcome> {
     let outcome: ReserveOutcome;
     const reserving = this.ledger.reserve(principal, holdId, amount);
+    const late = () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS);
     try {
-      outcome = await withDeadline(
-        RESERVE_DEADLINE_MS,
-        () => reserving,
-        () => DependencyDown.late("redis", "reserve", RESERVE_DEADLINE_MS),
-      );
+      try {
+        outcome = await withDeadline(RESERVE_DEADLINE_MS, () => reserving, late);
+      } catch (e) {
+        // Late because it waits for a rebuild to open the fence, not because Redis does not answer: it waits on, as
+        // long as the fence lets it (then 503 LedgerRebuilding), rather than fail every request of a long rebuild.
+        if (!(e instanceof DependencyDown && this.ledger.fence.waiting)) throw e;
+        outcome = await withDeadline(this.ledger.fence.waitLimit + RESERVE_DEADLINE_MS, () => reserving, late);
+      }
     } catch (e) {
       // Refused by the fence: nothing was held.
       if (e instanceof LedgerRebuilding) throw e;

@@ -95,6 +95,16 @@ export class LedgerFence {
     }
   }
 
+  /** Whether a caller waits for a shard to open (a rebuild runs): its wait is bounded here, not by a Redis deadline. */
+  get waiting(): boolean {
+    return this.waits.size > 0;
+  }
+
+  /** The longest a caller waits for a closed shard before LedgerRebuilding. */
+  get waitLimit(): number {
+    return this.waitLimitMs;
+  }
+
   /** One poll loop per shard, shared by every caller refused meanwhile. */
   private waitOpen(shard: string, deadline: number): Promise<void> {
     let wait = this.waits.get(shard);
