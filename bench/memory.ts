@@ -13,12 +13,17 @@
  *   (with stats: BENCH_MEMORY_MODULES=1 lists the modules loaded, BENCH_MEMORY_MAPS=1 the largest mappings,
  *    BENCH_GATEWAY_ENV=BENCH_MIMALLOC_DUMP=1 has the gateway print mimalloc's statistics to its log)
  *
+ * BENCH_MEMORY_STACK=external,embedded (the default, both): the gateway on the bench's Redis and Postgres
+ * (REDIS_URL, DATABASE_URL), then as the single binary starts with neither, on its embedded redis-server and PGlite
+ * in DATA_DIR. The serving process, its background process (flusher, sweeper, repairs, and with no URLs the
+ * embedded services: PGlite runs inside it) and the embedded redis-server are each read on their own (issue 31).
+ *
  * BENCH_DURATION_S (default 10) and BENCH_ROUNDS (default 2): per round JSON, then streams, each that long.
  * Prints one line per run and a summary line per launch on stderr.
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { autocannon, type Target } from "./measure.ts";
+import { autocannon, descendants, type Target } from "./measure.ts";
 import { setUp, targetsFor } from "./phases.ts";
 import { apiKeyWithCredit, type Gateway, type Launch, openWorkDir, runThenClean, startGateway, stopChild } from "./processes.ts";
 import { f0 } from "./report.ts";
@@ -27,6 +32,7 @@ import { gatewayBody, gatewayStreamBody, log, ROOT, sleep } from "./settings.ts"
 const LAUNCHES = (process.env.BENCH_MEMORY_LAUNCH || "source,binary").split(",").map((x) => x.trim()) as Launch[];
 const DURATION_S = Number(process.env.BENCH_DURATION_S || 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
+const STACKS = (process.env.BENCH_MEMORY_STACK || "external,embedded").split(",").map((x) => x.trim()) as ("external" | "embedded")[];
 
 /** VmRSS, its anonymous and file-backed parts, and VmHWM of a process, MiB. */
 function memory(pid: number): { rss: number; anon: number; file: number; peak: number } {
@@ -91,6 +97,32 @@ async function heap(gw: Gateway, when: string): Promise<void> {
 
 const show = (m: ReturnType<typeof memory>) => `${f0(m.rss)} MiB (anon ${f0(m.anon)}, file ${f0(m.file)}), peak ${f0(m.peak)} MiB`;
 
+/** The gateway's other processes by what they are: its background process (bun) and the embedded redis-server. */
+function others(pid: number): { background?: number; redis?: number } {
+  const out: { background?: number; redis?: number } = {};
+  for (const child of descendants(pid)) {
+    let cmd = "";
+    try {
+      cmd = readFileSync(`/proc/${child}/cmdline`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (cmd.includes("redis-server")) out.redis = child;
+    else if (readFileSync(`/proc/${child}/environ`, "utf8").includes("GATEWAY_BACKGROUND=1")) out.background = child;
+  }
+  return out;
+}
+
+/** Each of the gateway's processes, one phrase each. */
+function showAll(pid: number): string {
+  const o = others(pid);
+  return (
+    `serving ${show(memory(pid))}` +
+    (o.background ? ` · background ${show(memory(o.background))}` : "") +
+    (o.redis ? ` · redis-server ${show(memory(o.redis))}` : "")
+  );
+}
+
 async function main(): Promise<void> {
   openWorkDir();
   if (LAUNCHES.includes("binary")) {
@@ -103,8 +135,12 @@ async function main(): Promise<void> {
   const node = Bun.which("node");
   const loadgen = node ? [node] : [process.execPath];
   const summary: string[] = [];
-  for (const launch of LAUNCHES) {
-    const gw = await startGateway(s.upstreams, s.redis.url, s.db, `gateway-${launch}`, {}, s.anthropic.port, launch);
+  for (const [stack, launch] of STACKS.flatMap((st) => LAUNCHES.map((l) => [st, l] as const))) {
+    const name = stack === "embedded" ? `${launch}+embedded` : launch;
+    const gw =
+      stack === "embedded"
+        ? await startGateway(s.upstreams, undefined, undefined, `gateway-${launch}-embedded`, {}, s.anthropic.port, launch)
+        : await startGateway(s.upstreams, s.redis.url, s.db, `gateway-${launch}`, {}, s.anthropic.port, launch);
     const pid = gw.child.proc.pid;
     await sleep(1_000); // past start-up's own garbage
     const started = memory(pid);
@@ -115,7 +151,7 @@ async function main(): Promise<void> {
     const stream: Target = { name: "gateway", url, headers, body: gatewayStreamBody(0) };
     const watch = { target: pid, standin: s.upstreams[0]!.standin.proc.pid, redis: s.redis.pid };
     const idle = memory(pid);
-    log(`${launch}: pid ${pid}, idle after start ${show(started)}, after a sign-in ${show(idle)}`);
+    log(`${name}: pid ${pid}, idle after start ${show(started)}, after a sign-in ${showAll(pid)}`);
     if (launch === "stats") await heap(gw, "idle");
     // RSS sampled every 100 ms under load: its mean says more than one reading of a sawtooth.
     const samples: number[] = [];
@@ -131,20 +167,22 @@ async function main(): Promise<void> {
         rps[kind] += r.rps / ROUNDS;
         cpu[kind] += r.cpuUsPerRequest / ROUNDS;
         log(
-          `${launch} ${kind} c32 round ${round + 1}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · ` +
-            `non-2xx ${r.non2xx + r.errors} · RSS ${show(memory(pid))}`,
+          `${name} ${kind} c32 round ${round + 1}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · ` +
+            `non-2xx ${r.non2xx + r.errors} · RSS ${showAll(pid)}`,
         );
       }
     }
     clearInterval(sampler);
     const after = memory(pid);
+    const afterAll = showAll(pid);
     const underLoad = samples.reduce((a, b) => a + b, 0) / samples.length;
     await sleep(5_000);
     const later = memory(pid);
+    const laterAll = showAll(pid);
     if (launch === "stats") await heap(gw, "after the load");
     const line =
-      `${launch}: RSS at start ${f0(started.rss)} MiB, after a sign-in ${f0(idle.rss)} MiB · under load mean ${f0(underLoad)} MiB · after the load ${show(after)} · 5 s later ${f0(later.rss)} MiB · ` +
-      `json ${f0(rps.json)} req/s ${f0(cpu.json)} µs · stream ${f0(rps.stream)} req/s ${f0(cpu.stream)} µs`;
+      `${name}: RSS at start ${f0(started.rss)} MiB, after a sign-in ${f0(idle.rss)} MiB · under load mean ${f0(underLoad)} MiB · after the load ${show(after)} · 5 s later ${f0(later.rss)} MiB · ` +
+      `json ${f0(rps.json)} req/s ${f0(cpu.json)} µs · stream ${f0(rps.stream)} req/s ${f0(cpu.stream)} µs\n  after the load: ${afterAll}\n  5 s later: ${laterAll}`;
     summary.push(line);
     await stopChild(gw.child);
   }

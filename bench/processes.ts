@@ -272,11 +272,11 @@ export type Launch = "bench" | "source" | "binary" | "stats";
 
 /**
  * `bun src/main.ts serve` on a free port, on the given Redis (a URL, or the environment naming a Redis Cluster)
- * and database, answering /health.
+ * and database, answering /health; with neither, on its embedded redis-server and PGlite in DATA_DIR.
  */
 export async function startGateway(
   upstreams: Record<number, Upstream>,
-  redis: string | { REDIS_CLUSTER_NODES: string },
+  redis: string | { REDIS_CLUSTER_NODES: string } | undefined,
   db: { url: string } | undefined,
   name = "gateway",
   extraEnv: Record<string, string> = {},

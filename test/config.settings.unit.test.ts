@@ -16,9 +16,9 @@ const ROOT = join(import.meta.dir, "..");
 const settings = Object.values(SETTINGS) as Setting<unknown>[];
 const names = settings.map((s) => s.name);
 
-// Variables the processes pass each other (WORKERS's children, the background process) and the bundler's own: not
-// settings an operator sets.
-const INTERNAL = ["GATEWAY_WORKER", "GATEWAY_BACKGROUND", "GATEWAY_WORKERS_DIR", "GATEWAY_PARENT", "NODE_ENV"];
+// Variables the processes pass each other (WORKERS's children, the background process, the embedded Postgres's
+// initdb process) and the bundler's own: not settings an operator sets.
+const INTERNAL = ["GATEWAY_WORKER", "GATEWAY_BACKGROUND", "GATEWAY_WORKERS_DIR", "GATEWAY_PARENT", "GATEWAY_PGLITE_INITDB", "NODE_ENV"];
 
 test("every setting is named once", () => {
   expect(new Set(names).size).toBe(names.length);

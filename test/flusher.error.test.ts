@@ -7,7 +7,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { Redis } from "ioredis";
-import { Flusher } from "../src/store/flusher.ts";
+import type { Sql } from "../src/store/db.ts";
+import { Flusher, insertLedgerEvents } from "../src/store/flusher.ts";
 import { sharedGateway } from "./helpers/gateway.ts";
 import { CHARGE, COST, ledgerTraffic, usage } from "./helpers/ledgerTraffic.ts";
 
@@ -177,6 +178,37 @@ describe("flusher", () => {
     expect(await totalRows()).toBe(before + 2);
     const got = await rows(wallet);
     expect(got).toHaveLength(2);
+    for (const r of got) expect(r).toMatchObject(chargeRow(keyId));
+  });
+
+  test("a backlog larger than one insert's bound goes in several statements of at most 256 KiB, each event once", async () => {
+    await gw.services.flusher.drain();
+    const { wallet, key, keyId } = await gw.newWallet(5);
+    await chat(key, 1);
+    const [entry] = await outboxEntries();
+    await gw.services.flusher.drain();
+    const one = JSON.parse(entry!.fields[entry!.fields.indexOf("e") + 1]!) as { hold: string };
+    // 3,000 charges of the same shape (over 512 KiB of JSON): what a round reads after a backlog.
+    const events = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ ...one, hold: `${one.hold}-${i}` }));
+    const params: number[] = [];
+    const counting = {
+      unsafe: (query: string, args: string[]) => (params.push(args[0]!.length), gw.services.sql.unsafe(query, args)),
+    } as unknown as Sql;
+    expect(events.join(",").length).toBeGreaterThan(512 * 1024);
+    await insertLedgerEvents(counting, events);
+    expect(params.length).toBeGreaterThanOrEqual(3);
+    for (const n of params) expect(n).toBeLessThanOrEqual(256 * 1024);
+    expect(await rows(wallet)).toHaveLength(3001);
+
+    // The same backlog again through the outbox (a redelivery): nothing twice.
+    const before = await totalRows();
+    for (let i = 0; i < events.length; i += 500) await gw.services.redis.xadd(entry!.stream, "*", "e", events.slice(i, i + 500).join(","));
+    await gw.services.flusher.drain();
+    expect(await outboxLength()).toBe(0);
+    expect(await pendingCount()).toBe(0);
+    expect(await totalRows()).toBe(before);
+    const got = await rows(wallet);
+    expect(got).toHaveLength(3001);
     for (const r of got) expect(r).toMatchObject(chargeRow(keyId));
   });
 });

@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { connect } from "node:net";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 // Imported as files so `bun build --compile` embeds PGlite's runtime in the binary (it cannot find them on disk).
 import initdbWasm from "@electric-sql/pglite/initdb.wasm" with { type: "file" };
 import pgliteData from "@electric-sql/pglite/pglite.data" with { type: "file" };
@@ -15,6 +15,80 @@ export interface EmbeddedPostgres {
   /** How many pooled connections make sense: PGlite runs one query at a time. */
   maxConnections: number;
   stop(): Promise<void>;
+}
+
+/**
+ * Postgres's memory settings for PGlite, given on its command line (they win over the postgresql.conf initdb wrote,
+ * so a data directory made before keeps them too). PGlite runs Postgres in WebAssembly, whose linear memory is
+ * touched once and never given back: every buffer Postgres ever used stays resident in the background process
+ * (docs/benchmarks.md, "Memory"). initdb's defaults are a server's: shared_buffers 128 MB (all of it touched at
+ * start: the background process 343 → 203 MiB after the bench's load with 16 MB), maintenance_work_mem 64 MB, room
+ * for 100 connections. The OS's page cache still holds the data files: a smaller buffer pool costs reads that are
+ * system calls, not disk.
+ */
+export const PGLITE_SETTINGS = {
+  shared_buffers: "16MB",
+  // PGlite serves one backend; pglite-socket queues the pool's connections onto it.
+  max_connections: "8",
+  maintenance_work_mem: "16MB",
+  temp_buffers: "1MB",
+  work_mem: "4MB",
+};
+
+/** Postgres's start parameters for PGlite: its own defaults, then PGLITE_SETTINGS. */
+function startParams(defaults: readonly string[]): string[] {
+  return [...defaults, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
+}
+
+/** Set on the short-lived process that runs initdb (see initDataDir); main.ts hands it over before anything else. */
+export const INITDB_ENV = "GATEWAY_PGLITE_INITDB";
+
+async function wasmModules(): Promise<{ pgliteWasmModule: WebAssembly.Module; initdbWasmModule: WebAssembly.Module }> {
+  const [pgliteWasmModule, initdbWasmModule] = await Promise.all(
+    [pgliteWasm, initdbWasm].map(async (f) => WebAssembly.compile(await Bun.file(f).arrayBuffer())),
+  );
+  return { pgliteWasmModule: pgliteWasmModule!, initdbWasmModule: initdbWasmModule! };
+}
+
+/**
+ * Run by the process main.ts starts with INITDB_ENV: initdb into `<pgdata>.init`, then renamed to `pgdata`, so a
+ * data directory is there whole or not at all (a kill -9 midway leaves only the .init folder, done again next time).
+ */
+export async function runInitdb(pgdata: string): Promise<void> {
+  const { PGlite } = await import("@electric-sql/pglite");
+  const building = `${pgdata}.init`;
+  rmSync(building, { recursive: true, force: true });
+  // A pgdata without PG_VERSION is no database (an initdb of an older version cut short): kept aside, not deleted.
+  if (existsSync(pgdata)) renameSync(pgdata, `${pgdata}.incomplete-${Date.now()}`);
+  const db = await PGlite.create({
+    dataDir: building,
+    ...(await wasmModules()),
+    fsBundle: Bun.file(pgliteData),
+    startParams: startParams(PGlite.defaultStartParams),
+  });
+  await db.close();
+  renameSync(building, pgdata);
+}
+
+/**
+ * A new data directory is made by a process of its own: PGlite's initdb runs a second Postgres in memory and copies
+ * its files over, which took the background process to ~750–860 MiB at its first start and left it ~50 MiB larger
+ * for good (allocator pages JavaScriptCore keeps); the process that then serves the database never holds that.
+ */
+async function initDataDir(pgdata: string): Promise<void> {
+  const compiled = Bun.main.startsWith("/$bunfs/");
+  const command = compiled ? [process.execPath] : [process.execPath, resolve(import.meta.dir, "..", "main.ts")];
+  const child = Bun.spawn(command, {
+    env: { ...process.env, [INITDB_ENV]: pgdata },
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const [stderr, code] = await Promise.all([new Response(child.stderr).text(), child.exited]);
+  if (code !== 0 || !existsSync(join(pgdata, "PG_VERSION"))) {
+    const last = stderr.trim().split("\n").filter(Boolean).at(-1) ?? `exit ${code}`;
+    throw new Error(`embedded Postgres: initdb in ${pgdata} failed (${last.slice(0, 300)})`);
+  }
 }
 
 function socketAlive(path: string): Promise<boolean> {
@@ -39,16 +113,15 @@ export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostg
   // A socket file nobody answers on is a dead process's (kill -9, a crash): listening again needs it gone.
   rmSync(socket, { force: true });
 
+  const pgdata = dir ? join(dir, "pgdata") : undefined;
+  if (pgdata && !existsSync(join(pgdata, "PG_VERSION"))) await initDataDir(pgdata);
   const { PGlite } = await import("@electric-sql/pglite");
   const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
-  const [pgliteWasmModule, initdbWasmModule] = await Promise.all(
-    [pgliteWasm, initdbWasm].map(async (f) => WebAssembly.compile(await Bun.file(f).arrayBuffer())),
-  );
   const db = await PGlite.create({
-    dataDir: dir ? join(dir, "pgdata") : undefined,
-    pgliteWasmModule,
-    initdbWasmModule,
+    dataDir: pgdata,
+    ...(await wasmModules()),
     fsBundle: Bun.file(pgliteData),
+    startParams: startParams(PGlite.defaultStartParams),
   });
   const server = new PGLiteSocketServer({ db, path: socket, maxConnections: 64 });
   await server.start();

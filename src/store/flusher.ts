@@ -28,12 +28,26 @@ const INSERT_EVENTS = `
                                         at bigint)
   ON CONFLICT (event_id) DO NOTHING`;
 
+// The JSON one insert carries at most (an entry larger than this goes alone). A round reads up to BATCH entries of
+// each shard (24,000 with 48 shards: ~5 MiB of JSON after a backlog); Postgres holds several times a statement's
+// parameter while it runs it, and under PGlite that memory is WebAssembly's, touched once and never given back:
+// one 5 MiB insert left the embedded Postgres ~40 MiB larger for good, 256 KiB ones ~4 (docs/benchmarks.md, "Memory").
+// A usual round (a few hundred events) is one statement either way.
+const INSERT_MAX_JSON = 256 * 1024;
+
 /**
- * Inserts outbox events (their JSON texts) into ledger_events; idempotent by event id, so any redelivery is safe.
- * One statement per batch: the entries are JSON already (settle-batch / release-6 write them), passed as one parameter.
+ * Inserts outbox events (their JSON texts) into ledger_events; idempotent by event id, so any redelivery is safe
+ * (a batch cut into several statements too: one written before a crash is skipped when the batch comes again).
+ * The entries are JSON already (settle-batch / release-6 write them), passed as one parameter per statement.
  */
 export async function insertLedgerEvents(sql: Sql, events: string[]): Promise<void> {
-  if (events.length > 0) await sql.unsafe(INSERT_EVENTS, [`[${events.join(",")}]`]);
+  for (let i = 0; i < events.length;) {
+    let size = events[i]!.length;
+    let end = i + 1;
+    while (end < events.length && size + events[end]!.length < INSERT_MAX_JSON) size += events[end++]!.length + 1;
+    await sql.unsafe(INSERT_EVENTS, [`[${events.slice(i, end).join(",")}]`]);
+    i = end;
+  }
 }
 
 /** An outbox entry's events (`e <json>`): one JSON object or a settle batch's, comma-separated; null if deleted. */
@@ -53,8 +67,8 @@ export interface FlusherHooks {
 
 /**
  * Moves ledger events from the per-shard Redis outbox streams into Postgres: read through a consumer group,
- * insert the batch in one transaction (ON CONFLICT DO NOTHING on the event id), and only after COMMIT
- * XACK + XDEL. A crash anywhere redelivers, never loses, and never double-counts. A full batch is followed by
+ * insert the batch (ON CONFLICT DO NOTHING on the event id; one statement, or a few for a large backlog), and only
+ * after every insert committed XACK + XDEL. A crash anywhere redelivers, never loses, and never double-counts. A full batch is followed by
  * the next one at once, so the outbox never grows faster than Postgres can take it.
  *
  * Every gateway process runs one: the consumer group gives each entry to one reader, a reader that dies holding
