@@ -113,6 +113,17 @@ function others(pid: number): { background?: number; redis?: number } {
   return out;
 }
 
+/** CPU seconds a process has used so far (all its threads). */
+function cpuOf(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
 /** Each of the gateway's processes, one phrase each. */
 function showAll(pid: number): string {
   const o = others(pid);
@@ -163,12 +174,15 @@ async function main(): Promise<void> {
         ["json", json],
         ["stream", stream],
       ] as const) {
+        const bg = others(pid!).background;
+        const bgCpu = cpuOf(bg);
         const r = await autocannon(loadgen, t, 32, DURATION_S, watch);
+        const bgUs = ((cpuOf(bg) - bgCpu) * 1e6) / Math.max(1, r.total);
         rps[kind] += r.rps / ROUNDS;
         cpu[kind] += r.cpuUsPerRequest / ROUNDS;
         log(
           `${name} ${kind} c32 round ${round + 1}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · ` +
-            `non-2xx ${r.non2xx + r.errors} · RSS ${showAll(pid)}`,
+            `background ${f0(bgUs)} µs CPU/request · non-2xx ${r.non2xx + r.errors} · RSS ${showAll(pid)}`,
         );
       }
     }

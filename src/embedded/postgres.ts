@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { connect } from "node:net";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 // Imported as files so `bun build --compile` embeds PGlite's runtime in the binary (it cannot find them on disk).
 import initdbWasm from "@electric-sql/pglite/initdb.wasm" with { type: "file" };
 import pgliteData from "@electric-sql/pglite/pglite.data" with { type: "file" };
@@ -22,9 +22,9 @@ export interface EmbeddedPostgres {
  * so a data directory made before keeps them too). PGlite runs Postgres in WebAssembly, whose linear memory is
  * touched once and never given back: every buffer Postgres ever used stays resident in the background process
  * (docs/benchmarks.md, "Memory"). initdb's defaults are a server's: shared_buffers 128 MB (all of it touched at
- * start: the background process 343 → 203 MiB after the bench's load with 16 MB), maintenance_work_mem 64 MB, room
- * for 100 connections. The OS's page cache still holds the data files: a smaller buffer pool costs reads that are
- * system calls, not disk.
+ * start: the background process held 302–308 MiB after the bench's load with it, 177–199 with 16 MB),
+ * maintenance_work_mem 64 MB, room for 100 connections. The OS's page cache still holds the data files: a smaller
+ * buffer pool costs reads that are system calls, not disk.
  */
 export const PGLITE_SETTINGS = {
   shared_buffers: "16MB",
@@ -51,15 +51,17 @@ async function wasmModules(): Promise<{ pgliteWasmModule: WebAssembly.Module; in
 }
 
 /**
- * Run by the process main.ts starts with INITDB_ENV: initdb into `<pgdata>.init`, then renamed to `pgdata`, so a
- * data directory is there whole or not at all (a kill -9 midway leaves only the .init folder, done again next time).
+ * Run by the process main.ts starts with INITDB_ENV: initdb into a folder of its own, renamed to `pgdata` once
+ * whole, so a data directory is there whole or not at all. A process killed midway (its parent killed with -9 goes
+ * on, or not) leaves only its `.init-<pid>` folder, removed by the next one; of two racing, the first rename wins.
  */
 export async function runInitdb(pgdata: string): Promise<void> {
   const { PGlite } = await import("@electric-sql/pglite");
-  const building = `${pgdata}.init`;
-  rmSync(building, { recursive: true, force: true });
-  // A pgdata without PG_VERSION is no database (an initdb of an older version cut short): kept aside, not deleted.
-  if (existsSync(pgdata)) renameSync(pgdata, `${pgdata}.incomplete-${Date.now()}`);
+  const parent = dirname(pgdata);
+  const prefix = `${basename(pgdata)}.init-`;
+  for (const f of readdirSync(parent))
+    if (f.startsWith(prefix) && !alive(Number(f.slice(prefix.length)))) rmSync(join(parent, f), { recursive: true, force: true });
+  const building = `${pgdata}.init-${process.pid}`;
   const db = await PGlite.create({
     dataDir: building,
     ...(await wasmModules()),
@@ -67,7 +69,19 @@ export async function runInitdb(pgdata: string): Promise<void> {
     startParams: startParams(PGlite.defaultStartParams),
   });
   await db.close();
+  if (existsSync(join(pgdata, "PG_VERSION"))) return rmSync(building, { recursive: true, force: true }); // another won
+  // A pgdata without PG_VERSION is no database (an initdb of an older version cut short): kept aside, not deleted.
+  if (existsSync(pgdata)) renameSync(pgdata, `${pgdata}.incomplete-${Date.now()}`);
   renameSync(building, pgdata);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as { code?: string }).code === "EPERM";
+  }
 }
 
 /**
