@@ -146,8 +146,9 @@ describe("the background process", () => {
     const again = await startChildGateway(env);
     try {
       // A settle the dead process had on its Redis connection may have run after the drain: it waits in the outbox
-      // (Redis's append-only file) for the next background process's flusher.
-      expect(await until(async () => (await charges(dataDir, w)).n >= received, 20_000)).toBe(true);
+      // (Redis's append-only file) for the next background process's flusher. The bound is for a loaded machine (the
+      // new background process's PGlite and flusher start behind other work); a lost charge never arrives at all.
+      await until(async () => (await charges(dataDir, w)).n >= received, 60_000);
       const after = await charges(dataDir, w);
       // A request cut off mid-answer may have been charged (its settle sent before the kill); none is lost.
       expect(after.n).toBeGreaterThanOrEqual(received);
