@@ -39,11 +39,11 @@ describe("GET /v1/models", () => {
     const ids = list.body.data.map((m: { id: string }) => m.id);
     expect(ids).not.toContain("gpt-5-codex");
     expect(ids).not.toContain("claude-haiku-4-5");
-    expect(list.body.data.find((m: { id: string }) => m.id === CALLER).aliases).toEqual(["gpt-5-codex"]);
+    expect(list.body.data.find((m: { id: string }) => m.id === CALLER).aliases).toEqual(["gpt-5-codex", "gpt-6.2-sol"]);
     expect(list.body.data.find((m: { id: string }) => m.id === SONNET).aliases).toEqual(["claude-haiku-4-5"]);
     expect(list.body.data.find((m: { id: string }) => m.id === "standin/echo").aliases).toEqual([]);
     const page = await gw.call("GET", "/v1/models/gpt-5-codex");
-    expect(page).toMatchObject({ status: 200, body: { id: CALLER, aliases: ["gpt-5-codex"] } });
+    expect(page).toMatchObject({ status: 200, body: { id: CALLER, aliases: ["gpt-5-codex", "gpt-6.2-sol"] } });
   });
 });
 

@@ -43,7 +43,16 @@ beforeAll(async () => {
       ],
     }),
   );
-  env = { REDIS_URL: `redis://127.0.0.1:${port}`, MODELS_FILE: models, P_KEY: "k", LOG_LEVEL: "error", DATA_DIR: dir };
+  // A port of its own (0: any free one): the default 8080 may be another run's, and the port is checked first.
+  env = {
+    REDIS_URL: `redis://127.0.0.1:${port}`,
+    MODELS_FILE: models,
+    P_KEY: "k",
+    LOG_LEVEL: "error",
+    DATA_DIR: dir,
+    HOST: "127.0.0.1",
+    PORT: "0",
+  };
   // The machine's Postgres when there is one; else the child starts an embedded one in DATA_DIR.
   if (process.env.TEST_DATABASE_URL) {
     db = await freshDatabase();
