@@ -4,8 +4,7 @@ import { requestBodies } from "../../openapi/docs.ts";
 import { doc, errors, responses, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import type { ChatRequest } from "../../providers/types.ts";
-import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
-import { withoutKey } from "../paycall/keyless.ts";
+import { servePaying } from "../paycall/keyless.ts";
 
 const RATE_HEADERS = {
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
@@ -36,14 +35,9 @@ export const serveChat =
   (s: Services) =>
   (body: unknown, request: Request): Promise<Response> => {
     const trace = traceOf(request);
-    const headers = request.headers;
-    const authorization = headers.get("authorization");
-    // The keyless check only where keyless calls are taken, and then only for a request without a key.
-    if (authorization === null && s.keyless.enabled && withoutKey(headers))
-      return s.keyless.serve(request, (payer) => s.chat.complete(null, body as ChatRequest, trace, undefined, undefined, payer));
-    const payment = paymentHeaderOf(headers);
-    if (payment === null) return s.chat.complete(authorization, body as ChatRequest, trace);
-    return s.paidCalls.serve(payment, request, (pay) => s.chat.complete(authorization, body as ChatRequest, trace, undefined, pay));
+    return servePaying(s, request, request.headers.get("authorization"), (credential, pay, payer) =>
+      s.chat.complete(credential, body as ChatRequest, trace, undefined, pay, payer),
+    );
   };
 
 /** POST /v1/chat/completions: OpenAI-compatible, JSON or SSE. */

@@ -1,8 +1,7 @@
 import { Elysia } from "elysia";
 import { traceOf } from "../../observe/trace.ts";
 import { body, doc, errors, json, responses, SECURITY } from "../../openapi/document.ts";
-import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
-import { withoutKey } from "../paycall/keyless.ts";
+import { servePaying } from "../paycall/keyless.ts";
 import type { Services } from "../services.ts";
 
 const REQUEST_EXAMPLE = { model: "openai/text-embedding-3-small", input: ["The food was delicious.", "The waiter was rude."] };
@@ -71,11 +70,7 @@ export const serveEmbeddings =
   (s: Services) =>
   (input: unknown, request: Request): Promise<Response> => {
     const trace = traceOf(request);
-    const headers = request.headers;
-    const authorization = headers.get("authorization");
-    if (authorization === null && s.keyless.enabled && withoutKey(headers))
-      return s.keyless.serve(request, (payer) => s.chat.embed(null, input, trace, undefined, payer));
-    const payment = paymentHeaderOf(headers);
-    if (payment === null) return s.chat.embed(authorization, input, trace);
-    return s.paidCalls.serve(payment, request, (pay) => s.chat.embed(authorization, input, trace, pay));
+    return servePaying(s, request, request.headers.get("authorization"), (credential, pay, payer) =>
+      s.chat.embed(credential, input, trace, pay, payer),
+    );
   };

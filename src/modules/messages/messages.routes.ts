@@ -5,8 +5,7 @@ import { messagesErrorBody } from "../../providers/anthropic/messagesError.ts";
 import type { ClientMessagesRequest } from "../../providers/anthropic/wire.ts";
 import type { Services } from "../services.ts";
 import { MessagesService } from "./messages.service.ts";
-import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
-import { withoutKey } from "../paycall/keyless.ts";
+import { servePaying } from "../paycall/keyless.ts";
 
 /**
  * The client's key in the Bearer form the key check reads: Anthropic's SDK 0.x and the AI SDK send `x-api-key`,
@@ -134,18 +133,10 @@ export const messagesRoutes = (s: Services) => {
     .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
     .post(
       "/v1/messages",
-      ({ body, request }) => {
-        if (s.keyless.enabled && withoutKey(request.headers))
-          return s.keyless.serve(request, (payer) =>
-            messages.create(null, body as ClientMessagesRequest, traceOf(request), undefined, payer),
-          );
-        const payment = paymentHeaderOf(request.headers);
-        const credential = credentialOf(request.headers);
-        if (payment === null) return messages.create(credential, body as ClientMessagesRequest, traceOf(request));
-        return s.paidCalls.serve(payment, request, (pay) =>
-          messages.create(credential, body as ClientMessagesRequest, traceOf(request), pay),
-        );
-      },
+      ({ body, request }) =>
+        servePaying(s, request, credentialOf(request.headers), (credential, pay, payer) =>
+          messages.create(credential, body as ClientMessagesRequest, traceOf(request), pay, payer),
+        ),
       {
         parse: "json",
         detail: doc({

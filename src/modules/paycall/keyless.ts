@@ -14,9 +14,9 @@ import { log } from "../../log.ts";
 import { decodePaymentHeader, paymentHeaderOf } from "../../payments/paymentHeader.ts";
 import { encodeHeader } from "../../payments/requirements.ts";
 import { traceOf } from "../../observe/trace.ts";
-import type { Payer } from "../chat/chat.service.ts";
+import type { Payer, PayHook } from "../chat/chat.service.ts";
 import type { TopupService } from "../topup/topup.service.ts";
-import { alreadyUsed } from "./paycall.service.ts";
+import { alreadyUsed, type PaidCalls } from "./paycall.service.ts";
 import { type UptoCalls, UptoRefused, type UptoSettlement } from "./upto.ts";
 
 const HOW_TO_PAY =
@@ -31,6 +31,27 @@ const describe = (micro: number) =>
 /** Whether a model request carries no credential at all (no Authorization, no x-api-key). */
 export function withoutKey(headers: Headers): boolean {
   return headers.get("authorization") === null && headers.get("x-api-key") === null;
+}
+
+/**
+ * Who pays for a model call, the same on every door: a request with no credential at all, on a gateway that takes
+ * keyless calls, pays per call (x402 or SIWx: KeylessCalls); one with a payment header is paid from it (PaidCalls);
+ * any other is the key's (`credential`: what the door reads a key from). `call` makes the request with whichever
+ * hook applies.
+ */
+export function servePaying(
+  s: { keyless: KeylessCalls; paidCalls: PaidCalls },
+  request: Request,
+  credential: string | null,
+  call: (credential: string | null, pay?: PayHook, payer?: Payer) => Promise<Response>,
+): Promise<Response> {
+  const headers = request.headers;
+  // `credential === null` first: the keyless check costs nothing on a keyed request.
+  if (credential === null && s.keyless.enabled && withoutKey(headers))
+    return s.keyless.serve(request, (payer) => call(null, undefined, payer));
+  const payment = paymentHeaderOf(headers);
+  if (payment === null) return call(credential);
+  return s.paidCalls.serve(payment, request, (pay) => call(credential, pay));
 }
 
 // Where keyless calls' payment-identifier ids live (payment_ids.scope): one space, whoever pays.

@@ -3,8 +3,7 @@ import { traceOf } from "../../observe/trace.ts";
 import { doc, SECURITY } from "../../openapi/document.ts";
 import type { Services } from "../services.ts";
 import { renderResponsesError } from "./errors.ts";
-import { paymentHeaderOf } from "../../payments/paymentHeader.ts";
-import { withoutKey } from "../paycall/keyless.ts";
+import { servePaying } from "../paycall/keyless.ts";
 
 const REQUEST_EXAMPLE = { model: "openai/gpt-4o-mini", instructions: "You are terse.", input: "Say hello.", max_output_tokens: 100 };
 const RESPONSE_EXAMPLE = {
@@ -67,13 +66,9 @@ export const serveResponses =
   (s: Services) =>
   (body: unknown, request: Request): Promise<Response> => {
     const trace = traceOf(request);
-    const headers = request.headers;
-    const authorization = headers.get("authorization");
-    if (authorization === null && s.keyless.enabled && withoutKey(headers))
-      return s.keyless.serve(request, (payer) => s.responses.create(null, body, trace, undefined, payer));
-    const payment = paymentHeaderOf(headers);
-    if (payment === null) return s.responses.create(authorization, body, trace);
-    return s.paidCalls.serve(payment, request, (pay) => s.responses.create(authorization, body, trace, pay));
+    return servePaying(s, request, request.headers.get("authorization"), (credential, pay, payer) =>
+      s.responses.create(credential, body, trace, pay, payer),
+    );
   };
 
 /** The route's answer to an error (`code`: Elysia's kind of it), in OpenAI's shape, counted under its status. */
