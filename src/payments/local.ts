@@ -4,33 +4,14 @@ import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
 import { ExactEvmSchemeV1 } from "@x402/evm/exact/v1/facilitator";
 import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
-import {
-  type Address,
-  type Chain,
-  concat,
-  createWalletClient,
-  defineChain,
-  encodeFunctionData,
-  type Hex,
-  http,
-  keccak256,
-  parseAbi,
-  publicActions,
-} from "viem";
-import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { type Address, concat, defineChain, encodeFunctionData, type Hex, keccak256, parseAbi } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { log } from "../log.ts";
 import { type Facilitator, FacilitatorUnavailable, type SettleResult, type VerifyResult, withTimeout } from "./facilitator.ts";
 import type { PaymentNetwork } from "./networks.ts";
 import type { PermitPayload } from "./payment.ts";
 import { NETWORK_ERROR, PermitPath } from "./permitPath.ts";
-
-/** The relayer's viem client (a wallet client with the public actions): it signs and sends the local facilitator's transactions. */
-export function relayerClient(account: PrivateKeyAccount, chain: Chain, rpcUrl: string, timeoutMs: number) {
-  return createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 1 }) }).extend(publicActions);
-}
-
-/** What relayerClient makes. */
-export type LocalClient = ReturnType<typeof relayerClient>;
+import { type LocalClient, relayerClient } from "./relayer.ts";
 
 const PERMIT2_ADDRESS = "0x000000000022D473030F116dDEE9F6B43aC78BA3";
 const NONCE_BITMAP_ABI = parseAbi(["function nonceBitmap(address owner, uint256 wordPos) view returns (uint256)"]);

@@ -1,6 +1,6 @@
 import { type Address, encodeFunctionData, getAddress, type Hex, isAddressEqual, keccak256, parseSignature, verifyTypedData } from "viem";
 import { FacilitatorUnavailable, type SettleResult, type VerifyResult } from "./facilitator.ts";
-import type { LocalClient } from "./local.ts";
+import type { LocalClient } from "./relayer.ts";
 import type { PaymentNetwork } from "./networks.ts";
 import type { PermitPayload } from "./payment.ts";
 import { tokenAbi, transferred } from "./token.ts";
