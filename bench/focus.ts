@@ -73,7 +73,7 @@ async function main(): Promise<void> {
         if (x.name === "gateway") logScripts(stats, await redisCommandStats(s.redis.url), r.total);
         sums[x.name as "gateway" | "baseline"] += r.rps / ROUNDS;
         log(
-          `${what} ${x.name}: ${f0(r.rps)} req/s · p99 ${f0(r.latencyP99)} ms · ${f0(r.cpuUsPerRequest)} µs CPU/request · redis ${f0(r.redisUsPerRequest)} µs · ` +
+          `${what} ${x.name}: ${f0(r.rps)} req/s · p99 ${f0(r.latencyP99)} ms · ${f0(r.cpuUsPerRequest)} µs CPU/request (serving ${f0(r.servingUsPerRequest)}) · redis ${f0(r.redisUsPerRequest)} µs · ` +
             `machine ${f0(r.machineUsPerRequest)} µs · cores ${x.name} ${f2(r.cores.target)} redis ${f2(r.cores.redis)} pg ${f2(r.cores.postgres)} ` +
             `machine ${f2(r.cores.machine)} · non-2xx ${r.non2xx + r.errors}`,
         );

@@ -93,6 +93,7 @@ export interface LoadResult {
   machineUsPerRequest: number;
   /** CPU time of the process under test per answered request, µs. */
   cpuUsPerRequest: number;
+  servingUsPerRequest: number;
   /** CPU time of redis-server per answered request, µs (the gateway's ledger calls and its flusher). */
   redisUsPerRequest: number;
   /** The ledger scripts' time inside Redis per answered request, µs (INFO commandstats around a gateway run). */
@@ -236,6 +237,7 @@ export async function autocannon(
     t.url,
   ];
   const cpu0 = {
+    serving: watch.target === undefined ? NaN : statCpuSeconds(`/proc/${watch.target}/stat`),
     target: cpuSeconds(watch.target),
     standin: cpuSeconds(watch.standin),
     redis: cpuSeconds(watch.redis),
@@ -248,6 +250,7 @@ export async function autocannon(
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   clearTimeout(killer);
   const cpu1 = {
+    serving: watch.target === undefined ? NaN : statCpuSeconds(`/proc/${watch.target}/stat`),
     target: cpuSeconds(watch.target),
     standin: cpuSeconds(watch.standin),
     redis: cpuSeconds(watch.redis),
@@ -284,6 +287,8 @@ export async function autocannon(
     // The target's whole CPU delta: it only works while the load runs. (Taken as cores × wall time it was inflated
     // by the load generator's start-up, wall ÷ load time: 3–8 % that moved from run to run.)
     cpuUsPerRequest: ((cpu1.target - cpu0.target) / Math.max(1, r["2xx"])) * 1e6,
+    // The target's own process alone (for the gateway: the serving process, without its background process).
+    servingUsPerRequest: ((cpu1.serving - cpu0.serving) / Math.max(1, r["2xx"])) * 1e6,
     redisUsPerRequest: ((cpu1.redis - cpu0.redis) / Math.max(1, r["2xx"])) * 1e6,
     rps: r.requests.average,
     total: r.requests.total,
