@@ -3,7 +3,7 @@
  * the aborted signal) when the deadline passes first, never before it is due, and many deadlines at once.
  */
 import { expect, test } from "bun:test";
-import { withDeadline } from "../src/deadline.ts";
+import { deadlineSignal, withDeadline } from "../src/deadline.ts";
 
 const late = () => new Error("late");
 
@@ -56,4 +56,29 @@ test("thousands of deadlines of mixed lengths: each call gets its own outcome", 
   results.forEach((r, i) => {
     expect(r).toBe(i % 3 === 0 ? `late ${i}` : i);
   });
+});
+
+test("deadlineSignal: shared by the calls of one slot, aborted once every one of them is due, never before", async () => {
+  const started = performance.now();
+  const first = deadlineSignal(80);
+  expect(deadlineSignal(80)).toBe(first); // the same slot: one controller
+  expect(deadlineSignal(81)).not.toBe(first); // another length
+  await Bun.sleep(25); // past the slot (20 ms)
+  const second = deadlineSignal(80);
+  expect(second).not.toBe(first);
+  const abortedAt = (s: AbortSignal) =>
+    new Promise<number>((resolve) => s.addEventListener("abort", () => resolve(performance.now() - started), { once: true }));
+  const [a, b] = await Promise.all([abortedAt(first), abortedAt(second)]);
+  expect(a).toBeGreaterThanOrEqual(80);
+  expect(b).toBeGreaterThanOrEqual(25 + 80);
+  // A fetch that is still waiting when its slot fires fails with the AbortError the forwarder reads as a deadline.
+  const server = Bun.serve({ port: 0, fetch: () => Bun.sleep(2_000).then(() => new Response("late")) });
+  try {
+    const t0 = performance.now();
+    const err = await fetch(`http://127.0.0.1:${server.port}/`, { signal: deadlineSignal(50) }).catch((e: Error) => e);
+    expect((err as Error).name).toBe("AbortError");
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(49);
+  } finally {
+    void server.stop(true);
+  }
 });

@@ -1,4 +1,4 @@
-import { withDeadline } from "../../deadline.ts";
+import { deadlineSignal } from "../../deadline.ts";
 import { withCharge } from "../../providers/charged.ts";
 import { billedMicro, estimateUsage, outcomeUsage } from "../../tariff/index.ts";
 import type { Holds } from "../../billing/holds.ts";
@@ -79,8 +79,9 @@ export class Forwarder {
       const last = i === attempts.length - 1;
       let error: ApiError;
       try {
-        // On the shared deadline clock (deadline.ts): no timer per request, the fetch aborted when it fires.
-        const { res, body } = await withDeadline(this.upstreamTimeoutMs, (signal) => answerOf(a, signal), upstreamLate);
+        // On the shared deadline clock (deadline.ts): no timer or AbortController per request; the fetch, or the
+        // read of its body, fails with an AbortError once the deadline passes.
+        const { res, body } = await answerOf(a, deadlineSignal(this.upstreamTimeoutMs));
         if (res.ok) {
           text = body;
           break;
@@ -169,17 +170,19 @@ export class Forwarder {
   }
 }
 
-/** A JSON attempt's answer, its body read whole (an error answer's body as "" when it cannot be read). */
+/**
+ * A JSON attempt's answer, its body read whole (an error answer's body as "" when it cannot be read); the signal's
+ * AbortError once the deadline passes.
+ */
 async function answerOf(a: Attempt, signal: AbortSignal): Promise<{ res: Response; body: string }> {
   const res = await fetch(a.url, { ...a.init, signal });
-  return { res, body: res.ok ? await res.text() : await res.text().catch(() => "") };
-}
-
-/** A JSON attempt past UPSTREAM_TIMEOUT_MS: named as AbortSignal.timeout's error is, so `isTimeout` knows it. */
-function upstreamLate(): Error {
-  const e = new Error("The provider did not answer in time");
-  e.name = "TimeoutError";
-  return e;
+  if (res.ok) return { res, body: await res.text() };
+  // An error body cut by the deadline is the deadline's (504), as the answer's own read is.
+  const body = await res.text().catch((e: unknown) => {
+    if (signal.aborted) throw e;
+    return "";
+  });
+  return { res, body };
 }
 
 /** A provider status another model of the chain is tried after: its own rate limit, or a server failure. */
