@@ -5,7 +5,8 @@
  * Deadlines share one clock: a timer that ticks every TICK_MS while any deadline is pending, instead of a timer, an
  * AbortController and a Promise.race per call (a request's reserve, body read and settle each had all three: a
  * share of its CPU, issue 31). Deadlines of one length are due in the order they were set, so each length keeps a
- * queue and a tick looks only at the queues' heads. A deadline fires at most TICK_MS after it is due, never before.
+ * queue and a tick looks only at the queues' heads. A deadline fires at most TICK_MS after it is due, never before
+ * (a shared `deadlineSignal`, at most SLOT_MS + TICK_MS).
  */
 
 const TICK_MS = 20;
