@@ -116,9 +116,10 @@ export class Holds {
 
   /**
    * Settles without making the client wait for its reply: the answer is already paid for by the hold. The
-   * returned promise resolves once the settle command is on the ledger's Redis connection (at once, unless a settle
-   * batch of the shard is in flight: then when it has answered), and the caller lets the response (or the stream's
-   * end) leave only then: a process killed with kill -9 right after an answer has still sent its charge, and a
+   * returned promise resolves once the settle command's bytes are in the kernel's socket buffer (a macrotask after it
+   * is queued, unless a settle batch of the shard is in flight: then after that one has answered; batcher.ts), and the
+   * caller lets the response (or the stream's end) leave only then: a process killed with kill -9 right after an
+   * answer has still sent its charge (test/ledger.kill.error), and a
    * balance read that follows on that connection sees it. Saves one Redis round trip of added latency. The settle
    * retries for about a minute; after that the charge is kept in Postgres for the repair job.
    */

@@ -81,7 +81,10 @@ export class ShardBatcher<I, R> {
     } catch (e) {
       reply = Promise.reject(e);
     }
-    for (const w of batch) w.sent?.();
+    // Bun's Redis client queues a command and writes it once the microtask queue has drained (auto-pipelining):
+    // `sent` lets an answer leave, so it waits for the next macrotask, when the call's bytes are in the kernel's
+    // socket buffer and a kill -9 of this process no longer loses them (test/ledger.kill.error). One per call.
+    if (batch.some((w) => w.sent)) setImmediate(() => batch.forEach((w) => w.sent?.()));
     const riders = this.riders.get(shard);
     if (riders) {
       this.riders.delete(shard);
