@@ -63,7 +63,10 @@ const call = {
 };
 const noop = () => Promise.resolve();
 
-function chatStream(parts: Uint8Array[], door?: unknown): ReadableStream<Uint8Array> {
+/** The metered stream's body: since issue 31 from `open()` (a stream, or the whole answer's bytes), before it `body`. */
+type Body = ReadableStream<Uint8Array> | Uint8Array;
+
+function chatStream(parts: Uint8Array[], door?: unknown): ReadableStream<Uint8Array> & Promise<Body> {
   let i = 0;
   const upstream = new ReadableStream<Uint8Array>({
     pull(c) {
@@ -79,10 +82,12 @@ function chatStream(parts: Uint8Array[], door?: unknown): ReadableStream<Uint8Ar
     maxStreamMs: 7_200_000,
     door,
   });
-  return m.body;
+  return m.open ? m.open() : m.body;
 }
 
-async function drain(s: ReadableStream<Uint8Array>): Promise<void> {
+async function drain(body: Body | Promise<Body>): Promise<void> {
+  const s = await body;
+  if (!(s instanceof ReadableStream)) return;
   const r = s.getReader();
   for (;;) if ((await r.read()).done) break;
 }

@@ -55,8 +55,12 @@ async function one(parts: Uint8Array[]) {
     includeUsage: true,
     maxStreamMs: 7_200_000,
   });
-  const r = m.body.getReader();
-  for (;;) if ((await r.read()).done) break;
+  // Since issue 31 the body comes from open(): a stream, or the whole answer's bytes when it ended in the first read.
+  const body = m.open ? await m.open() : m.body;
+  if (body instanceof ReadableStream) {
+    const r = body.getReader();
+    for (;;) if ((await r.read()).done) break;
+  }
   await m.ended;
 }
 for (const [name, parts] of Object.entries(shapes)) {

@@ -85,6 +85,35 @@ describe("chat completions, happy paths", () => {
     expect(text.match(/data: \[DONE\]/g)).toHaveLength(1);
   });
 
+  test("a stream the provider sent whole leaves as one body, already charged; a longer one as it comes", async () => {
+    const { wallet, key } = await gw.newWallet(10);
+    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (r) => gw.handle(r) });
+    try {
+      const ask = (model: string) =>
+        fetch(`http://127.0.0.1:${server.port}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true } }),
+        });
+      // The stand-in's echo arrives in one read: its end was read, and its charge sent, before the headers left.
+      const whole = await ask("standin/echo");
+      expect(whole.headers.get("content-type")).toBe("text/event-stream");
+      expect(await gw.ledgerState(wallet)).toEqual({ balance: 10_000_000 - charge, locked: 0 });
+      const text = await whole.text();
+      expect(whole.headers.get("content-length")).toBe(String(Buffer.byteLength(text)));
+      expect(text).toContain(`"charge_usdc":${charge}`);
+      expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+      // Words 50 ms apart: the answer leaves with the first read and streams on (chunked), held until its end.
+      const dripped = await ask("standin/drip");
+      expect(dripped.headers.get("transfer-encoding")).toBe("chunked");
+      expect((await gw.ledgerState(wallet)).locked).toBeGreaterThan(0);
+      expect(await dripped.text()).toEndWith("data: [DONE]\n\n");
+      expect((await gw.ledgerState(wallet)).locked).toBe(0);
+    } finally {
+      void server.stop(true);
+    }
+  });
+
   test("usage, balance and Postgres agree to the µUSDC after drain", async () => {
     const { account, wallet, key, keyId } = await gw.newWallet(5);
     const client = gw.openai(key);

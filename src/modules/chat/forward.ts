@@ -164,7 +164,7 @@ export class Forwarder {
     const metered = new MeteredStream(call, res.body!, { holds, ledger, deadline, includeUsage: a.includeUsage, maxStreamMs, door });
     // The access-log line waits for the stream's end, when its charge is known.
     call.trace.streamEnd = metered.ended;
-    return new Response(metered.body, {
+    return new Response(await metered.open(), {
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", ...call.headers },
     });
   }

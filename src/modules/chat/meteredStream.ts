@@ -39,8 +39,6 @@ export interface MeterOptions {
  * settled for what it produced when the client leaves or the time cap passes. Its hold is kept alive meanwhile.
  */
 export class MeteredStream {
-  /** The client's body: `data:` chunks, a StreamErrorEvent on a provider failure, `data: [DONE]` last. */
-  readonly body: ReadableStream<Uint8Array>;
   /** Resolves when the stream's charge is decided (the access-log line waits for it). */
   readonly ended: Promise<void>;
 
@@ -62,7 +60,8 @@ export class MeteredStream {
    */
   private reading = false;
   private end!: () => void;
-  private client: ReadableStreamDefaultController<Uint8Array> | undefined;
+  /** Where output goes: the first read's collected (open), then the client's stream. */
+  private client: Sink | undefined;
   private readonly keepHold: ReturnType<typeof setInterval> | undefined;
   private readonly cap: ReturnType<typeof setTimeout>;
 
@@ -85,9 +84,23 @@ export class MeteredStream {
       ? undefined
       : setInterval(() => void o.ledger.extendHold(call.principal, call.holdId).catch(() => {}), o.ledger.holdRefreshMs);
     this.cap = setTimeout(() => void this.timeUp(), o.maxStreamMs);
-    this.body = new ReadableStream<Uint8Array>({
+  }
+
+  /**
+   * The client's body (`data:` chunks, a StreamErrorEvent on a provider failure, `data: [DONE]` last), from the
+   * first upstream read on, which is taken before the answer leaves: its output goes with the headers in one write.
+   * A stream that ended within it (a short answer, a failure) is the whole answer's bytes, settled: a fixed body Bun
+   * sends natively, as it does a JSON answer. Otherwise a stream that starts with that output.
+   */
+  async open(): Promise<Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array>> {
+    const first = new Collected();
+    this.client = first;
+    await this.pull(first);
+    if (first.closed) return first.bytes();
+    return new ReadableStream<Uint8Array>({
       start: (ctrl) => {
         this.client = ctrl;
+        if (first.parts.length > 0) ctrl.enqueue(first.bytes());
       },
       pull: (ctrl) => this.pull(ctrl),
       cancel: () => this.cancel(),
@@ -95,7 +108,7 @@ export class MeteredStream {
   }
 
   /** Each pull forwards one upstream read, counted as reading while it waits on the provider. */
-  private async pull(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  private async pull(ctrl: Sink): Promise<void> {
     this.reading = true;
     try {
       await this.forward(ctrl);
@@ -105,7 +118,7 @@ export class MeteredStream {
   }
 
   /** One upstream read passed on; the loop only repeats when a read produced nothing to send. */
-  private async forward(ctrl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  private async forward(ctrl: Sink): Promise<void> {
     const { deadline } = this.o;
     for (;;) {
       let read: Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]>>;
@@ -165,7 +178,7 @@ export class MeteredStream {
    * The upstream ended (ok) or failed: settle or release, then close the client's stream. `out`: the last read's
    * output, not sent yet (it leaves with the last frames).
    */
-  private async finish(ctrl: ReadableStreamDefaultController<Uint8Array>, ok: boolean, out = new Output()): Promise<void> {
+  private async finish(ctrl: Sink, ok: boolean, out = new Output()): Promise<void> {
     const { deadline, holds } = this.o;
     deadline.close();
     clearInterval(this.keepHold);
@@ -234,6 +247,27 @@ export class MeteredStream {
     } catch {
       // the client went away meanwhile
     }
+  }
+}
+
+/** Where a stream's output goes: the client's stream, or the first read's output (MeteredStream.open). */
+type Sink = Pick<ReadableStreamDefaultController<Uint8Array>, "enqueue" | "close">;
+
+/** The first read's output, kept until the answer leaves with it. */
+class Collected implements Sink {
+  readonly parts: Uint8Array[] = [];
+  closed = false;
+
+  enqueue(b: Uint8Array): void {
+    this.parts.push(b);
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  bytes(): Uint8Array<ArrayBuffer> {
+    return joinBytes(this.parts) as Uint8Array<ArrayBuffer>; // every part is over an ArrayBuffer (no shared memory)
   }
 }
 
