@@ -16,7 +16,8 @@
  * BENCH_MEMORY_STACK=external,embedded (the default, both): the gateway on the bench's Redis and Postgres
  * (REDIS_URL, DATABASE_URL), then as the single binary starts with neither, on its embedded redis-server and PGlite
  * in DATA_DIR. The serving process, its background process (flusher, sweeper, repairs, and with no URLs the
- * embedded services: PGlite runs inside it) and the embedded redis-server are each read on their own (issue 31).
+ * embedded services: a native Postgres as its child, or PGlite inside it), the embedded redis-server and the native
+ * Postgres's processes are each read on their own (issue 31).
  *
  * BENCH_DURATION_S (default 10) and BENCH_ROUNDS (default 2): per round JSON, then streams, each that long.
  * Prints one line per run and a summary line per launch on stderr.
@@ -97,9 +98,9 @@ async function heap(gw: Gateway, when: string): Promise<void> {
 
 const show = (m: ReturnType<typeof memory>) => `${f0(m.rss)} MiB (anon ${f0(m.anon)}, file ${f0(m.file)}), peak ${f0(m.peak)} MiB`;
 
-/** The gateway's other processes by what they are: its background process (bun) and the embedded redis-server. */
-function others(pid: number): { background?: number; redis?: number } {
-  const out: { background?: number; redis?: number } = {};
+/** The gateway's other processes by what they are: its background process (bun), the embedded redis-server and Postgres. */
+function others(pid: number): { background?: number; redis?: number; postgres: number[] } {
+  const out: { background?: number; redis?: number; postgres: number[] } = { postgres: [] };
   for (const child of descendants(pid)) {
     let cmd = "";
     try {
@@ -108,6 +109,7 @@ function others(pid: number): { background?: number; redis?: number } {
       continue; // gone meanwhile
     }
     if (cmd.includes("redis-server")) out.redis = child;
+    else if (cmd.startsWith("postgres") || cmd.includes("/native/bin/postgres")) out.postgres.push(child);
     else if (readFileSync(`/proc/${child}/environ`, "utf8").includes("GATEWAY_BACKGROUND=1")) out.background = child;
   }
   return out;
@@ -124,13 +126,30 @@ function cpuOf(pid: number | undefined): number {
   }
 }
 
+/** Proportional set size, MiB: a process's share of the pages it maps, shared memory split among its users. */
+function pss(pid: number): number {
+  try {
+    return Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))?.[1] ?? 0) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+/** The native embedded Postgres's processes: how many, the largest RSS, and their PSS added up (their shared memory once). */
+function showPostgres(pids: number[]): string {
+  if (!pids.length) return "";
+  const rss = pids.map((p) => memory(p).rss);
+  return ` · postgres ${pids.length} processes: largest ${f0(Math.max(...rss))} MiB RSS, PSS together ${f0(pids.reduce((a, p) => a + pss(p), 0))} MiB`;
+}
+
 /** Each of the gateway's processes, one phrase each. */
 function showAll(pid: number): string {
   const o = others(pid);
   return (
     `serving ${show(memory(pid))}` +
     (o.background ? ` · background ${show(memory(o.background))}` : "") +
-    (o.redis ? ` · redis-server ${show(memory(o.redis))}` : "")
+    (o.redis ? ` · redis-server ${show(memory(o.redis))}` : "") +
+    showPostgres(o.postgres)
   );
 }
 
@@ -174,15 +193,17 @@ async function main(): Promise<void> {
         ["json", json],
         ["stream", stream],
       ] as const) {
-        const bg = others(pid!).background;
-        const bgCpu = cpuOf(bg);
+        const { background: bg, postgres: pgs } = others(pid!);
+        const pgCpuOf = () => pgs.reduce((a, p) => a + (cpuOf(p) || 0), 0);
+        const [bgCpu, pgCpu] = [cpuOf(bg), pgCpuOf()];
         const r = await autocannon(loadgen, t, 32, DURATION_S, watch);
         const bgUs = ((cpuOf(bg) - bgCpu) * 1e6) / Math.max(1, r.total);
+        const pgUs = ((pgCpuOf() - pgCpu) * 1e6) / Math.max(1, r.total);
         rps[kind] += r.rps / ROUNDS;
         cpu[kind] += r.cpuUsPerRequest / ROUNDS;
         log(
           `${name} ${kind} c32 round ${round + 1}: ${f0(r.rps)} req/s · ${f0(r.cpuUsPerRequest)} µs CPU/request · ` +
-            `background ${f0(bgUs)} µs CPU/request · non-2xx ${r.non2xx + r.errors} · RSS ${showAll(pid)}`,
+            `background ${f0(bgUs)} µs CPU/request${pgs.length ? ` (postgres ${f0(pgUs)})` : ""} · non-2xx ${r.non2xx + r.errors} · RSS ${showAll(pid)}`,
         );
       }
     }

@@ -1,13 +1,14 @@
 /**
  * The embedded defaults after a crash: a gateway killed with kill -9 (its serving process and its background process,
  * which owns the embedded services, as a crash of the machine's container would) leaves its embedded redis-server
- * running and PGlite's unix socket file behind in DATA_DIR; started again on the same DATA_DIR it takes the one over (its
- * SIGTERM stops it, so nothing is left running) and listens on the other anew, and serves.
+ * running, and its native Postgres (or PGlite's unix socket file) behind in DATA_DIR; started again on the same
+ * DATA_DIR it takes them over (its SIGTERM stops them, so nothing is left running) and serves.
  */
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { alive } from "../src/embedded/redis.ts";
 import { childProcesses, startChildGateway } from "./helpers/child.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "gw-crash-"));
@@ -31,8 +32,10 @@ test("a gateway killed with kill -9 starts again on its DATA_DIR, serves, and it
   process.kill(background!, "SIGKILL");
   first.proc.kill("SIGKILL");
   await first.proc.exited;
-  // The first gateway's redis-server is still there, now nobody's.
+  // The first gateway's redis-server is still there, now nobody's, and so is its native Postgres.
   expect(redisCli("PING")).toBe("PONG");
+  const postmaster = nativePostmaster();
+  if (postmaster) expect(alive(postmaster)).toBe(true);
 
   const second = await startChildGateway({ DATA_DIR: dataDir });
   try {
@@ -43,4 +46,16 @@ test("a gateway killed with kill -9 starts again on its DATA_DIR, serves, and it
     expect(await second.stop()).toBe(0);
   }
   expect(redisCli("PING")).not.toBe("PONG");
+  // The postmaster taken over is stopped with it (a clean shutdown removes its pid file).
+  if (postmaster) expect(alive(postmaster)).toBe(false);
+  expect(existsSync(join(dataDir, "postgres", "native", "postmaster.pid"))).toBe(false);
 }, 180_000);
+
+/** The native embedded Postgres's postmaster (undefined on PGlite, where the binaries do not run). */
+function nativePostmaster(): number | undefined {
+  try {
+    return Number(readFileSync(join(dataDir, "postgres", "native", "postmaster.pid"), "utf8").split("\n")[0]);
+  } catch {
+    return undefined;
+  }
+}

