@@ -64,12 +64,13 @@ async function main(): Promise<void> {
   const watch = watchAt(0);
   const pair = async (what: string, t: Record<"baseline" | "gateway", Target>, d = 0) => {
     const watch = watchAt(d);
-    await autocannon(loadgen, t.gateway, 32, 2, watch(t.gateway)); // warm-up
+    const c = S.connections; // BENCH_CONNECTIONS, 32 unless set (the json and stream phases' "c32")
+    await autocannon(loadgen, t.gateway, c, 2, watch(t.gateway)); // warm-up
     const sums = { gateway: 0, baseline: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       for (const x of round % 2 ? [t.gateway, t.baseline] : [t.baseline, t.gateway]) {
         const stats = x.name === "gateway" ? await redisCommandStats(s.redis.url) : {};
-        const r = await autocannon(loadgen, x, 32, DURATION_S, watch(x));
+        const r = await autocannon(loadgen, x, c, DURATION_S, watch(x));
         if (x.name === "gateway") logScripts(stats, await redisCommandStats(s.redis.url), r.total);
         sums[x.name as "gateway" | "baseline"] += r.rps / ROUNDS;
         log(
@@ -202,8 +203,8 @@ async function main(): Promise<void> {
     else if (f === "doors") {
       if (DOORS_KINDS.includes("json")) await doors(false);
       if (DOORS_KINDS.includes("stream")) await doors(true);
-    } else if (f === "json") await pair("json c32", targetsFor(s, 0));
-    else if (f === "stream") await pair("stream c32", targetsFor(s, 0, true));
+    } else if (f === "json") await pair(`json c${S.connections}`, targetsFor(s, 0));
+    else if (f === "stream") await pair(`stream c${S.connections}`, targetsFor(s, 0, true));
     // The same against the paced (20 ms) stand-in: latency-bound, what a client waiting on a model sees.
     else if (f === "stream20") await pair("stream c32 20 ms", targetsFor(s, 20, true), 20);
     else if (f === "ttfb") {

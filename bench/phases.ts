@@ -49,7 +49,7 @@ export async function setUp(): Promise<Setup> {
   const db = await freshDatabase();
   const gw = await startGateway(upstreams, redis.url, db, "gateway", {}, anthropic.port);
   log(
-    `gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded PGlite"}, LOG_LEVEL=${S.gatewayLogLevel})`,
+    `gateway pid ${gw.child.proc.pid} healthy on ${gw.base} (database: ${db ? db.name : "embedded Postgres"}, LOG_LEVEL=${S.gatewayLogLevel})`,
   );
   const { key } = await apiKeyWithCredit(gw);
   const u0 = upstreams[0]!;

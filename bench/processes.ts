@@ -215,7 +215,7 @@ export async function freshDatabase(): Promise<{ url: string; name: string } | u
   try {
     await probe`SELECT 1`;
   } catch (e) {
-    log(`Postgres at ${S.pgAdminUrl} not reachable (${(e as Error).message}); the gateway uses embedded PGlite`);
+    log(`Postgres at ${S.pgAdminUrl} not reachable (${(e as Error).message}); the gateway uses its embedded Postgres`);
     return undefined;
   } finally {
     await probe.end({ timeout: 1 }).catch(() => {});

@@ -12,7 +12,7 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-/** Starts only what is not configured: no REDIS_URL nor REDIS_CLUSTER_NODES → private redis-server; no DATABASE_URL → PGlite. */
+/** Starts only what is not configured: no REDIS_URL nor REDIS_CLUSTER_NODES → private redis-server; no DATABASE_URL → embedded Postgres (native, or PGlite). */
 export async function openStack(config: Config): Promise<Stack> {
   const stops: (() => Promise<void>)[] = [];
   let redis: RedisTarget | undefined = config.redisCluster ?? config.redisUrl;
@@ -32,7 +32,7 @@ export async function openStack(config: Config): Promise<Stack> {
     const pg = await startEmbeddedPostgres(join(config.dataDir, "postgres"));
     stops.push(pg.stop);
     database = { url: pg.url, path: pg.path, max: pg.maxConnections };
-    log.info("embedded Postgres (PGlite)", { socket: pg.path });
+    log.info(pg.engine === "native" ? "embedded Postgres (native)" : "embedded Postgres (PGlite)", { socket: pg.path });
   }
   return {
     connections: { redis, database },

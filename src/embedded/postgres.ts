@@ -16,6 +16,8 @@ export interface EmbeddedPostgres {
   path: string;
   /** How many pooled connections make sense: PGlite runs one query at a time. */
   maxConnections: number;
+  /** A native postmaster (nativePostgres.ts) or PGlite. */
+  engine: "native" | "pglite";
   stop(): Promise<void>;
 }
 
@@ -122,8 +124,8 @@ export async function startEmbeddedPostgres(dir?: string, opts: { engine?: "nati
   const pgdata = dir ? join(dir, "pgdata") : undefined;
   const pglite = !dir || opts.engine === "pglite" || existsSync(join(pgdata!, "PG_VERSION"));
   const native = dir && !pglite ? await openNative(dir, opts.engine === "native") : undefined;
-  if (native) return { url, path: socket, maxConnections: NATIVE_POOL, stop: native };
-  if (await socketAlive(socket)) return { url, path: socket, maxConnections: 4, stop: async () => {} };
+  if (native) return { url, path: socket, maxConnections: NATIVE_POOL, engine: "native", stop: native };
+  if (await socketAlive(socket)) return { url, path: socket, maxConnections: 4, engine: "pglite", stop: async () => {} };
   // A socket file nobody answers on is a dead process's (kill -9, a crash): listening again needs it gone.
   rmSync(socket, { force: true });
 
@@ -142,6 +144,7 @@ export async function startEmbeddedPostgres(dir?: string, opts: { engine?: "nati
     url,
     path: socket,
     maxConnections: 4,
+    engine: "pglite",
     stop: async () => {
       await server.stop();
       await db.close();
