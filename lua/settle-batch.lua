@@ -1,13 +1,18 @@
 --[[
-  Post a batch of holds (variadic: 3 keys per shard of the batch, then 3 per item; a single settle is a batch of
-  one). One call may span several shards, as in reserve-batch (a single Redis: every shard's waiting settles in one
-  call; a Redis Cluster: one call per shard). Per item, replace the lock by the actual charge, bump the key's
-  counters and append the charge to the outbox of its shard. A hold is resolved exactly once; a settle that arrives
-  after the sweeper expired the hold still records the charge (the inference happened), and any other repeat is a
-  no-op. Items are applied in order, each seeing the ones before it (a hold id twice in one batch charges once), so
-  a batch equals the same calls one by one.
+  Post a batch of holds (variadic: 3 keys per shard of the batch, then one per wallet, one per API key and one per
+  item; a single settle is a batch of one). One call may span several shards, as in reserve-batch (a single Redis:
+  every shard's waiting settles in one call; a Redis Cluster: one call per shard). Per item, replace the lock by the
+  actual charge, bump the key's counters and append the charge to the outbox of its shard. A hold is resolved
+  exactly once; a settle that arrives after the sweeper expired the hold still records the charge (the inference
+  happened), and any other repeat is a no-op. A batch equals the same calls one by one.
+  The gateway sends what it can sum: per wallet the batch's charges, per key its counters' increments, per item
+  only its hold id and its charge event as JSON (ARGV checks: src/ledger/settleArgs.ts builds them from checked
+  integers; the script checks their counts and shapes). When every item's hold is live and no id repeats (the
+  common case) those sums are applied as they are, with the locks of the holds (read from their markers); otherwise
+  the script goes item by item, reading each item's numbers from its event, and posts only the holds it may.
   Every wallet and key is read once per batch, the hold markers in one MGET, and each is written once at the end
-  (HSET of the changed fields, one ZREM per shard, a SET with its lifetime per posted marker); TIME once. One XADD per shard of the batch: its entry holds every charge of the shard.
+  (HSET of the changed fields, one ZREM per shard, a SET with its lifetime per posted marker); TIME once. One XADD
+  per shard of the batch: its entry holds every charge of the shard.
 
   for shard g = 1..G (ARGV[2]), at s = 3 * (g - 1):
   KEYS[s+1] holds zset     gw:{sNN}:holds
@@ -15,103 +20,190 @@
                                                JSON objects separated by commas (see below), so '[' .. e .. ']' is a
                                                JSON array
   KEYS[s+3] shard fence    gw:{sNN}:fence      the ledger epoch while open; 'R:<epoch>' while a rebuild runs
-  then for item i = 1..n (the items of shard 1 first, then those of shard 2, ...), at b = 3 * G + 3 * (i - 1):
-  KEYS[b+1] wallet hash  KEYS[b+2] api key hash
-  KEYS[b+3] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → settled (kept ARGV[1] s)
+  then for wallet w = 1..W (ARGV[3]), at x = 3 * G + w - 1:     KEYS[x+1] wallet hash   gw:{sNN}:w:<wallet>
+  then for API key k = 1..K (ARGV[4]), at y = 3 * G + W + k - 1: KEYS[y+1] api key hash gw:{sNN}:k:<keyId>
+  then for item i = 1..n (the items of shard 1 first, then those of shard 2, ...), at b = 3 * G + W + K + i - 1:
+  KEYS[b+1] hold marker  gw:{sNN}:hd:<holdId>  "live|amount|wallet|keyId" → settled (kept ARGV[1] s)
 
-  ARGV[1] marker ttl s   ARGV[2] G: the shards of the batch (at least 1)
-  then for shard g, at s = 2 + 2 * (g - 1):
+  ARGV[1] marker ttl s   ARGV[2] G: the shards of the batch (at least 1)   ARGV[3] W: its wallets   ARGV[4] K: its keys
+  ARGV[5] each item's wallet and key: two bytes per item, 48 + its wallet's w and 48 + its key's k
+  then for shard g, at s = 5 + 2 * (g - 1):
   ARGV[s+1] ledger epoch the caller believes in for the shard   ARGV[s+2] the shard's items (at least 1)
-  then for item i, at a = 2 + 2 * G + 11 * (i - 1):
-  ARGV[a+1] hold id   ARGV[a+2] charge µUSDC   ARGV[a+3] prompt tokens   ARGV[a+4] completion tokens
-  ARGV[a+5] provider cost µUSD   ARGV[a+6] model id   ARGV[a+7] wallet   ARGV[a+8] key id
-  ARGV[a+9] cache-read tokens   ARGV[a+10] 5-minute cache-write tokens   ARGV[a+11] 1-hour cache-write tokens
-            (of the prompt tokens; the key's cached_prompt_tokens and cache_write_tokens counters add them)
+  then for wallet w, at x = 5 + 2 * G + w - 1:
+  ARGV[x+1] the charges of the wallet's items, µUSDC (summed)
+  then for key k, at y = 5 + 2 * G + W + 7 * (k - 1), the sums over the key's items:
+  ARGV[y+1] charges µUSDC (spent)   ARGV[y+2] requests (its items)   ARGV[y+3] prompt tokens   ARGV[y+4] completion
+  tokens   ARGV[y+5] revenue: charges less provider costs (µUSDC, may be negative)   ARGV[y+6] cache-read tokens
+  ARGV[y+7] cache-write tokens (5-minute and 1-hour)
+  then for item i, at a = 5 + 2 * G + W + 7 * K + 2 * (i - 1):
+  ARGV[a+1] hold id   ARGV[a+2] its charge event without its end: '{"type":"charge","hold","wallet","key","model",
+            "amount","cost","pt","ct"[,"cr","cw","cw1h"]' (the event below up to "at"; the script adds
+            ',"at":<ms>}'); its numbers are the item's own (amount µUSDC, cost µUSD, tokens)
 
   Outbox event: {"type":"charge","hold","wallet","key","model","amount","cost","pt","ct","cr","cw","cw1h","at"} (at:
-  Redis clock, ms; cr, cw, cw1h: the cache split, only when one of them is not 0). It is JSON so the flusher hands its entries to Postgres as one json_to_recordset parameter,
-  unparsed.
+  Redis clock, ms; cr, cw, cw1h: the cache split, only when one of them is not 0). It is JSON so the flusher hands
+  its entries to Postgres as one json_to_recordset parameter, unparsed.
 
   Returns {0, 'FENCED', fence, g}  shard g's epoch is stale or a rebuild runs there: nothing changed for the whole
                                    batch (any shard), retry after it
+          {2}                      every item charged (each hold was live, posted once)
           {1, item_1, ..., item_n}, each item one of
-    {1, balance_after}           charged (hold posted, or late charge after expiry)
+    {1}                          charged (hold posted, or late charge after expiry)
     {0, 'settled' | 'released'}  already resolved; nothing changed
     {0, 'UNKNOWN_HOLD'}
   Bad arguments anywhere: an error reply, nothing changed.
 ]]
 --- @include "includes/fence"
 --- @include "includes/numbers"
---- @include "includes/wallets"
---- @include "includes/charges"
-local G = whole(ARGV[2]) and tonumber(ARGV[2]) or 0
-local valid = G >= 1 and #ARGV >= 2 + 2 * G and whole(ARGV[1]) and tonumber(ARGV[1]) ~= 0
+local G, W, K = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local valid = whole(ARGV[2]) and whole(ARGV[3]) and whole(ARGV[4]) and G >= 1 and W >= 1 and K >= 1
+  and #ARGV >= 5 + 2 * G and whole(ARGV[1]) and tonumber(ARGV[1]) ~= 0
 -- itemShard[i]: the shard (g) of item i.
 local n, itemShard = 0, {}
 for g = 1, valid and G or 0 do
-  local count = ARGV[2 + 2 * g]
+  local count = ARGV[5 + 2 * g]
   if not whole(count) or tonumber(count) == 0 or n + tonumber(count) > #KEYS then valid = false; break end
   for _ = 1, tonumber(count) do n = n + 1; itemShard[n] = g end
 end
-valid = valid and #KEYS == 3 * G + 3 * n and #ARGV == 2 + 2 * G + 11 * n
-local I = 2 + 2 * G
+local X, Y = 5 + 2 * G, 5 + 2 * G + W
+local I = Y + 7 * K
+local KB = 3 * G + W + K
+valid = valid and #KEYS == KB + n and #ARGV == I + 2 * n and string.len(ARGV[5]) == 2 * n
+for w = 1, valid and W or 0 do valid = valid and whole(ARGV[X + w]) end
+for k = 1, valid and K or 0 do
+  local y = Y + 7 * (k - 1)
+  valid = valid and whole(ARGV[y + 1]) and whole(ARGV[y + 2]) and whole(ARGV[y + 3]) and whole(ARGV[y + 4])
+    and string.match(ARGV[y + 5], '^%-?%d+$') ~= nil and string.len(ARGV[y + 5]) <= 15 and whole(ARGV[y + 6])
+    and whole(ARGV[y + 7])
+end
+-- Per item its wallet and key (indexes into the lists above).
+local itemWallet, itemKey = {}, {}
 for i = 1, valid and n or 0 do
-  local a = I + 11 * (i - 1)
-  if ARGV[a + 1] == '' or not (whole(ARGV[a + 2]) and whole(ARGV[a + 3]) and whole(ARGV[a + 4])
-    and string.match(ARGV[a + 5], '^%-?%d+$') and string.len(ARGV[a + 5]) <= 15 and whole(ARGV[a + 8])
-    and whole(ARGV[a + 9]) and whole(ARGV[a + 10]) and whole(ARGV[a + 11])) then
+  local a = I + 2 * (i - 1)
+  local w, k = string.byte(ARGV[5], 2 * i - 1, 2 * i)
+  w, k = w - 48, k - 48
+  itemWallet[i], itemKey[i] = w, k
+  if ARGV[a + 1] == '' or w < 1 or w > W or k < 1 or k > K
+    or string.sub(ARGV[a + 2], 1, 24) ~= '{"type":"charge","hold":' then
     valid = false
   end
 end
 if not valid then return redis.error_reply('settle-batch: bad arguments') end
 for g = 1, G do
-  local refused = fenceRefusal(KEYS[3 * g], ARGV[1 + 2 * g], g)
+  local refused = fenceRefusal(KEYS[3 * g], ARGV[4 + 2 * g], g)
   if refused then return refused end
 end
 
--- Every item's hold marker in one MGET up front (false: none), by key name (wallets and keys: the includes);
--- written back once at the end.
-local markers = {}
-do
-  local names = {}
-  for i = 1, n do names[i] = KEYS[3 * G + 3 * (i - 1) + 3] end
-  local v = redis.call('MGET', unpack(names))
-  for i = 1, n do markers[names[i]] = v[i] end
-end
-local posted, zrem = {}, {}
-for g = 1, G do zrem[g] = {} end
-local results = {1}
+-- Every item's hold marker in one MGET up front (false: none).
+local states = redis.call('MGET', unpack(KEYS, KB + 1, KB + n))
+-- What the batch unlocks per wallet and key, and whether every hold is live and posted once (the sums apply).
+local wUnlock, kUnlock = {}, {}
+for w = 1, W do wUnlock[w] = 0 end
+for k = 1, K do kUnlock[k] = 0 end
+local seen, fast = {}, true
 for i = 1, n do
-  local b, a = 3 * G + 3 * (i - 1), I + 11 * (i - 1)
-  local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
-  local name = KEYS[b + 3]
-  local state = markers[name]
-  if not state then
-    results[i + 1] = {0, 'UNKNOWN_HOLD'}
-  elseif string.sub(state, 1, 5) ~= 'live|' and state ~= 'expired' then
-    results[i + 1] = {0, state}
-  else
-    local held = 0
-    local w = wallet(KEYS[b + 1])
-    if state ~= 'expired' then
-      held = tonumber(string.match(state, '^live|(%-?%d+)|'))
-      w.locked, w.lockedChanged = w.locked - held, true
-      local z = zrem[itemShard[i]]
-      z[#z + 1] = id
+  local state, id = states[i], ARGV[I + 2 * i - 1]
+  local held = state and string.match(state, '^live|(%d+)|')
+  if not held or seen[id] then fast = false; break end
+  seen[id] = true
+  held = held + 0
+  wUnlock[itemWallet[i]] = wUnlock[itemWallet[i]] + held
+  kUnlock[itemKey[i]] = kUnlock[itemKey[i]] + held
+end
+
+-- The sums to apply: per wallet {charged}, per key {spent, requests, pt, ct, revenue, cached, cache writes}; and
+-- which items are posted (posted[i]: the marker becomes 'settled'; live[i]: its hold leaves the index).
+local wCharge, kAdd, results = {}, {}, nil
+local charged = {}
+if fast then
+  for w = 1, W do wCharge[w] = ARGV[X + w] + 0 end
+  for k = 1, K do
+    local y = Y + 7 * (k - 1)
+    kAdd[k] = {ARGV[y + 1] + 0, ARGV[y + 2] + 0, ARGV[y + 3] + 0, ARGV[y + 4] + 0, ARGV[y + 5] + 0, ARGV[y + 6] + 0,
+      ARGV[y + 7] + 0}
+  end
+  for i = 1, n do charged[i] = 'live' end
+else
+  -- Item by item, each seeing the ones before it: a live hold is posted and unlocked, an expired one only charged.
+  for w = 1, W do wCharge[w], wUnlock[w] = 0, 0 end
+  for k = 1, K do kAdd[k], kUnlock[k] = {0, 0, 0, 0, 0, 0, 0}, 0 end
+  local now = {}
+  results = {1}
+  for i = 1, n do
+    local name = KEYS[KB + i]
+    local state = now[name]
+    if state == nil then state = states[i] end
+    local held = state and string.match(state, '^live|(%d+)|')
+    if not state then
+      results[i + 1] = {0, 'UNKNOWN_HOLD'}
+    elseif not held and state ~= 'expired' then
+      results[i + 1] = {0, state}
+    else
+      local e = cjson.decode(ARGV[I + 2 * i] .. '}')
+      local w, k = itemWallet[i], itemKey[i]
+      local cost = e.cost
+      wCharge[w] = wCharge[w] + e.amount
+      local add = kAdd[k]
+      add[1], add[2], add[3], add[4] = add[1] + e.amount, add[2] + 1, add[3] + e.pt, add[4] + e.ct
+      add[5], add[6], add[7] = add[5] + e.amount - cost, add[6] + (e.cr or 0), add[7] + (e.cw or 0) + (e.cw1h or 0)
+      if held then
+        wUnlock[w], kUnlock[k] = wUnlock[w] + held, kUnlock[k] + held
+        charged[i] = 'live'
+      else
+        charged[i] = 'expired'
+      end
+      now[name] = 'settled'
+      results[i + 1] = {1}
     end
-    w.balance = w.balance - charge
-    chargeKey(KEYS[b + 2], a, held, a + 9, itemShard[i])
-    markers[name] = 'settled'
-    posted[#posted + 1] = name
-    results[i + 1] = {1, w.balance}
   end
 end
 
-writeWalletsAndKeys()
-for g = 1, G do
-  if #zrem[g] > 0 then redis.call('ZREM', KEYS[3 * g - 2], unpack(zrem[g])) end
-  appendCharges(KEYS[3 * g - 1], g)
+-- Wallets and keys: one read and one write each.
+for w = 1, W do
+  local name = KEYS[3 * G + w]
+  if wUnlock[w] ~= 0 then
+    local v = redis.call('HMGET', name, 'balance', 'locked')
+    redis.call('HSET', name, 'balance', int((v[1] or 0) - wCharge[w]), 'locked', int((v[2] or 0) - wUnlock[w]))
+  elseif wCharge[w] ~= 0 then
+    redis.call('HSET', name, 'balance', int((redis.call('HGET', name, 'balance') or 0) - wCharge[w]))
+  end
 end
+local KEY_FIELDS = {'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue', 'cached_prompt_tokens',
+  'cache_write_tokens'}
+for k = 1, K do
+  local add = kAdd[k]
+  if add[2] > 0 then
+    local name = KEYS[3 * G + W + k]
+    local v = redis.call('HMGET', name, 'locked', 'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue',
+      'cached_prompt_tokens', 'cache_write_tokens')
+    local fields = {'locked', int((v[1] or 0) - kUnlock[k])}
+    for f = 1, 7 do
+      -- The cache counters (6, 7) only once there is something to count: a key without caching keeps its hash.
+      if f <= 5 or add[f] ~= 0 or v[f + 1] then
+        fields[#fields + 1] = KEY_FIELDS[f]
+        fields[#fields + 1] = int((v[f + 1] or 0) + add[f])
+      end
+    end
+    redis.call('HSET', name, unpack(fields))
+  end
+end
+
+-- Per shard: the posted holds leave the index, and their events go to the outbox as one entry.
+local t = redis.call('TIME')
+local at = ',"at":' .. t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. '}'
 local ttl = tonumber(ARGV[1])
-for _, name in ipairs(posted) do redis.call('SET', name, 'settled', 'EX', ttl) end
-return results
+local i = 1
+for g = 1, G do
+  local zrem, events = {}, {}
+  while itemShard[i] == g do
+    if charged[i] then
+      if charged[i] == 'live' then zrem[#zrem + 1] = ARGV[I + 2 * i - 1] end
+      events[#events + 1] = ARGV[I + 2 * i]
+      redis.call('SET', KEYS[KB + i], 'settled', 'EX', ttl)
+    end
+    i = i + 1
+  end
+  if #zrem > 0 then redis.call('ZREM', KEYS[3 * g - 2], unpack(zrem)) end
+  if #events > 0 then redis.call('XADD', KEYS[3 * g - 1], '*', 'e', table.concat(events, at .. ',') .. at) end
+end
+return results or {2}

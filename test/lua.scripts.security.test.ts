@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import { keyStateFields } from "../src/ledger/apiKeyState.ts";
 import { RedisNames } from "../src/ledger/names.ts";
 import { LedgerScripts, SCRIPT_FILES, scriptFile, scriptSource } from "../src/ledger/scripts.ts";
+import { settleArgs } from "../src/ledger/settleArgs.ts";
 import { privateRedis } from "./helpers/services.ts";
 
 /**
@@ -15,7 +16,7 @@ import { privateRedis } from "./helpers/services.ts";
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "a922fac9bc0e2f0aab98b376c91850241124e9c2",
-  "settle-batch.lua": "f4790f6cb3a35872bf2d91572c3a4d0d505dbe04",
+  "settle-batch.lua": "0716bc66d0232965894dc1299d836a60ed2ebde9",
   "settle-leased-batch.lua": "0d4961066bacda3a2d2ce212f4e7fb2711767828",
   "lease-8.lua": "83b2e9e04451b72284b29d0b08ec31dfd50a5b98",
   "release-6.lua": "5ea5969a4a04b3036068e18021b3d610abe6234c",
@@ -204,13 +205,24 @@ describe("batch scripts on Redis", () => {
     return scripts.reserveBatch(keys, argv);
   }
   type S = [key: number, holdId: string, charge: number | string, cost?: number | string, cache?: [number, number, number]];
-  function settle(items: S[], epoch = "1") {
-    const keys = [names.holds(shard), names.outbox(shard), names.fence(shard)];
-    const argv: (string | number)[] = [604_800, 1, epoch, items.length];
-    for (const [k, id, charge, cost = 10, cache = [0, 0, 0]] of items) {
-      keys.push(W, keyOf[k]!, marker(id));
-      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k, ...cache);
-    }
+  async function settle(items: S[], epoch = "1") {
+    const list = items.map(([k, holdId, charge, cost = 10, cache = [0, 0, 0]]) => ({
+      shard,
+      walletName: W,
+      apiKeyName: keyOf[k]!,
+      wallet,
+      keyId: k,
+      holdId,
+      charge: Number(charge),
+      promptTokens: 100,
+      completionTokens: 20,
+      costMicro: Number(cost),
+      model: "m/x",
+      cachedPromptTokens: cache[0],
+      cacheWriteTokens: cache[1],
+      cacheWrite1hTokens: cache[2],
+    }));
+    const { keys, argv } = settleArgs(names, list.length ? new Map([[shard, list]]) : new Map(), [epoch], 604_800);
     return scripts.settleBatch(keys, argv);
   }
   async function state() {
@@ -373,7 +385,7 @@ describe("batch scripts on Redis", () => {
       [1, "c", 5],
       [1, "d", 40],
     ]);
-    expect(r).toEqual([1, [1, 7_500], [1, 6_800], [0, "settled"], [0, "UNKNOWN_HOLD"], [0, "released"], [1, 6_760]]);
+    expect(r).toEqual([1, [1], [1], [0, "settled"], [0, "UNKNOWN_HOLD"], [0, "released"], [1]]);
     const s = await state();
     expect(s.w).toEqual({ balance: "6760", locked: "0" });
     expect(s.k1).toMatchObject({
@@ -408,7 +420,7 @@ describe("batch scripts on Redis", () => {
         [1, "a", 2_500, 10, [30, 40, 20]],
         [1, "b", 400],
       ]),
-    ).toEqual([1, [1, 7_500], [1, 7_100]]);
+    ).toEqual([2]);
     const s = await state();
     expect(s.k1).toMatchObject({ prompt_tokens: "200", cached_prompt_tokens: "30", cache_write_tokens: "60", spent: "2900" });
     expect(s.outbox.map(({ at, ...e }: Record<string, unknown>) => e)).toEqual([
@@ -416,6 +428,80 @@ describe("batch scripts on Redis", () => {
       { type: "charge", hold: "b", wallet, key: 1, model: "m/x", amount: 400, cost: 10, pt: 100, ct: 20 },
     ]);
     await expect(settle([[1, "c", 1, 10, [1, -1, 0]]])).rejects.toThrow("settle-batch: bad arguments");
+  });
+
+  test("settle: a batch of live holds applies the gateway's sums, the same as its items one by one", async () => {
+    const holds: R[] = [
+      [1, "a", 3_000],
+      [2, "b", 500],
+      [1, "c", 200],
+    ];
+    const charges: S[] = [
+      [1, "a", 2_500, 10, [30, 40, 20]],
+      [2, "b", 700, 800],
+      [1, "c", 150, 90],
+    ];
+    await reserve(holds);
+    expect(await settle(charges)).toEqual([2]);
+    const batched = await state();
+    await redis.flushall();
+    await redis.set(names.fence(shard), "1");
+    await redis.hset(W, { balance: 10_000, locked: 0 });
+    await redis.hset(K1, keyStateFields({ revoked: false, budget: null }));
+    await redis.hset(K2, keyStateFields({ revoked: false, budget: 1_000 }));
+    await reserve(holds);
+    for (const c of charges) expect(await settle([c])).toEqual([2]);
+    const single = await state();
+    const strip = (s: typeof batched) => ({ ...s, entries: 0, outbox: s.outbox.map(({ at, ...e }) => e) });
+    expect(strip(batched)).toEqual(strip(single));
+    expect(batched.w).toEqual({ balance: "6650", locked: "0" });
+    expect(batched.k1).toMatchObject({ locked: "0", spent: "2650", requests: "2", revenue: "2550", cache_write_tokens: "60" });
+    expect(batched.k2).toMatchObject({ locked: "0", spent: "700", requests: "1", revenue: "-100" });
+    expect(batched.entries).toBe(1);
+  });
+
+  test("settle: the script refuses arguments of the wrong shape (the numbers are settleArgs' to check)", async () => {
+    await reserve([[1, "a", 3_000]]);
+    const before = await state();
+    const good = settleArgs(
+      names,
+      new Map([
+        [
+          shard,
+          [
+            {
+              shard,
+              walletName: W,
+              apiKeyName: K1,
+              wallet,
+              keyId: 1,
+              holdId: "a",
+              charge: 1,
+              promptTokens: 1,
+              completionTokens: 1,
+              costMicro: 1,
+              model: "m",
+            },
+          ],
+        ],
+      ]),
+      ["1"],
+      60,
+    );
+    const at = (i: number, v: string) => good.argv.map((a, j) => (j === i ? v : a));
+    for (const argv of [
+      at(4, "21"), // the item's wallet 2 of 1
+      at(4, "1"), // one byte for one item
+      at(good.argv.length - 1, '{"type":"release"'), // not a charge event
+      at(good.argv.length - 2, ""), // no hold id
+      at(7, "-1"), // the wallet's charges
+      at(12, "1.5"), // the key's revenue
+      good.argv.slice(0, -1),
+    ]) {
+      await expect(scripts.settleBatch(good.keys, argv)).rejects.toThrow("settle-batch: bad arguments");
+    }
+    expect(await state()).toEqual(before);
+    expect(await scripts.settleBatch(good.keys, good.argv)).toEqual([2]);
   });
 
   test("settle: a fenced batch or bad arguments change nothing", async () => {

@@ -1,6 +1,7 @@
 import type { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { BatchReply, LedgerScripts, ReserveItemReply, SettleItemReply } from "./scripts.ts";
+import { cacheSplit, type SettleItem, settleArgs } from "./settleArgs.ts";
 
 /** Items per script call at most: a call's Lua time stays well under a millisecond. */
 const MAX_BATCH = 64;
@@ -117,26 +118,7 @@ export interface ReserveItem {
   rpm: number;
 }
 
-/** A settle of one request, as the batch script takes it (`lease`: admitted under that lease, settle-leased-batch). */
-export interface SettleItem {
-  lease?: string;
-  /** What the request held of its lease. */
-  held?: number;
-  shard: string;
-  walletName: string;
-  apiKeyName: string;
-  wallet: string;
-  keyId: number;
-  holdId: string;
-  charge: number;
-  promptTokens: number;
-  completionTokens: number;
-  costMicro: number;
-  model: string;
-  cachedPromptTokens?: number;
-  cacheWriteTokens?: number;
-  cacheWrite1hTokens?: number;
-}
+export type { SettleItem } from "./settleArgs.ts";
 
 export interface BatchLimits {
   rateLimitRequests: number;
@@ -200,33 +182,15 @@ export class LedgerBatches {
     this.settles = new ShardBatcher((_queue, list) => {
       const groups = byShard(list);
       const shards = [...groups.keys()];
-      return fence
-        .runMany(shards, (epochs) => {
-          const keys: string[] = [];
-          const argv: (string | number)[] = [limits.resolutionTtlS, shards.length];
-          shards.forEach((shard, g) => {
-            keys.push(names.holds(shard), names.outbox(shard), names.fence(shard));
-            argv.push(epochs[g]!, groups.get(shard)!.length);
-          });
-          for (const items of groups.values()) {
-            for (const it of items) {
-              keys.push(it.walletName, it.apiKeyName, names.holdMarker(it.shard, it.holdId));
-              argv.push(
-                it.holdId,
-                it.charge,
-                it.promptTokens,
-                it.completionTokens,
-                it.costMicro,
-                it.model,
-                it.wallet,
-                it.keyId,
-                ...cacheSplit(it),
-              );
-            }
-          }
-          return scripts.settleBatch(keys, argv);
-        })
-        .then((r) => inItemOrder(list, groups, perItem(r)));
+      return (
+        fence
+          .runMany(shards, (epochs) => {
+            const { keys, argv } = settleArgs(names, groups, epochs, limits.resolutionTtlS);
+            return scripts.settleBatch(keys, argv);
+          })
+          // {2}: every item charged.
+          .then((r) => (r[0] === 2 ? list.map((): SettleItemReply => [1]) : inItemOrder(list, groups, perItem(r))))
+      );
     });
     this.leasedSettles = new ShardBatcher((shard, list) =>
       fence
@@ -275,11 +239,6 @@ function inItemOrder<T, R>(list: T[], groups: Map<string, T[]>, replies: R[]): R
   let i = 0;
   for (const items of groups.values()) for (const it of items) at.set(it, replies[i++]!);
   return list.map((it) => at.get(it)!);
-}
-
-/** A settle's cache split as the scripts take it: cache-read, 5-minute and 1-hour cache-write tokens. */
-function cacheSplit(it: SettleItem): [number, number, number] {
-  return [it.cachedPromptTokens ?? 0, it.cacheWriteTokens ?? 0, it.cacheWrite1hTokens ?? 0];
 }
 
 /** The per-item replies of a batch that passed the fence (fence.run retried any FENCED reply). */

@@ -1,0 +1,102 @@
+import type { RedisNames } from "./names.ts";
+
+/** A settle of one request, as the batch script takes it (`lease`: admitted under that lease, settle-leased-batch). */
+export interface SettleItem {
+  lease?: string;
+  /** What the request held of its lease. */
+  held?: number;
+  shard: string;
+  walletName: string;
+  apiKeyName: string;
+  wallet: string;
+  keyId: number;
+  holdId: string;
+  charge: number;
+  promptTokens: number;
+  completionTokens: number;
+  costMicro: number;
+  model: string;
+  cachedPromptTokens?: number;
+  cacheWriteTokens?: number;
+  cacheWrite1hTokens?: number;
+}
+
+/** Whole numbers the scripts take: at most 15 digits, so a Lua double holds them (and their sums) exactly. */
+const LIMIT = 1e15;
+
+function whole(v: number): number {
+  if (!Number.isSafeInteger(v) || v < 0 || v >= LIMIT) throw new Error("settle-batch: bad arguments");
+  return v;
+}
+
+/** The charge event of a settle as settle-batch.lua's header says, without its ',"at":<ms>}' (the script adds it). */
+export function chargeEvent(it: SettleItem): string {
+  const cost = it.costMicro;
+  if (!Number.isSafeInteger(cost) || Math.abs(cost) >= LIMIT || it.holdId === "") throw new Error("settle-batch: bad arguments");
+  const [cr, cw, cw1h] = cacheSplit(it);
+  const cache = cr + cw + cw1h === 0 ? "" : `,"cr":${cr},"cw":${cw},"cw1h":${cw1h}`;
+  return (
+    `{"type":"charge","hold":${JSON.stringify(it.holdId)},"wallet":${JSON.stringify(it.wallet)},"key":${whole(it.keyId)},` +
+    `"model":${JSON.stringify(it.model)},"amount":${whole(it.charge)},"cost":${cost},"pt":${whole(it.promptTokens)},` +
+    `"ct":${whole(it.completionTokens)}${cache}`
+  );
+}
+
+/** A settle's cache split as the scripts take it: cache-read, 5-minute and 1-hour cache-write tokens. */
+export function cacheSplit(it: SettleItem): [number, number, number] {
+  return [whole(it.cachedPromptTokens ?? 0), whole(it.cacheWriteTokens ?? 0), whole(it.cacheWrite1hTokens ?? 0)];
+}
+
+/**
+ * settle-batch.lua's KEYS and ARGV for one call: `groups` the call's items by shard (in their order), `epochs` each
+ * shard's epoch. The wallets and keys of the batch go once each with the sums of their items (the script applies
+ * them as they are when every hold is live), each item as its hold id and its charge event. Throws on a number
+ * the script could not hold exactly (the script checks the counts and shapes, not each item's numbers).
+ */
+export function settleArgs(
+  names: RedisNames,
+  groups: Map<string, SettleItem[]>,
+  epochs: string[],
+  markerTtlS: number,
+): { keys: string[]; argv: string[] } {
+  const wallets = new Map<string, number[]>();
+  const keys = new Map<string, number[]>();
+  const shardKeys: string[] = [];
+  const shardArgs: string[] = [];
+  const markers: string[] = [];
+  const items: string[] = [];
+  let map = "";
+  let g = 0;
+  for (const [shard, list] of groups) {
+    shardKeys.push(names.holds(shard), names.outbox(shard), names.fence(shard));
+    shardArgs.push(epochs[g++]!, String(list.length));
+    for (const it of list) {
+      const event = chargeEvent(it);
+      const [cr, cw, cw1h] = cacheSplit(it);
+      let w = wallets.get(it.walletName);
+      if (!w) wallets.set(it.walletName, (w = [wallets.size + 1, 0]));
+      w[1]! += it.charge;
+      let k = keys.get(it.apiKeyName);
+      if (!k) keys.set(it.apiKeyName, (k = [keys.size + 1, 0, 0, 0, 0, 0, 0, 0]));
+      k[1]! += it.charge;
+      k[2]! += 1;
+      k[3]! += it.promptTokens;
+      k[4]! += it.completionTokens;
+      k[5]! += it.charge - it.costMicro;
+      k[6]! += cr;
+      k[7]! += cw + cw1h;
+      map += String.fromCharCode(48 + w[0]!, 48 + k[0]!);
+      markers.push(names.holdMarker(shard, it.holdId));
+      items.push(it.holdId, event);
+    }
+  }
+  const argv = [String(markerTtlS), String(groups.size), String(wallets.size), String(keys.size), map, ...shardArgs];
+  for (const w of wallets.values()) argv.push(String(whole(w[1]!)));
+  for (const k of keys.values()) {
+    if (Math.abs(k[5]!) >= LIMIT) throw new Error("settle-batch: bad arguments");
+    argv.push(String(whole(k[1]!)), String(k[2]), String(whole(k[3]!)), String(whole(k[4]!)), String(k[5]), String(whole(k[6]!)));
+    argv.push(String(whole(k[7]!)));
+  }
+  argv.push(...items);
+  return { keys: [...shardKeys, ...wallets.keys(), ...keys.keys(), ...markers], argv };
+}
