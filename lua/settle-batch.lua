@@ -6,7 +6,7 @@
   exactly once; a settle that arrives after the sweeper expired the hold still records the charge (the inference
   happened), and any other repeat is a no-op. A batch equals the same calls one by one.
   The gateway sends what it can sum: per wallet the batch's charges, per key its counters' increments, per item
-  only its hold id and its charge event as JSON (ARGV checks: src/ledger/settleArgs.ts builds them from checked
+  only its hold id and its charge event as JSON (ARGV checks: src/ledger/batchArgs.ts builds them from checked
   integers; the script checks their counts and shapes). When every item's hold is live and no id repeats (the
   common case) those sums are applied as they are, with the locks of the holds (read from their markers); otherwise
   the script goes item by item, reading each item's numbers from its event, and posts only the holds it may.
@@ -55,7 +55,7 @@
 ]]
 --- @include "includes/fence"
 --- @include "includes/numbers"
-local G, W, K = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local G, W, K = tonumber(ARGV[2]) or 0, tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0
 local valid = whole(ARGV[2]) and whole(ARGV[3]) and whole(ARGV[4]) and G >= 1 and W >= 1 and K >= 1
   and #ARGV >= 5 + 2 * G and whole(ARGV[1]) and tonumber(ARGV[1]) ~= 0
 -- itemShard[i]: the shard (g) of item i.

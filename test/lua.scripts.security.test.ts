@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { keyStateFields } from "../src/ledger/apiKeyState.ts";
 import { RedisNames } from "../src/ledger/names.ts";
 import { LedgerScripts, SCRIPT_FILES, scriptFile, scriptSource } from "../src/ledger/scripts.ts";
-import { settleArgs } from "../src/ledger/settleArgs.ts";
+import { reserveArgs, settleArgs } from "../src/ledger/batchArgs.ts";
 import { privateRedis } from "./helpers/services.ts";
 
 /**
@@ -15,8 +15,8 @@ import { privateRedis } from "./helpers/services.ts";
  * `bun -e 'import { SCRIPT_FILES, scriptSource } from "./src/ledger/scripts.ts"; for (const f of SCRIPT_FILES) console.log(f, new Bun.CryptoHasher("sha1").update(scriptSource(f)).digest("hex"))'`.
  */
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
-  "reserve-batch.lua": "a922fac9bc0e2f0aab98b376c91850241124e9c2",
-  "settle-batch.lua": "0716bc66d0232965894dc1299d836a60ed2ebde9",
+  "reserve-batch.lua": "e0f9a032441f3014b1b6e14b10222ea2c7c65368",
+  "settle-batch.lua": "de2fa60fc084e4283e1dacf678c12e9bcd1e3b99",
   "settle-leased-batch.lua": "0d4961066bacda3a2d2ce212f4e7fb2711767828",
   "lease-8.lua": "83b2e9e04451b72284b29d0b08ec31dfd50a5b98",
   "release-6.lua": "5ea5969a4a04b3036068e18021b3d610abe6234c",
@@ -194,13 +194,29 @@ describe("batch scripts on Redis", () => {
     items: R[],
     o: { epoch?: string; limit?: number; window?: number; extraKey?: boolean; minute?: number; inMinute?: number | string } = {},
   ) {
-    const keys = [names.holds(shard), names.fence(shard)];
-    const argv: (string | number)[] = [o.limit ?? 100, o.window ?? 60_000, 15_000, 3_600_000];
-    argv.push(o.minute ?? MINUTE, o.inMinute ?? 15_000, 1, o.epoch ?? "1", items.length);
-    for (const [k, id, amount] of items) {
-      keys.push(W, keyOf[k]!, marker(id), names.rate(shard, wallet, WINDOW), names.rate(shard, wallet, WINDOW - 1));
-      argv.push(id, amount, `${wallet}|${k}`, rpmOf[k] ?? 0);
-    }
+    const list = items.map(([k, holdId, amount]) => ({
+      shard,
+      walletName: W,
+      apiKeyName: keyOf[k]!,
+      wallet,
+      keyId: k,
+      holdId,
+      amount: amount as number,
+      rpm: rpmOf[k] ?? 0,
+    }));
+    const limits = { rateLimitRequests: o.limit ?? 100, rateLimitWindowMs: 60_000, holdTtlMs: 3_600_000 };
+    // Rate window WINDOW, 15 s into it; the keys' minute and the time into it as the test says.
+    const { keys, argv } = reserveArgs(
+      names,
+      list.length ? new Map([[shard, list]]) : new Map(),
+      [o.epoch ?? "1"],
+      limits,
+      WINDOW * 60_000 + 15_000,
+    );
+    argv[1] = String(o.window ?? 60_000);
+    argv[4] = String(o.minute ?? MINUTE);
+    argv[5] = String(o.inMinute ?? 15_000);
+    for (const [i, [, , amount]] of items.entries()) argv[argv.length - 2 * items.length + 2 * i + 1] = String(amount);
     if (o.extraKey) keys.push(W);
     return scripts.reserveBatch(keys, argv);
   }

@@ -1,7 +1,7 @@
 import type { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { BatchReply, LedgerScripts, ReserveItemReply, SettleItemReply } from "./scripts.ts";
-import { cacheSplit, type SettleItem, settleArgs } from "./settleArgs.ts";
+import { cacheSplit, type ReserveItem, reserveArgs, type SettleItem, settleArgs } from "./batchArgs.ts";
 
 /** Items per script call at most: a call's Lua time stays well under a millisecond. */
 const MAX_BATCH = 64;
@@ -105,20 +105,7 @@ export class ShardBatcher<I, R> {
   }
 }
 
-/** A reserve of one request, as the batch script takes it. */
-export interface ReserveItem {
-  shard: string;
-  walletName: string;
-  apiKeyName: string;
-  wallet: string;
-  keyId: number;
-  holdId: string;
-  amount: number;
-  /** The key's requests per minute; 0: none. */
-  rpm: number;
-}
-
-export type { SettleItem } from "./settleArgs.ts";
+export type { ReserveItem, SettleItem } from "./batchArgs.ts";
 
 export interface BatchLimits {
   rateLimitRequests: number;
@@ -150,31 +137,7 @@ export class LedgerBatches {
       const shards = [...groups.keys()];
       return fence
         .runMany(shards, (epochs) => {
-          // The window is the gateway clock's at send time, like one call's: every item of a batch shares it.
-          const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = limits;
-          const now = Date.now();
-          const window = Math.floor(now / windowMs);
-          // The keys' own rate limits count per minute (requests_per_minute), on the same clock.
-          const minute = Math.floor(now / 60_000);
-          const keys: string[] = [];
-          const argv: (string | number)[] = [limit, windowMs, now - window * windowMs, limits.holdTtlMs, minute, now - minute * 60_000];
-          argv.push(shards.length);
-          shards.forEach((shard, g) => {
-            keys.push(names.holds(shard), names.fence(shard));
-            argv.push(epochs[g]!, groups.get(shard)!.length);
-          });
-          for (const items of groups.values()) {
-            for (const it of items) {
-              keys.push(
-                it.walletName,
-                it.apiKeyName,
-                names.holdMarker(it.shard, it.holdId),
-                names.rate(it.shard, it.wallet, window),
-                names.rate(it.shard, it.wallet, window - 1),
-              );
-              argv.push(it.holdId, it.amount, `${it.wallet}|${it.keyId}`, it.rpm);
-            }
-          }
+          const { keys, argv } = reserveArgs(names, groups, epochs, limits, Date.now());
           return scripts.reserveBatch(keys, argv);
         })
         .then((r) => inItemOrder(list, groups, perItem(r)));

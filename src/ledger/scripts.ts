@@ -136,7 +136,7 @@ export class LedgerScripts {
     return this.runVariadic(this.scripts.reserveBatch, keys, argv) as Promise<BatchReply<ReserveItemReply>>;
   }
 
-  /** settle-batch.lua (ARGV: settleArgs.ts): {2} every item charged | {1, ...one {1} | {0, state} per item} | {0, 'FENCED', fence}. */
+  /** settle-batch.lua (ARGV: batchArgs.ts settleArgs): {2} every item charged | {1, ...one {1} | {0, state} per item} | {0, 'FENCED', fence}. */
   settleBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply> | [2]> {
     return this.runVariadic(this.scripts.settleBatch, keys, argv) as Promise<BatchReply<SettleItemReply> | [2]>;
   }

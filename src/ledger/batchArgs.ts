@@ -21,6 +21,70 @@ export interface SettleItem {
   cacheWrite1hTokens?: number;
 }
 
+/** A reserve of one request, as the batch script takes it. */
+export interface ReserveItem {
+  shard: string;
+  walletName: string;
+  apiKeyName: string;
+  wallet: string;
+  keyId: number;
+  holdId: string;
+  amount: number;
+  /** The key's requests per minute; 0: none. */
+  rpm: number;
+}
+
+/**
+ * reserve-batch.lua's KEYS and ARGV for one call: `groups` the call's items by shard (in their order), `epochs`
+ * each shard's epoch, `now` the gateway clock that picks the rate windows. Each wallet (with its two rate counters)
+ * and key of the batch goes once, each item as its marker, hold id and amount.
+ */
+export function reserveArgs(
+  names: RedisNames,
+  groups: Map<string, ReserveItem[]>,
+  epochs: string[],
+  limits: { rateLimitRequests: number; rateLimitWindowMs: number; holdTtlMs: number },
+  now: number,
+): { keys: string[]; argv: string[] } {
+  // The window is the gateway clock's at send time, like one call's: every item of a batch shares it.
+  const { rateLimitRequests: limit, rateLimitWindowMs: windowMs } = limits;
+  const window = Math.floor(now / windowMs);
+  // The keys' own rate limits count per minute (requests_per_minute), on the same clock.
+  const minute = Math.floor(now / 60_000);
+  const wallets = new Map<string, number>();
+  const walletKeys: string[] = [];
+  const keys = new Map<string, number>();
+  const keyArgs: string[] = [];
+  const shardKeys: string[] = [];
+  const shardArgs: string[] = [];
+  const markers: string[] = [];
+  const items: string[] = [];
+  let map = "";
+  let g = 0;
+  for (const [shard, list] of groups) {
+    shardKeys.push(names.holds(shard), names.fence(shard));
+    shardArgs.push(epochs[g++]!, String(list.length));
+    for (const it of list) {
+      let w = wallets.get(it.walletName);
+      if (w === undefined) {
+        wallets.set(it.walletName, (w = wallets.size + 1));
+        walletKeys.push(it.walletName, names.rate(shard, it.wallet, window), names.rate(shard, it.wallet, window - 1));
+      }
+      let k = keys.get(it.apiKeyName);
+      if (k === undefined) {
+        keys.set(it.apiKeyName, (k = keys.size + 1));
+        keyArgs.push(`${it.wallet}|${it.keyId}`, String(it.rpm));
+      }
+      map += String.fromCharCode(48 + w, 48 + k);
+      markers.push(names.holdMarker(shard, it.holdId));
+      items.push(it.holdId, String(it.amount));
+    }
+  }
+  const argv = [limit, windowMs, now - window * windowMs, limits.holdTtlMs, minute, now - minute * 60_000].map(String);
+  argv.push(String(groups.size), String(wallets.size), String(keys.size), map, ...shardArgs, ...keyArgs, ...items);
+  return { keys: [...shardKeys, ...walletKeys, ...keys.keys(), ...markers], argv };
+}
+
 /** Whole numbers the scripts take: at most 15 digits, so a Lua double holds them (and their sums) exactly. */
 const LIMIT = 1e15;
 
