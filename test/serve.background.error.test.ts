@@ -1,6 +1,6 @@
 /**
  * The background process of the default `bun src/main.ts serve` (no REDIS_URL / DATABASE_URL): it owns the embedded
- * redis-server and Postgres (PGlite) and runs the flusher, the sweeper and the repair jobs, so that the serving
+ * redis-server and Postgres (native, or PGlite) and runs the flusher, the sweeper and the repair jobs, so that the serving
  * process only serves. Killed with -9 under load it is started again and serving goes on meanwhile, every answer's
  * charge reaching Postgres; a serving process killed with -9 leaves it to drain the outbox and stop, and nothing an
  * answer was received for is lost.
@@ -106,7 +106,7 @@ describe("the background process", () => {
       const load = traffic(child.url, key, 8);
       expect(await until(() => load.statuses.length >= 50, 10_000)).toBe(true);
       process.kill(first!, "SIGKILL");
-      // A new one (PGlite opened again on DATA_DIR, the redis-server adopted) while the requests go on.
+      // A new one (the native postmaster and the redis-server adopted, or PGlite opened again on DATA_DIR) while the requests go on.
       expect(await until(() => childProcesses(child.proc.pid).background.some((p) => p !== first), 30_000)).toBe(true);
       const before = load.statuses.length;
       expect(await until(() => load.statuses.length >= before + 50, 10_000)).toBe(true);
@@ -115,7 +115,7 @@ describe("the background process", () => {
       expect(load.statuses.every((s) => s === 200)).toBe(true);
       const served = load.statuses.length;
       // The new background process's flusher moves them, what the dead one had read first (the same consumer name).
-      // (PGlite takes seconds to open again: until then its socket refuses.)
+      // (PGlite, the fallback, takes seconds to open again: until then its socket refuses.)
       const counted = () => charges(dataDir, w).catch(() => ({ n: -1, total: 0 }));
       expect(await until(async () => (await counted()).n >= served, 60_000)).toBe(true);
       expect(await charges(dataDir, w)).toEqual({ n: served, total: served * charge });
