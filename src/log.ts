@@ -24,19 +24,11 @@ const SECRET_PATTERNS: [RegExp, string | ((...groups: string[]) => string)][] = 
 
 // What the secret patterns above need somewhere in the text ("sk-", "xai_", "AIza", "earer ", 130 hex digits after
 // "0x", "=", "://"): most strings (ids, routes, model names, wallet addresses) have none of it and skip the
-// replacements, which were a third of the access log's cost per request.
+// replacements, which were a third of the access log's cost per request. One regular expression scans the string
+// once (nine `includes` scanned it nine times: ~4× the time for the access log's four strings).
+const MAY_HOLD_SECRET = /sk[-_]|=|:\/\/|xai[-_]|AIza|earer /;
 function mayHoldSecret(s: string): boolean {
-  return (
-    s.includes("sk-") ||
-    s.includes("sk_") ||
-    s.includes("=") ||
-    s.includes("://") ||
-    s.includes("xai-") ||
-    s.includes("xai_") ||
-    s.includes("AIza") ||
-    s.includes("earer ") ||
-    (s.length >= 132 && s.includes("0x"))
-  );
+  return MAY_HOLD_SECRET.test(s) || (s.length >= 132 && s.includes("0x"));
 }
 
 /** Masks secret-looking values inside a free-text string (URLs with query strings, error texts). */
@@ -147,18 +139,33 @@ function emit(level: LogLevel, msg: string, fields?: Record<string, unknown>): v
   sink(JSON.stringify({ t: new Date().toISOString(), level, msg, ...(fields ? (redact(fields) as object) : {}) }), level);
 }
 
+// The last timestamp written, by its millisecond: a busy gateway writes several lines per millisecond.
+let stampMs = Number.NaN;
+let stamp = "";
+
+function isoNow(): string {
+  const now = Date.now();
+  if (now !== stampMs) {
+    stampMs = now;
+    stamp = new Date(now).toISOString();
+  }
+  return stamp;
+}
+
+/** Whether an info line would be written (the caller can skip building it). */
+export function infoOn(): boolean {
+  return LEVELS.info >= threshold;
+}
+
 /**
- * An info line whose fields the caller built from values that are safe to log as they are (numbers, its own ids
- * and patterns) or passed through redactText itself: the access log, one line per request, skips the generic
- * walk over its fields (a copy of every field and a secret-name test per key).
+ * An info line whose fields the caller wrote as JSON members (`"name":value,…`, no braces) from values that are
+ * safe to log as they are (numbers, its own ids and patterns) or passed through redactText itself: the access log,
+ * one line per request, skips the generic walk over its fields (a copy of every field and a secret-name test per
+ * key) and the object it would build.
  */
-export function infoVetted(msg: string, fields: Record<string, unknown>): void {
+export function infoVetted(msg: string, members: string): void {
   if (LEVELS.info < threshold) return;
-  const rest = JSON.stringify(fields);
-  sink(
-    `{"t":"${new Date().toISOString()}","level":"info","msg":${JSON.stringify(msg)}${rest.length > 2 ? "," + rest.slice(1) : "}"}`,
-    "info",
-  );
+  sink(`{"t":"${isoNow()}","level":"info","msg":${JSON.stringify(msg)}${members === "" ? "}" : "," + members + "}"}`, "info");
 }
 
 /** The process logger. */

@@ -1,6 +1,6 @@
-import { infoVetted, redactText } from "../log.ts";
+import { infoOn, infoVetted, redactText } from "../log.ts";
 import { metrics } from "./metrics.ts";
-import { boundCounters, boundHistograms } from "./bound.ts";
+import { boundCounters, boundHistograms, type CounterChild, type HistogramChild } from "./bound.ts";
 
 /**
  * What one request leaves for its access-log line and metrics: filled by the app's hooks (id, timing, status)
@@ -80,6 +80,47 @@ const httpDuration = boundHistograms(metrics.httpDuration);
 const upstreamLatency = boundHistograms(metrics.upstreamLatency);
 const addedLatency = boundHistograms(metrics.addedLatency);
 
+/** A route's series (its method and pattern): its duration, and its count per status. */
+interface RouteSeries {
+  duration: HistogramChild;
+  byStatus: Map<number, CounterChild>;
+}
+// Found by method, then pattern, then status: strings the request already holds and a number, so a request builds
+// no key and no labels closure to find its series.
+const routeSeries = new Map<string, Map<string, RouteSeries>>();
+// A provider's upstream latency, JSON [0] and stream [1]; the added latency likewise.
+const providerSeries = new Map<string, [HistogramChild, HistogramChild]>();
+const addedSeries = [false, true].map((s) => addedLatency(String(s), () => ({ stream: String(s) })));
+
+function routeOf(method: string, route: string): RouteSeries {
+  let byRoute = routeSeries.get(method);
+  if (!byRoute) routeSeries.set(method, (byRoute = new Map()));
+  let series = byRoute.get(route);
+  if (!series) {
+    series = { duration: httpDuration(`${method} ${route}`, () => ({ method, route })), byStatus: new Map() };
+    byRoute.set(route, series);
+  }
+  return series;
+}
+
+function countOf(method: string, route: string, series: RouteSeries, status: number): CounterChild {
+  let child = series.byStatus.get(status);
+  if (!child) {
+    child = httpRequests(`${method} ${route} ${status}`, () => ({ method, route, status: String(status) }));
+    series.byStatus.set(status, child);
+  }
+  return child;
+}
+
+function upstreamOf(provider: string): [HistogramChild, HistogramChild] {
+  let pair = providerSeries.get(provider);
+  if (!pair) {
+    const of = (stream: string) => upstreamLatency(`${provider} ${stream}`, () => ({ provider, stream }));
+    providerSeries.set(provider, (pair = [of("false"), of("true")]));
+  }
+  return pair;
+}
+
 /**
  * Counts the request and writes its access-log line: once the response is handed over, or, for a stream, once it
  * ended (so the line carries the charge). `route` is the matched pattern, never the raw path, which could carry a
@@ -92,39 +133,37 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
   const latencyMs = performance.now() - trace.start;
   const pattern = route ?? "unmatched";
   const method = trace.method;
-  httpRequests(`${method} ${pattern} ${status}`, () => ({ method, route: pattern, status: String(status) })).inc();
-  httpDuration(`${method} ${pattern}`, () => ({ method, route: pattern })).observe(latencyMs / 1000);
+  const series = routeOf(method, pattern);
+  countOf(method, pattern, series, status).inc();
+  series.duration.observe(latencyMs / 1000);
   if (trace.upstreamMs !== undefined) {
-    const stream = String(trace.stream === true);
-    const provider = trace.provider ?? "unknown";
-    upstreamLatency(`${provider} ${stream}`, () => ({ provider, stream })).observe(trace.upstreamMs / 1000);
-    addedLatency(stream, () => ({ stream })).observe(Math.max(0, latencyMs - trace.upstreamMs) / 1000);
+    const stream = trace.stream === true ? 1 : 0;
+    upstreamOf(trace.provider ?? "unknown")[stream].observe(trace.upstreamMs / 1000);
+    addedSeries[stream]!.observe(Math.max(0, latencyMs - trace.upstreamMs) / 1000);
   }
-  const write = () => infoVetted("request", accessFields(trace, pattern, status, latencyMs));
+  if (!infoOn()) return;
+  const write = () => infoVetted("request", accessMembers(trace, pattern, status, latencyMs));
   if (trace.streamEnd) trace.streamEnd.then(write, write);
   else write();
 }
 
-// The line's strings that a client chose (its request id, method, a wallet in the path, the model it named) go
-// through redactText; the rest are numbers and the gateway's own values.
-function accessFields(trace: RequestTrace, route: string, status: number, latencyMs: number): Record<string, unknown> {
-  const f: Record<string, unknown> = {
-    request_id: redactText(trace.id),
-    method: redactText(trace.method),
-    route,
-    status,
-    latency_ms: round(latencyMs),
-  };
-  if (trace.keyId !== undefined) f.key_id = trace.keyId;
-  if (trace.wallet !== undefined) f.wallet = redactText(trace.wallet);
-  if (trace.model !== undefined) f.model = redactText(trace.model);
-  if (trace.upstreamMs !== undefined) f.upstream_ms = round(trace.upstreamMs);
-  if (trace.chargeUsdc !== undefined) f.charge_usdc = trace.chargeUsdc;
-  if (trace.stream) {
-    f.stream = true;
-    f.duration_ms = round(performance.now() - trace.start);
-  }
-  return f;
+/**
+ * The access-log line's members, written as JSON text (no object built, no walk over it). The strings a client chose
+ * (its request id, method, a wallet in the path, the model it named) go through redactText, then JSON.stringify;
+ * the rest are numbers (finite: written as JSON writes them) and the gateway's own route patterns.
+ */
+function accessMembers(trace: RequestTrace, route: string, status: number, latencyMs: number): string {
+  let m =
+    `"request_id":${text(trace.id)},"method":${text(trace.method)},"route":${JSON.stringify(route)},` +
+    `"status":${status},"latency_ms":${round(latencyMs)}`;
+  if (trace.keyId !== undefined) m += `,"key_id":${trace.keyId}`;
+  if (trace.wallet !== undefined) m += `,"wallet":${text(trace.wallet)}`;
+  if (trace.model !== undefined) m += `,"model":${text(trace.model)}`;
+  if (trace.upstreamMs !== undefined) m += `,"upstream_ms":${round(trace.upstreamMs)}`;
+  if (trace.chargeUsdc !== undefined) m += `,"charge_usdc":${trace.chargeUsdc}`;
+  if (trace.stream) m += `,"stream":true,"duration_ms":${round(performance.now() - trace.start)}`;
+  return m;
 }
 
+const text = (s: string) => JSON.stringify(redactText(s));
 const round = (ms: number) => Math.round(ms * 100) / 100;
