@@ -73,14 +73,20 @@ async function principals(count: number, base: number): Promise<Principal[]> {
   return out;
 }
 
-// Sends the items submitted in `put` as one call: the queue looks busy while they are submitted.
-async function oneCall<R>(b: { submit(q: string, it: never): Promise<R>; flush(q: string): void }, items: unknown[]): Promise<R[]> {
+// Sends the items as one call per queue: each queue looks busy while its items are submitted.
+async function oneCall<R>(
+  b: { submit(q: string, it: never): Promise<R>; flush(q: string): void },
+  items: unknown[],
+  queueOf = (it: unknown) => batches.queue((it as Principal).shard),
+): Promise<R[]> {
   const inFlight = (b as unknown as { inFlight: Map<string, number> }).inFlight;
-  const queue = batches.queue((items[0] as Principal).shard);
-  inFlight.set(queue, 1);
-  const replies = items.map((it) => b.submit(queue, it as never));
-  inFlight.set(queue, 0);
-  b.flush(queue);
+  const queues = new Set(items.map(queueOf));
+  for (const q of queues) inFlight.set(q, 1);
+  const replies = items.map((it) => b.submit(queueOf(it), it as never));
+  for (const q of queues) {
+    inFlight.set(q, 0);
+    b.flush(q);
+  }
   return Promise.all(replies);
 }
 
@@ -91,12 +97,58 @@ async function reserve(items: ReturnType<typeof reserveItems>): Promise<void> {
   const held = await oneCall(batches.reserves, items);
   if (held.some((r) => r[0] !== 1)) throw new Error(`reserve refused: ${JSON.stringify(held)}`);
 }
+const usage = { promptTokens: 812, completionTokens: 95, costMicro: 1_100, model: "openai/gpt-4o-mini" };
 async function settle(items: ReturnType<typeof reserveItems>): Promise<void> {
   const settled = await oneCall(
     batches.settles,
-    items.map((it) => ({ ...it, charge: 1_234, promptTokens: 812, completionTokens: 95, costMicro: 1_100, model: "openai/gpt-4o-mini" })),
+    items.map((it) => ({ ...it, charge: 1_234, ...usage })),
   );
   if (settled.some((r) => r[0] !== 1)) throw new Error(`settle refused: ${JSON.stringify(settled)}`);
+}
+// LEASED=1: the requests were admitted under a credit lease of their key (lease-8, one per wallet): no reserve
+// call, the settles go to settle-leased-batch, one call per shard as the gateway sends them.
+const LEASED = process.env.LEASED === "1";
+const leaseOf = new Map<string, string>();
+async function openLeases(ps: Principal[]): Promise<void> {
+  for (const p of ps) {
+    const id = `lease-${p.keyId}`;
+    leaseOf.set(p.walletName, id);
+    const keys = [
+      p.walletName,
+      p.apiKeyName,
+      names.holds(p.shard),
+      names.holdMarker(p.shard, id),
+      names.rate(p.shard, p.wallet, 1),
+      names.rate(p.shard, p.wallet, 0),
+      names.outbox(p.shard),
+      names.fence(p.shard),
+    ];
+    const r = await scripts.lease(keys, [
+      "1",
+      id,
+      `${p.wallet}|${p.keyId}`,
+      100_000_000_000,
+      0,
+      1000,
+      0,
+      0,
+      0,
+      1_000_000_000,
+      60_000,
+      1,
+      3_600_000,
+      604_800,
+    ]);
+    if (r[0] !== 1) throw new Error(`lease refused: ${JSON.stringify(r)}`);
+  }
+}
+async function settleLeased(items: ReturnType<typeof reserveItems>): Promise<void> {
+  const settled = await oneCall(
+    batches.leasedSettles,
+    items.map((it) => ({ ...it, charge: 1_234, ...usage, lease: leaseOf.get(it.walletName)!, held: 5_000 })),
+    (it) => (it as Principal).shard,
+  );
+  if (settled.some((r) => r[0] !== 1)) throw new Error(`leased settle refused: ${JSON.stringify(settled)}`);
 }
 
 async function instructions(): Promise<number> {
@@ -121,10 +173,11 @@ for (const [label, ps] of [
   ["one wallet", await principals(1, 1)],
   [`${WALLETS} wallets`, await principals(WALLETS, 1000)],
 ] as const) {
+  if (LEASED) await openLeases(ps);
   for (let r = 0; r < 3; r++) {
     const items = reserveItems(ps);
-    await reserve(items);
-    await settle(items);
+    if (LEASED) await settleLeased(items);
+    else (await reserve(items), await settle(items));
   }
   // Blocks of two rounds, each reserve then settle measured apart: the holds index stays as small as under load
   // (a zset of a few dozen live holds), not ROUNDS × N.
@@ -132,6 +185,12 @@ for (const [label, ps] of [
   let settles = 0;
   for (let r = 0; r < ROUNDS; r += 2) {
     const block = [reserveItems(ps), reserveItems(ps)];
+    if (LEASED) {
+      zero();
+      for (const items of block) await settleLeased(items);
+      settles += await instructions();
+      continue;
+    }
     zero();
     for (const items of block) await reserve(items);
     reserves += await instructions();
@@ -141,7 +200,7 @@ for (const [label, ps] of [
   }
   const per = (n: number) => Math.round(n / (ROUNDS * N) / 100) / 10;
   out.push(
-    `${label}: ${per(reserves + settles)}k instructions per request = reserve ${per(reserves)}k + settle ${per(settles)}k (N = ${N}, ${ROUNDS} rounds)`,
+    `${label}${LEASED ? " (leased)" : ""}: ${per(reserves + settles)}k instructions per request = reserve ${per(reserves)}k + settle ${per(settles)}k (N = ${N}, ${ROUNDS} rounds)`,
   );
 }
 console.log(out.join("\n"));

@@ -55,6 +55,7 @@
 ]]
 --- @include "includes/fence"
 --- @include "includes/numbers"
+--- @include "includes/charges"
 local G, W, K = tonumber(ARGV[2]) or 0, tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0
 local valid = whole(ARGV[2]) and whole(ARGV[3]) and whole(ARGV[4]) and G >= 1 and W >= 1 and K >= 1
   and #ARGV >= 5 + 2 * G and whole(ARGV[1]) and tonumber(ARGV[1]) ~= 0
@@ -68,14 +69,7 @@ end
 local X, Y = 5 + 2 * G, 5 + 2 * G + W
 local I = Y + 7 * K
 local KB = 3 * G + W + K
-valid = valid and #KEYS == KB + n and #ARGV == I + 2 * n and string.len(ARGV[5]) == 2 * n
-for w = 1, valid and W or 0 do valid = valid and whole(ARGV[X + w]) end
-for k = 1, valid and K or 0 do
-  local y = Y + 7 * (k - 1)
-  valid = valid and whole(ARGV[y + 1]) and whole(ARGV[y + 2]) and whole(ARGV[y + 3]) and whole(ARGV[y + 4])
-    and string.match(ARGV[y + 5], '^%-?%d+$') ~= nil and string.len(ARGV[y + 5]) <= 15 and whole(ARGV[y + 6])
-    and whole(ARGV[y + 7])
-end
+valid = valid and #KEYS == KB + n and #ARGV == I + 2 * n and string.len(ARGV[5]) == 2 * n and sumsValid(X, W, Y, K)
 -- Per item its wallet and key (indexes into the lists above).
 local itemWallet, itemKey = {}, {}
 for i = 1, valid and n or 0 do
@@ -111,22 +105,17 @@ for i = 1, n do
   kUnlock[itemKey[i]] = kUnlock[itemKey[i]] + held
 end
 
--- The sums to apply: per wallet {charged}, per key {spent, requests, pt, ct, revenue, cached, cache writes}; and
--- which items are posted (posted[i]: the marker becomes 'settled'; live[i]: its hold leaves the index).
-local wCharge, kAdd, results = {}, {}, nil
+-- The sums to apply, and which items are charged (charged[i]: 'live', its hold leaves the index, or 'expired').
+local wCharge, kAdd, results
 local charged = {}
 if fast then
-  for w = 1, W do wCharge[w] = ARGV[X + w] + 0 end
-  for k = 1, K do
-    local y = Y + 7 * (k - 1)
-    kAdd[k] = {ARGV[y + 1] + 0, ARGV[y + 2] + 0, ARGV[y + 3] + 0, ARGV[y + 4] + 0, ARGV[y + 5] + 0, ARGV[y + 6] + 0,
-      ARGV[y + 7] + 0}
-  end
+  wCharge, kAdd = gatewaySums(X, W, Y, K)
   for i = 1, n do charged[i] = 'live' end
 else
   -- Item by item, each seeing the ones before it: a live hold is posted and unlocked, an expired one only charged.
-  for w = 1, W do wCharge[w], wUnlock[w] = 0, 0 end
-  for k = 1, K do kAdd[k], kUnlock[k] = {0, 0, 0, 0, 0, 0, 0}, 0 end
+  wCharge, kAdd = noSums(W, K)
+  for w = 1, W do wUnlock[w] = 0 end
+  for k = 1, K do kUnlock[k] = 0 end
   local now = {}
   results = {1}
   for i = 1, n do
@@ -139,13 +128,8 @@ else
     elseif not held and state ~= 'expired' then
       results[i + 1] = {0, state}
     else
-      local e = cjson.decode(ARGV[I + 2 * i] .. '}')
       local w, k = itemWallet[i], itemKey[i]
-      local cost = e.cost
-      wCharge[w] = wCharge[w] + e.amount
-      local add = kAdd[k]
-      add[1], add[2], add[3], add[4] = add[1] + e.amount, add[2] + 1, add[3] + e.pt, add[4] + e.ct
-      add[5], add[6], add[7] = add[5] + e.amount - cost, add[6] + (e.cr or 0), add[7] + (e.cw or 0) + (e.cw1h or 0)
+      addEvent(ARGV[I + 2 * i], w, k, wCharge, kAdd)
       if held then
         wUnlock[w], kUnlock[k] = wUnlock[w] + held, kUnlock[k] + held
         charged[i] = 'live'
@@ -158,39 +142,9 @@ else
   end
 end
 
--- Wallets and keys: one read and one write each.
-for w = 1, W do
-  local name = KEYS[3 * G + w]
-  if wUnlock[w] ~= 0 then
-    local v = redis.call('HMGET', name, 'balance', 'locked')
-    redis.call('HSET', name, 'balance', int((v[1] or 0) - wCharge[w]), 'locked', int((v[2] or 0) - wUnlock[w]))
-  elseif wCharge[w] ~= 0 then
-    redis.call('HSET', name, 'balance', int((redis.call('HGET', name, 'balance') or 0) - wCharge[w]))
-  end
-end
-local KEY_FIELDS = {'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue', 'cached_prompt_tokens',
-  'cache_write_tokens'}
-for k = 1, K do
-  local add = kAdd[k]
-  if add[2] > 0 then
-    local name = KEYS[3 * G + W + k]
-    local v = redis.call('HMGET', name, 'locked', 'spent', 'requests', 'prompt_tokens', 'completion_tokens', 'revenue',
-      'cached_prompt_tokens', 'cache_write_tokens')
-    local fields = {'locked', int((v[1] or 0) - kUnlock[k])}
-    for f = 1, 7 do
-      -- The cache counters (6, 7) only once there is something to count: a key without caching keeps its hash.
-      if f <= 5 or add[f] ~= 0 or v[f + 1] then
-        fields[#fields + 1] = KEY_FIELDS[f]
-        fields[#fields + 1] = int((v[f + 1] or 0) + add[f])
-      end
-    end
-    redis.call('HSET', name, unpack(fields))
-  end
-end
-
+writeSums(3 * G, W, 3 * G + W, K, wCharge, wUnlock, kAdd, kUnlock)
 -- Per shard: the posted holds leave the index, and their events go to the outbox as one entry.
-local t = redis.call('TIME')
-local at = ',"at":' .. t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. '}'
+local ending = eventEnd()
 local ttl = tonumber(ARGV[1])
 local i = 1
 for g = 1, G do
@@ -204,6 +158,6 @@ for g = 1, G do
     i = i + 1
   end
   if #zrem > 0 then redis.call('ZREM', KEYS[3 * g - 2], unpack(zrem)) end
-  if #events > 0 then redis.call('XADD', KEYS[3 * g - 1], '*', 'e', table.concat(events, at .. ',') .. at) end
+  appendEvents(KEYS[3 * g - 1], events, ending)
 end
 return results or {2}

@@ -1,104 +1,154 @@
 --[[
   Charge a batch of requests that were admitted under credit leases (lease-8), of one shard (variadic: 2 keys of
-  the shard, then 4 per item). Per item: the charge comes off the balance and out of the lease's lock (the lease
-  covered the request, so what it charged is no longer locked), the key's counters move, and the charge goes to the
-  outbox, exactly as settle-batch does for a hold of its own. Each charge has its own id, posted exactly once (its
-  marker); a repeat is a no-op. A lease already expired or closed still takes the charge (the inference happened)
-  with nothing left to unlock, as settle-batch does after the sweeper. Items are applied in order, each seeing the
-  ones before it, so a batch equals the same calls one by one. One XADD per batch. The holds zset is not touched:
-  a lease leaves it when its owner closes it or the sweeper expires it.
+  the shard, then one per wallet, one per API key, one per lease and one per item). Per item: the charge comes off
+  the balance and out of the lease's lock (the lease covered the request, so what it charged is no longer locked),
+  the key's counters move, and the charge goes to the outbox, exactly as settle-batch does for a hold of its own.
+  Each charge has its own id, posted exactly once (its marker); a repeat is a no-op. A lease already expired or
+  closed still takes the charge (the inference happened) with nothing left to unlock, as settle-batch does after
+  the sweeper. A batch equals the same calls one by one. One XADD per batch. The holds zset is not touched: a
+  lease leaves it when its owner closes it or the sweeper expires it.
+  As in settle-batch the gateway sends each wallet and key once with the sums of their items (includes/charges),
+  per item its charge id, what its lease may give up for it and its charge event. When no charge was posted
+  before, no id repeats, every lease is live and holds what its items give up (the common case), the sums apply
+  as they are; otherwise the script goes item by item, each lease giving up at most what it still holds.
 
   KEYS[1] outbox stream  gw:{sNN}:outbox  one field 'e' per entry: the batch's charge events, as in settle-batch
   KEYS[2] shard fence    gw:{sNN}:fence
-  then for item i = 1..n, at b = 2 + 4 * (i - 1):
-  KEYS[b+1] wallet hash  KEYS[b+2] api key hash
-  KEYS[b+3] charge marker gw:{sNN}:hd:<chargeId>  absent → settled (kept ARGV[2] s)
-  KEYS[b+4] lease marker  gw:{sNN}:hd:<leaseId>   "live|amount|wallet|keyId": amount shrinks by what it covered
+  then for wallet w = 1..W (ARGV[3]), at x = 2 + w - 1:          KEYS[x+1] wallet hash
+  then for API key k = 1..K (ARGV[4]), at y = 2 + W + k - 1:     KEYS[y+1] api key hash
+  then for lease l = 1..L (ARGV[5]), at z = 2 + W + K + l - 1:   KEYS[z+1] lease marker gw:{sNN}:hd:<leaseId>
+                                      "live|amount|wallet|keyId": amount shrinks by what it covered
+  then for item i = 1..n, at b = 2 + W + K + L + i - 1:
+  KEYS[b+1] charge marker gw:{sNN}:hd:<chargeId>  absent → settled (kept ARGV[2] s)
 
   ARGV[1] ledger epoch the caller believes in   ARGV[2] marker ttl s
-  then for item i, at a = 2 + 12 * (i - 1):
-  ARGV[a+1] charge id   ARGV[a+2] charge µUSDC   ARGV[a+3] prompt tokens   ARGV[a+4] completion tokens
-  ARGV[a+5] provider cost µUSD   ARGV[a+6] model id   ARGV[a+7] wallet   ARGV[a+8] key id
-  ARGV[a+9] held µUSDC: what the request held of the lease; the lock it gives up is at most this (an overrun
-            beyond it is charged to the balance, never taken from what the lease covers for other requests)
-  ARGV[a+10] cache-read tokens   ARGV[a+11] 5-minute cache-write tokens   ARGV[a+12] 1-hour cache-write tokens
-            (of the prompt tokens, as in settle-batch)
+  ARGV[3] W: the batch's wallets   ARGV[4] K: its API keys   ARGV[5] L: its leases
+  ARGV[6] each item's wallet, key and lease: three bytes per item, 48 + its w, 48 + its k, 48 + its l
+  then for wallet w, at x = 6 + w - 1: ARGV[x+1] the charges of the wallet's items, µUSDC (summed)
+  then for key k, at y = 6 + W + 7 * (k - 1), the sums over the key's items, as in settle-batch:
+  ARGV[y+1] charges µUSDC   ARGV[y+2] requests   ARGV[y+3] prompt tokens   ARGV[y+4] completion tokens
+  ARGV[y+5] revenue (may be negative)   ARGV[y+6] cache-read tokens   ARGV[y+7] cache-write tokens
+  then for item i, at a = 6 + W + 7 * K + 3 * (i - 1):
+  ARGV[a+1] charge id
+  ARGV[a+2] the most its lease gives up for it, µUSDC: the least of its charge and what the request held of the
+            lease (an overrun beyond it is charged to the balance, never taken from what the lease covers for
+            other requests); the lease gives up less only when it holds less
+  ARGV[a+3] its charge event less its end, as in settle-batch (the script adds ',"at":<ms>}')
 
   Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
+          {2}                   every item charged, each lease giving up ARGV[a+2] for it
           {1, item_1, ..., item_n}, each item one of
-    {1, balance_after, covered}  charged; `covered` µUSDC of it came out of the lease's lock
+    {1, covered}         charged; `covered` µUSDC of it came out of the lease's lock
     {0, 'settled'}       this charge id was posted before; nothing changed
     {0, 'UNKNOWN_HOLD'}  Redis does not know the lease (it lost its data): nothing changed
   Bad arguments anywhere: an error reply, nothing changed.
 ]]
 --- @include "includes/fence"
 --- @include "includes/numbers"
---- @include "includes/wallets"
 --- @include "includes/charges"
 local refused = fenceRefusal(KEYS[2])
 if refused then return refused end
-local n = (#KEYS - 2) / 4
-local valid = n >= 1 and n == math.floor(n) and #ARGV == 2 + 12 * n and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
+local W, K, L = tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
+local valid = whole(ARGV[3]) and whole(ARGV[4]) and whole(ARGV[5]) and W >= 1 and K >= 1 and L >= 1
+  and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
+local X, Y = 6, 6 + W
+local I = Y + 7 * K
+local ZB, KB = 2 + W + K, 2 + W + K + L
+local n = (#KEYS - KB)
+valid = valid and n >= 1 and #ARGV == I + 3 * n and string.len(ARGV[6]) == 3 * n and sumsValid(X, W, Y, K)
+-- Per item its wallet, key and lease (indexes into the lists above).
+local itemWallet, itemKey, itemLease = {}, {}, {}
 for i = 1, valid and n or 0 do
-  local a = 2 + 12 * (i - 1)
-  if ARGV[a + 1] == '' or not (whole(ARGV[a + 2]) and whole(ARGV[a + 3]) and whole(ARGV[a + 4])
-    and string.match(ARGV[a + 5], '^%-?%d+$') and string.len(ARGV[a + 5]) <= 15 and whole(ARGV[a + 8])
-    and whole(ARGV[a + 9]) and whole(ARGV[a + 10]) and whole(ARGV[a + 11]) and whole(ARGV[a + 12])) then
+  local a = I + 3 * (i - 1)
+  local w, k, l = string.byte(ARGV[6], 3 * i - 2, 3 * i)
+  w, k, l = w - 48, k - 48, l - 48
+  itemWallet[i], itemKey[i], itemLease[i] = w, k, l
+  if ARGV[a + 1] == '' or not whole(ARGV[a + 2]) or w < 1 or w > W or k < 1 or k > K or l < 1 or l > L
+    or string.sub(ARGV[a + 3], 1, 24) ~= '{"type":"charge","hold":' then
     valid = false
   end
 end
 if not valid then return redis.error_reply('settle-leased-batch: bad arguments') end
 
-local markers, leases = {}, {}
-local posted, leaseOrder = {}, {}
--- A lease's marker, parsed once per batch: {amount, rest} while live, {resolved = true} after, false if absent.
-local function lease(name)
-  local l = leases[name]
-  if l == nil then
-    local v = redis.call('GET', name)
-    if not v then
-      l = false
-    else
-      local amount, rest = string.match(v, '^live|(%d+)|(.*)$')
-      l = amount and {amount = tonumber(amount), rest = rest} or {resolved = true}
-    end
-    leases[name] = l
-  end
-  return l
-end
-
-local results = {1}
-for i = 1, n do
-  local b, a = 2 + 4 * (i - 1), 2 + 12 * (i - 1)
-  local id, charge = ARGV[a + 1], tonumber(ARGV[a + 2])
-  local name = KEYS[b + 3]
-  if markers[name] == nil then markers[name] = redis.call('GET', name) or false end
-  local l = lease(KEYS[b + 4])
-  if markers[name] then
-    results[i + 1] = {0, markers[name]}
-  elseif not l then
-    results[i + 1] = {0, 'UNKNOWN_HOLD'}
+-- The leases' markers and the charges' in one MGET: a lease parsed once per batch as {amount, rest} while live,
+-- {resolved = true} after, false if absent.
+local v = redis.call('MGET', unpack(KEYS, ZB + 1, KB + n))
+local leases = {}
+for l = 1, L do
+  local m = v[l]
+  if not m then
+    leases[l] = false
   else
-    local covered = 0
-    local w = wallet(KEYS[b + 1])
-    if not l.resolved then
-      covered = math.min(charge, tonumber(ARGV[a + 9]), l.amount)
-      if covered > 0 and not l.dirty then l.dirty = true; leaseOrder[#leaseOrder + 1] = KEYS[b + 4] end
-      l.amount = l.amount - covered
-      w.locked, w.lockedChanged = w.locked - covered, true
+    local amount, rest = string.match(m, '^live|(%d+)|(.*)$')
+    leases[l] = amount and {amount = amount + 0, start = amount + 0, rest = rest} or {resolved = true}
+  end
+end
+local wUnlock, kUnlock = {}, {}
+for w = 1, W do wUnlock[w] = 0 end
+for k = 1, K do kUnlock[k] = 0 end
+-- Whether the sums apply: no charge posted before or twice, every lease live and holding what its items give up.
+local seen, fast, give = {}, true, {}
+for i = 1, n do
+  local id, l = ARGV[I + 3 * i - 2], leases[itemLease[i]]
+  if v[L + i] or seen[id] or not l or l.resolved then fast = false; break end
+  seen[id] = true
+  local take = ARGV[I + 3 * i - 1] + 0
+  give[itemLease[i]] = (give[itemLease[i]] or 0) + take
+  wUnlock[itemWallet[i]] = wUnlock[itemWallet[i]] + take
+  kUnlock[itemKey[i]] = kUnlock[itemKey[i]] + take
+end
+for l = 1, fast and L or 0 do
+  if (give[l] or 0) > leases[l].amount then fast = false; break end
+end
+
+local wCharge, kAdd, results
+local charged = {}
+if fast then
+  wCharge, kAdd = gatewaySums(X, W, Y, K)
+  for l = 1, L do leases[l].amount = leases[l].amount - (give[l] or 0) end
+  for i = 1, n do charged[i] = true end
+else
+  -- Item by item, each seeing the ones before it: a live lease gives up what it still holds, at most ARGV[a+2].
+  wCharge, kAdd = noSums(W, K)
+  for w = 1, W do wUnlock[w] = 0 end
+  for k = 1, K do kUnlock[k] = 0 end
+  results = {1}
+  for i = 1, n do
+    local id, l = ARGV[I + 3 * i - 2], leases[itemLease[i]]
+    if v[L + i] or seen[id] == 'posted' then
+      results[i + 1] = {0, v[L + i] or 'settled'}
+    elseif not l then
+      results[i + 1] = {0, 'UNKNOWN_HOLD'}
+    else
+      local covered, w, k = 0, itemWallet[i], itemKey[i]
+      if not l.resolved then
+        covered = math.min(ARGV[I + 3 * i - 1] + 0, l.amount)
+        l.amount = l.amount - covered
+        wUnlock[w], kUnlock[k] = wUnlock[w] + covered, kUnlock[k] + covered
+      end
+      addEvent(ARGV[I + 3 * i], w, k, wCharge, kAdd)
+      seen[id] = 'posted'
+      charged[i] = true
+      results[i + 1] = {1, covered}
     end
-    w.balance = w.balance - charge
-    chargeKey(KEYS[b + 2], a, covered, a + 10)
-    markers[name] = 'settled'
-    posted[#posted + 1] = name
-    results[i + 1] = {1, w.balance, covered}
   end
 end
 
-writeWalletsAndKeys()
+writeSums(2, W, 2 + W, K, wCharge, wUnlock, kAdd, kUnlock)
 -- A lease whose lock reached 0 stays open (live|0): its owner closes it, or the sweeper expires it.
-for _, name in ipairs(leaseOrder) do redis.call('SET', name, 'live|' .. int(leases[name].amount) .. '|' .. leases[name].rest) end
-appendCharges(KEYS[1])
+for l = 1, L do
+  local lease = leases[l]
+  if lease and not lease.resolved and lease.amount ~= lease.start then
+    redis.call('SET', KEYS[ZB + l], 'live|' .. int(lease.amount) .. '|' .. lease.rest)
+  end
+end
+local events = {}
 local ttl = tonumber(ARGV[2])
-for _, name in ipairs(posted) do redis.call('SET', name, 'settled', 'EX', ttl) end
-return results
+for i = 1, n do
+  if charged[i] then
+    events[#events + 1] = ARGV[I + 3 * i]
+    redis.call('SET', KEYS[KB + i], 'settled', 'EX', ttl)
+  end
+end
+appendEvents(KEYS[1], events, eventEnd())
+return results or {2}

@@ -4,6 +4,7 @@
  * counters, the lease's marker and the outbox asserted exactly (test/helpers/leaseScripts.ts: a wallet of 10_000).
  */
 import { describe, expect, test } from "bun:test";
+import { leasedSettleArgs } from "../src/ledger/batchArgs.ts";
 import { Ledger } from "../src/ledger/ledger.ts";
 import { leaseScriptsOnRedis } from "./helpers/leaseScripts.ts";
 
@@ -33,7 +34,7 @@ describe("settle-leased-batch on Redis", () => {
       [1, "d", 5, "X", 5], // a lease Redis does not know
       [1, "e", 0, "L", 100], // nothing used: a request counted, nothing moved
     ]);
-    expect(r1).toEqual([1, [1, 9_500, 500], [1, 8_500, 600], [0, "settled"], [1, 3_500, 1_900], [0, "UNKNOWN_HOLD"], [1, 3_500, 0]]);
+    expect(r1).toEqual([1, [1, 500], [1, 600], [0, "settled"], [1, 1_900], [0, "UNKNOWN_HOLD"], [1, 0]]);
     const s = await state(["L", "a", "b", "c", "d", "e"]);
     expect(s.w).toEqual({ balance: "3500", locked: "0" });
     expect(s.k1).toEqual({
@@ -69,7 +70,7 @@ describe("settle-leased-batch on Redis", () => {
         [1, "y", 2_500, "L1", 2_500],
         [2, "z", 100, "L2", 100],
       ]),
-    ).toEqual([1, [1, 9_700, 300], [1, 7_200, 2_000], [1, 7_100, 100]]);
+    ).toEqual([1, [1, 300], [1, 2_000], [1, 100]]);
     const s = await state(["L1", "L2"]);
     expect(s.w).toEqual({ balance: "7100", locked: "600" });
     expect(s.k1).toMatchObject({ locked: "0", spent: "2500", requests: "1", revenue: "2490" });
@@ -88,7 +89,7 @@ describe("settle-leased-batch on Redis", () => {
         [1, "a", 400, "L", 400],
         [1, "b", 100, "M", 100],
       ]),
-    ).toEqual([1, [1, 9_600, 0], [1, 9_500, 0]]);
+    ).toEqual([1, [1, 0], [1, 0]]);
     const s = await state(["L", "M"]);
     expect(s.w).toEqual({ balance: "9500", locked: "0" });
     expect(s.k1).toMatchObject({ locked: "0", spent: "500", requests: "2" });
@@ -105,7 +106,9 @@ describe("settle-leased-batch on Redis", () => {
   test("a lease its charges brought to 0 still expires by the sweeper, and the sweep goes on past it", async () => {
     expect(await lease("L", { target: 3_000 })).toEqual([1, 3_000, 7_000, 0, 0, 100]);
     expect(await lease("M", { target: 1_000 })).toEqual([1, 1_000, 6_000, 0, 0, 100]);
-    expect(await settleLeased([[1, "a", 3_000, "L", 3_000]])).toEqual([1, [1, 7_000, 3_000]]);
+    let fast = false;
+    expect(await settleLeased([[1, "a", 3_000, "L", 3_000]], "1", { fast: (f) => (fast = f) })).toEqual([1, [1, 3_000]]);
+    expect(fast).toBe(true); // the lease held all of it: the gateway's sums applied as they are
     expect(await r.t.redis.get(marker("L"))).toBe(live(0));
     // Both past their expiry, L first: the sweeper must expire L (a lock of 0) and then M.
     await r.t.redis.zadd(r.names.holds(r.shard), "XX", 1, "L", 2, "M");
@@ -129,7 +132,7 @@ describe("settle-leased-batch on Redis", () => {
     expect(await settleLeased([[1, "a", 400, "nope", 400]])).toEqual([1, [0, "UNKNOWN_HOLD"]]);
     expect(await state(["a"])).toEqual(before);
     expect(await lease("nope", { target: 500 })).toEqual([1, 500, 9_500, 0, 0, 100]);
-    expect(await settleLeased([[1, "a", 400, "nope", 400]])).toEqual([1, [1, 9_600, 400]]);
+    expect(await settleLeased([[1, "a", 400, "nope", 400]])).toEqual([1, [1, 400]]);
   });
 
   test("a fenced batch or bad arguments change nothing", async () => {
@@ -141,21 +144,37 @@ describe("settle-leased-batch on Redis", () => {
       [[1, "a", -1, "L", 1]],
       [[1, "a", "1.5", "L", 1]],
       [[1, "a", 1, "L", "x"]],
-      [[1, "a", 1, "L", ""]],
       [[1, "a", 1, "L", 1, 1.5]],
       [
         [1, "a", 1, "L", 1],
-        [1, "b", 1, "L", "9999999999999999"],
+        [1, "b", "9999999999999999", "L", 1],
       ],
       [],
     ] as Parameters<typeof settleLeased>[0][]) {
-      await expect(settleLeased(bad)).rejects.toThrow("settle-leased-batch: bad arguments");
+      // The numbers are checked as the arguments are built (batchArgs.ts), the shapes by the script.
+      await expect(settleLeased(bad)).rejects.toThrow("bad arguments");
     }
-    // One ARGV short of the items' keys.
-    const keys = [r.names.outbox(r.shard), r.names.fence(r.shard), r.W, r.keyName(1), marker("a"), marker("L")];
-    await expect(r.t.scripts.settleLeasedBatch(keys, ["1", 604_800, "a", 1, 1, 1, 1, "m/x", wallet, 1, 1, 0, 0])).rejects.toThrow(
-      "settle-leased-batch: bad arguments",
+    // Arguments of the wrong shape: the script refuses them.
+    const item = { shard: r.shard, walletName: r.W, apiKeyName: r.keyName(1), wallet, keyId: 1, holdId: "a", lease: "L", held: 1 };
+    const good = leasedSettleArgs(
+      r.names,
+      r.shard,
+      [{ ...item, charge: 1, promptTokens: 1, completionTokens: 1, costMicro: 1, model: "m" }],
+      "1",
+      60,
     );
+    const at = (i: number, v: string) => good.argv.map((a, j) => (j === i ? v : a));
+    for (const argv of [
+      at(5, "112"), // the item's lease 2 of 1
+      at(5, "11"), // two bytes for one item
+      at(good.argv.length - 1, '{"type":"release"'), // not a charge event
+      at(good.argv.length - 2, "1.5"), // what the lease gives up
+      at(good.argv.length - 3, ""), // no charge id
+      at(6, "-1"), // the wallet's charges
+      good.argv.slice(0, -1),
+    ]) {
+      await expect(r.t.scripts.settleLeasedBatch(good.keys, argv)).rejects.toThrow("settle-leased-batch: bad arguments");
+    }
     expect(await state(["L", "a", "b"])).toEqual(before);
   });
 });

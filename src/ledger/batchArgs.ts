@@ -123,44 +123,93 @@ export function settleArgs(
   epochs: string[],
   markerTtlS: number,
 ): { keys: string[]; argv: string[] } {
-  const wallets = new Map<string, number[]>();
-  const keys = new Map<string, number[]>();
+  const all = [...groups.values()].flat();
+  const { wallets, keys, map } = sums(all);
   const shardKeys: string[] = [];
   const shardArgs: string[] = [];
-  const markers: string[] = [];
-  const items: string[] = [];
-  let map = "";
   let g = 0;
   for (const [shard, list] of groups) {
     shardKeys.push(names.holds(shard), names.outbox(shard), names.fence(shard));
     shardArgs.push(epochs[g++]!, String(list.length));
-    for (const it of list) {
-      const event = chargeEvent(it);
-      const [cr, cw, cw1h] = cacheSplit(it);
-      let w = wallets.get(it.walletName);
-      if (!w) wallets.set(it.walletName, (w = [wallets.size + 1, 0]));
-      w[1]! += it.charge;
-      let k = keys.get(it.apiKeyName);
-      if (!k) keys.set(it.apiKeyName, (k = [keys.size + 1, 0, 0, 0, 0, 0, 0, 0]));
-      k[1]! += it.charge;
-      k[2]! += 1;
-      k[3]! += it.promptTokens;
-      k[4]! += it.completionTokens;
-      k[5]! += it.charge - it.costMicro;
-      k[6]! += cr;
-      k[7]! += cw + cw1h;
-      map += String.fromCharCode(48 + w[0]!, 48 + k[0]!);
-      markers.push(names.holdMarker(shard, it.holdId));
-      items.push(it.holdId, event);
-    }
   }
   const argv = [String(markerTtlS), String(groups.size), String(wallets.size), String(keys.size), map, ...shardArgs];
+  argv.push(...sumArgs(wallets, keys));
+  for (const it of all) argv.push(it.holdId, chargeEvent(it));
+  const markers = all.map((it) => names.holdMarker(it.shard, it.holdId));
+  return { keys: [...shardKeys, ...wallets.keys(), ...keys.keys(), ...markers], argv };
+}
+
+/**
+ * The wallets and keys of a settle batch in first-seen order, with their items' sums (per wallet [index, charges];
+ * per key [index, charges, requests, prompt tokens, completion tokens, revenue, cache reads, cache writes]) and
+ * each item's wallet and key index as two bytes (48 + index).
+ */
+function sums(list: SettleItem[]): { wallets: Map<string, number[]>; keys: Map<string, number[]>; map: string } {
+  const wallets = new Map<string, number[]>();
+  const keys = new Map<string, number[]>();
+  let map = "";
+  for (const it of list) {
+    const [cr, cw, cw1h] = cacheSplit(it);
+    let w = wallets.get(it.walletName);
+    if (!w) wallets.set(it.walletName, (w = [wallets.size + 1, 0]));
+    w[1]! += it.charge;
+    let k = keys.get(it.apiKeyName);
+    if (!k) keys.set(it.apiKeyName, (k = [keys.size + 1, 0, 0, 0, 0, 0, 0, 0]));
+    k[1]! += it.charge;
+    k[2]! += 1;
+    k[3]! += it.promptTokens;
+    k[4]! += it.completionTokens;
+    k[5]! += it.charge - it.costMicro;
+    k[6]! += cr;
+    k[7]! += cw + cw1h;
+    map += String.fromCharCode(48 + w[0]!, 48 + k[0]!);
+  }
+  return { wallets, keys, map };
+}
+
+/** The sums as the scripts take them (includes/charges.lua): per wallet its charges, per key its 7 sums. */
+function sumArgs(wallets: Map<string, number[]>, keys: Map<string, number[]>): string[] {
+  const argv: string[] = [];
   for (const w of wallets.values()) argv.push(String(whole(w[1]!)));
   for (const k of keys.values()) {
     if (Math.abs(k[5]!) >= LIMIT) throw new Error("settle-batch: bad arguments");
     argv.push(String(whole(k[1]!)), String(k[2]), String(whole(k[3]!)), String(whole(k[4]!)), String(k[5]), String(whole(k[6]!)));
     argv.push(String(whole(k[7]!)));
   }
-  argv.push(...items);
-  return { keys: [...shardKeys, ...wallets.keys(), ...keys.keys(), ...markers], argv };
+  return argv;
+}
+
+/** What a leased settle's lease gives up for it at most: the least of its charge and what it held of the lease. */
+export function leaseTake(it: SettleItem): number {
+  return Math.min(it.charge, it.held ?? 0);
+}
+
+/**
+ * settle-leased-batch.lua's KEYS and ARGV for one call of `shard`: each wallet, key and lease of the batch once
+ * (the wallets and keys with their items' sums, as settleArgs), each item as its charge id, what its lease gives up
+ * for it at most (leaseTake) and its charge event.
+ */
+export function leasedSettleArgs(
+  names: RedisNames,
+  shard: string,
+  list: SettleItem[],
+  epoch: string,
+  markerTtlS: number,
+): { keys: string[]; argv: string[] } {
+  const { wallets, keys, map: pairs } = sums(list);
+  const leases = new Map<string, number>();
+  const markers: string[] = [];
+  const items: string[] = [];
+  let map = "";
+  list.forEach((it, i) => {
+    let l = leases.get(it.lease!);
+    if (l === undefined) leases.set(it.lease!, (l = leases.size + 1));
+    map += pairs.slice(2 * i, 2 * i + 2) + String.fromCharCode(48 + l);
+    markers.push(names.holdMarker(shard, it.holdId));
+    items.push(it.holdId, String(whole(leaseTake(it))), chargeEvent(it));
+  });
+  const argv = [epoch, String(markerTtlS), String(wallets.size), String(keys.size), String(leases.size), map];
+  argv.push(...sumArgs(wallets, keys), ...items);
+  const leaseKeys = [...leases.keys()].map((id) => names.holdMarker(shard, id));
+  return { keys: [names.outbox(shard), names.fence(shard), ...wallets.keys(), ...keys.keys(), ...leaseKeys, ...markers], argv };
 }

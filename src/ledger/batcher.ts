@@ -1,7 +1,7 @@
 import type { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import type { BatchReply, LedgerScripts, ReserveItemReply, SettleItemReply } from "./scripts.ts";
-import { cacheSplit, type ReserveItem, reserveArgs, type SettleItem, settleArgs } from "./batchArgs.ts";
+import { leasedSettleArgs, leaseTake, type ReserveItem, reserveArgs, type SettleItem, settleArgs } from "./batchArgs.ts";
 
 /** Items per script call at most: a call's Lua time stays well under a millisecond. */
 const MAX_BATCH = 64;
@@ -158,16 +158,11 @@ export class LedgerBatches {
     this.leasedSettles = new ShardBatcher((shard, list) =>
       fence
         .run(shard, (epoch) => {
-          const keys = [names.outbox(shard), names.fence(shard)];
-          const argv: (string | number)[] = [epoch, limits.resolutionTtlS];
-          for (const it of list) {
-            keys.push(it.walletName, it.apiKeyName, names.holdMarker(shard, it.holdId), names.holdMarker(shard, it.lease!));
-            argv.push(it.holdId, it.charge, it.promptTokens, it.completionTokens, it.costMicro, it.model, it.wallet, it.keyId, it.held!);
-            argv.push(...cacheSplit(it));
-          }
+          const { keys, argv } = leasedSettleArgs(names, shard, list, epoch, limits.resolutionTtlS);
           return scripts.settleLeasedBatch(keys, argv);
         })
-        .then(perItem),
+        // {2}: every item charged, its lease giving up leaseTake of it.
+        .then((r) => (r[0] === 2 ? list.map((it): SettleItemReply => [1, leaseTake(it)]) : perItem(r))),
     );
   }
 

@@ -189,7 +189,7 @@ export class Ledger {
     const outcome = r[0] === 1 ? "charged" : (r[1] as Exclude<SettleOutcome, "charged">);
     settles(outcome, () => ({ outcome })).inc();
     holdClosed(item.holdId);
-    return { outcome, covered: Number(r[2] ?? 0) };
+    return { outcome, covered: r[0] === 1 ? Number(r[1] ?? 0) : 0 };
   }
 
   /** How often a running stream pushes its hold's expiry forward: well within one hold lifetime. */

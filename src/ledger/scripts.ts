@@ -72,7 +72,7 @@ type Arg = string | number;
 
 /** One reserve of a batch: held `{1, available, rate_remaining}`, or `{0, reason, detail?}`. */
 export type ReserveItemReply = [number, number | string, (number | string)?, string?];
-/** One settle of a batch: charged `{1}` (`{1, balance_after, covered}` for a leased one), or `{0, state}`. */
+/** One settle of a batch: charged `{1}` (`{1, covered}` for a leased one), or `{0, state}`. */
 export type SettleItemReply = [number, (number | string)?, number?];
 /** A batch script's reply: one reply per item in order, or the whole batch refused by the fence of its shard g (the 4th element; a batch may span shards). */
 export type BatchReply<T> = [1, ...T[]] | [0, "FENCED", string, number?];
@@ -141,9 +141,9 @@ export class LedgerScripts {
     return this.runVariadic(this.scripts.settleBatch, keys, argv) as Promise<BatchReply<SettleItemReply> | [2]>;
   }
 
-  /** settle-leased-batch.lua: {1, ...one {1, balance_after} | {0, state} per item} | {0, 'FENCED', fence}. */
-  settleLeasedBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply>> {
-    return this.runVariadic(this.scripts.settleLeasedBatch, keys, argv) as Promise<BatchReply<SettleItemReply>>;
+  /** settle-leased-batch.lua (ARGV: batchArgs.ts leasedSettleArgs): {2} every item charged | {1, ...one {1, covered} | {0, state} per item} | {0, 'FENCED', fence}. */
+  settleLeasedBatch(keys: string[], argv: Arg[]): Promise<BatchReply<SettleItemReply> | [2]> {
+    return this.runVariadic(this.scripts.settleLeasedBatch, keys, argv) as Promise<BatchReply<SettleItemReply> | [2]>;
   }
 
   /**

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, beforeEach } from "bun:test";
 import { Redis } from "ioredis";
 import { keyStateFields } from "../../src/ledger/apiKeyState.ts";
+import { leasedSettleArgs, leaseTake } from "../../src/ledger/batchArgs.ts";
 import { RedisNames } from "../../src/ledger/names.ts";
 import { LedgerScripts } from "../../src/ledger/scripts.ts";
 import { privateRedis } from "./services.ts";
@@ -85,14 +86,31 @@ export function leaseScriptsOnRedis() {
     ]);
   }
 
-  function settleLeased(items: LeasedItem[], epoch = "1") {
-    const keys = [names.outbox(shard), names.fence(shard)];
-    const argv: (string | number)[] = [epoch, 604_800];
-    for (const [k, id, charge, leaseId, held, cost = 10] of items) {
-      keys.push(W, keyName(k), marker(id), marker(leaseId));
-      argv.push(id, charge, 100, 20, cost, "m/x", wallet, k, held, 0, 0, 0);
-    }
-    return t.scripts.settleLeasedBatch(keys, argv);
+  /**
+   * One settle-leased-batch call, its reply per item as `{1, covered}` | `{0, state}` (a batch the script answered
+   * {2}, every item charged with its lease giving up leaseTake, is spelled out per item so; `fast` says it was).
+   * Charged items use 100 prompt and 20 completion tokens of model "m/x".
+   */
+  async function settleLeased(items: LeasedItem[], epoch = "1", o: { fast?: (fast: boolean) => void } = {}) {
+    const list = items.map(([k, holdId, charge, lease, held, cost = 10]) => ({
+      shard,
+      walletName: W,
+      apiKeyName: keyName(k),
+      wallet,
+      keyId: k,
+      holdId,
+      lease,
+      held: Number(held),
+      charge: Number(charge),
+      promptTokens: 100,
+      completionTokens: 20,
+      costMicro: cost,
+      model: "m/x",
+    }));
+    const { keys, argv } = leasedSettleArgs(names, shard, list, epoch, 604_800);
+    const r = await t.scripts.settleLeasedBatch(keys, argv);
+    o.fast?.(r[0] === 2);
+    return r[0] === 2 ? [1, ...list.map((it) => [1, leaseTake(it)])] : r;
   }
 
   /** The sweeper on one lease: its expiry moved into the past, then release-6 'expire' as Ledger.sweepExpired calls it. */
