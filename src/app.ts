@@ -10,7 +10,7 @@ import { embeddingsRoutes, serveEmbeddings } from "./modules/embeddings/embeddin
 import { healthRoutes } from "./modules/health/health.routes.ts";
 import { keysRoutes } from "./modules/keys/keys.routes.ts";
 import { siweRoutes } from "./modules/keys/siwe.routes.ts";
-import { messagesRoutes } from "./modules/messages/messages.routes.ts";
+import { inAnthropicShape, messagesRoutes, serveMessages } from "./modules/messages/messages.routes.ts";
 import { metricsRoutes } from "./modules/metrics/metrics.routes.ts";
 import { modelsRoutes } from "./modules/models/models.routes.ts";
 import { responsesError, responsesRoutes, serveResponses } from "./modules/responses/responses.routes.ts";
@@ -131,12 +131,23 @@ function leanDoors(s: Services): Map<string, LeanDoor> {
     return res;
   };
   const responsesFail = responsesError(s);
+  const messages = serveMessages(s);
+  // The Messages door's answers in Anthropic's error shape, as its Elysia route's mapper writes them.
+  const anthropic = async (res: Response): Promise<Response> => (await inAnthropicShape(res)) ?? res;
   return new Map<string, LeanDoor>([
     ["/v1/chat/completions", { route: "/v1/chat/completions", check: (b) => chatBody.Check(b), serve: serveChat(s), fail: appError }],
     ["/v1/embeddings", { route: "/v1/embeddings", serve: serveEmbeddings(s), fail: appError }],
     [
       "/v1/responses",
       { route: "/v1/responses", serve: serveResponses(s), fail: (error, request) => responsesFail(elysiaCode(error), error, request) },
+    ],
+    [
+      "/v1/messages",
+      {
+        route: "/v1/messages",
+        serve: async (body, request) => anthropic(await messages(body, request)),
+        fail: (error, request) => anthropic(appError(error, request)),
+      },
     ],
   ]);
 }

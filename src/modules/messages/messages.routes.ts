@@ -21,7 +21,7 @@ function credentialOf(headers: Headers): string | null {
  * app's one error renderer in the spec's shape; here it is rewritten into Anthropic's, status and headers
  * (Retry-After, rate limits, request id) kept, so each SDK raises its matching error class with the message.
  */
-function inAnthropicShape(response: unknown): Promise<Response> | undefined {
+export function inAnthropicShape(response: unknown): Promise<Response> | undefined {
   // Synchronous for the answers it leaves alone: a mapper's promise, even of nothing, would replace them.
   if (!(response instanceof Response) || response.status < 400) return undefined;
   return rewritten(response);
@@ -126,48 +126,55 @@ const REQUEST_BODY = {
   },
 };
 
+/**
+ * What POST /v1/messages does with a request whose body parsed (the answer before the route's Anthropic-shape
+ * mapper): served by the Elysia route below and by the lean door ahead of it (app.ts), which puts its answers
+ * through `inAnthropicShape` as the route's mapper does.
+ */
+export const serveMessages = (s: Services) => {
+  const messages = new MessagesService(s.chat, s.apiKeyAuth, s.config.catalog, s.ledger);
+  return (body: unknown, request: Request): Promise<Response> =>
+    servePaying(s, request, credentialOf(request.headers), (credential, pay, payer) =>
+      messages.create(credential, body as ClientMessagesRequest, traceOf(request), pay, payer),
+    );
+};
+
 /** POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API, on the same ledger as chat. */
 export const messagesRoutes = (s: Services) => {
   const messages = new MessagesService(s.chat, s.apiKeyAuth, s.config.catalog, s.ledger);
+  const serve = serveMessages(s);
   return new Elysia({ tags: ["messages"] })
     .mapResponse({ as: "local" }, ({ response }) => inAnthropicShape(response))
-    .post(
-      "/v1/messages",
-      ({ body, request }) =>
-        servePaying(s, request, credentialOf(request.headers), (credential, pay, payer) =>
-          messages.create(credential, body as ClientMessagesRequest, traceOf(request), pay, payer),
-        ),
-      {
-        parse: "json",
-        detail: doc({
-          summary: "Anthropic Messages API (reserve → provider → settle), any model of the catalog",
-          description:
-            "Anthropic's Messages API for every catalog model, held and billed exactly as POST /v1/chat/completions is. To an " +
-            "Anthropic-type provider the request goes as sent (model and max_tokens as held, cache_control breakpoints kept; fields that " +
-            "could raise the bill left out) and its answer comes back as it is but for `model`, billed input_tokens, cache reads and " +
-            "writes (each at the catalog's cache prices) and output_tokens; to any other it is translated to a chat completion and back, " +
-            "its usage what was billed. Every usage carries `charge_usdc`, the µUSDC charged. " +
-            "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
-            "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
-            'errors are Anthropic\'s {type: "error", error: {type, message}}. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason, one already used 402 PAYMENT_ALREADY_USED (no offer); a payment-identifier id naming another payment is 409 CONFLICT. Without a key (no Authorization, no x-api-key) on such a gateway: 402 PAYMENT_REQUIRED with x402 v2 terms for the hold of the call in PAYMENT-REQUIRED (upto through Permit2, settled after the answer for exactly its charge, reported in PAYMENT-RESPONSE or, on a stream, in an `: x402.settlement` SSE comment before the end; exact through EIP-3009, credited to the wallet of the payer, the call charged from it), or SIGN-IN-WITH-X (x402 sign-in-with-x, CAIP-122/EIP-191) to spend the balance of the wallet; see docs/payments.md.',
-          security: SECURITY.paidCall,
-          requestBody: REQUEST_BODY,
-          responses: {
-            200: {
-              description: "A Messages object (JSON), or Anthropic's event stream (text/event-stream) when stream is true",
-              content: {
-                "application/json": {
-                  schema: { type: "object", required: ["id", "type", "role", "content", "usage"] },
-                  example: MESSAGE_EXAMPLE,
-                },
-                "text/event-stream": { schema: { type: "string" } },
+    .post("/v1/messages", ({ body, request }) => serve(body, request), {
+      parse: "json",
+      detail: doc({
+        summary: "Anthropic Messages API (reserve → provider → settle), any model of the catalog",
+        description:
+          "Anthropic's Messages API for every catalog model, held and billed exactly as POST /v1/chat/completions is. To an " +
+          "Anthropic-type provider the request goes as sent (model and max_tokens as held, cache_control breakpoints kept; fields that " +
+          "could raise the bill left out) and its answer comes back as it is but for `model`, billed input_tokens, cache reads and " +
+          "writes (each at the catalog's cache prices) and output_tokens; to any other it is translated to a chat completion and back, " +
+          "its usage what was billed. Every usage carries `charge_usdc`, the µUSDC charged. " +
+          "`stream: true` answers Anthropic's events (message_start, content_block_*, message_delta with the usage, message_stop; an " +
+          "`error` event if the provider fails mid-stream, the hold then released). Authenticated by x-api-key or Authorization: Bearer; " +
+          'errors are Anthropic\'s {type: "error", error: {type, message}}. x402: on a gateway that takes payments, a 402 INSUFFICIENT_BALANCE carries the terms (PAYMENT-REQUIRED header; x402Version and accepts in the body) for the shortfall rounded up to a cent, at least X402_CALL_MIN_USD, in every accepted asset; the same request resent with the key and PAYMENT-SIGNATURE (v2) or X-Payment (v1) credits the wallet of the key, then is answered with PAYMENT-RESPONSE / X-PAYMENT-RESPONSE. A payment that moves nothing is 402 with the reason, one already used 402 PAYMENT_ALREADY_USED (no offer); a payment-identifier id naming another payment is 409 CONFLICT. Without a key (no Authorization, no x-api-key) on such a gateway: 402 PAYMENT_REQUIRED with x402 v2 terms for the hold of the call in PAYMENT-REQUIRED (upto through Permit2, settled after the answer for exactly its charge, reported in PAYMENT-RESPONSE or, on a stream, in an `: x402.settlement` SSE comment before the end; exact through EIP-3009, credited to the wallet of the payer, the call charged from it), or SIGN-IN-WITH-X (x402 sign-in-with-x, CAIP-122/EIP-191) to spend the balance of the wallet; see docs/payments.md.',
+        security: SECURITY.paidCall,
+        requestBody: REQUEST_BODY,
+        responses: {
+          200: {
+            description: "A Messages object (JSON), or Anthropic's event stream (text/event-stream) when stream is true",
+            content: {
+              "application/json": {
+                schema: { type: "object", required: ["id", "type", "role", "content", "usage"] },
+                example: MESSAGE_EXAMPLE,
               },
+              "text/event-stream": { schema: { type: "string" } },
             },
-            ...ERRORS,
           },
-        }),
-      },
-    )
+          ...ERRORS,
+        },
+      }),
+    })
     .post(
       "/v1/messages/count_tokens",
       ({ body, request }) => messages.countTokens(credentialOf(request.headers), body as ClientMessagesRequest),
