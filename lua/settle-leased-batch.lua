@@ -1,41 +1,47 @@
 --[[
-  Charge a batch of requests that were admitted under credit leases (lease-8), of one shard (variadic: 2 keys of
-  the shard, then one per wallet, one per API key, one per lease and one per item). Per item: the charge comes off
-  the balance and out of the lease's lock (the lease covered the request, so what it charged is no longer locked),
-  the key's counters move, and the charge goes to the outbox, exactly as settle-batch does for a hold of its own.
-  Each charge has its own id, posted exactly once (its marker); a repeat is a no-op. A lease already expired or
-  closed still takes the charge (the inference happened) with nothing left to unlock, as settle-batch does after
-  the sweeper. A batch equals the same calls one by one. One XADD per batch. The holds zset is not touched: a
-  lease leaves it when its owner closes it or the sweeper expires it.
+  Charge a batch of requests that were admitted under credit leases (lease-8) (variadic: 2 keys per shard of the
+  batch, then one per wallet, one per API key, one per lease and one per item). One call may span several shards,
+  as settle-batch (a single Redis: every shard's waiting leased settles in one call; a Redis Cluster: one call per
+  shard). Per item: the charge comes off the balance and out of the lease's lock (the lease covered the request,
+  so what it charged is no longer locked), the key's counters move, and the charge goes to the outbox of its
+  shard, exactly as settle-batch does for a hold of its own. Each charge has its own id, posted exactly once (its
+  marker); a repeat is a no-op. A lease already expired or closed still takes the charge (the inference happened)
+  with nothing left to unlock, as settle-batch does after the sweeper. A batch equals the same calls one by one.
+  One XADD per shard of the batch. The holds zset is not touched: a lease leaves it when its owner closes it or the
+  sweeper expires it.
   As in settle-batch the gateway sends each wallet and key once with the sums of their items (includes/charges),
   per item its charge id, what its lease may give up for it and its charge event. When no charge was posted
   before, no id repeats, every lease is live and holds what its items give up (the common case), the sums apply
   as they are; otherwise the script goes item by item, each lease giving up at most what it still holds.
 
-  KEYS[1] outbox stream  gw:{sNN}:outbox  one field 'e' per entry: the batch's charge events, as in settle-batch
-  KEYS[2] shard fence    gw:{sNN}:fence
-  then for wallet w = 1..W (ARGV[3]), at x = 2 + w - 1:          KEYS[x+1] wallet hash
-  then for API key k = 1..K (ARGV[4]), at y = 2 + W + k - 1:     KEYS[y+1] api key hash
-  then for lease l = 1..L (ARGV[5]), at z = 2 + W + K + l - 1:   KEYS[z+1] lease marker gw:{sNN}:hd:<leaseId>
+  for shard g = 1..G (ARGV[3]), at s = 2 * (g - 1):
+  KEYS[s+1] outbox stream  gw:{sNN}:outbox  one field 'e' per entry: the batch's charge events, as in settle-batch
+  KEYS[s+2] shard fence    gw:{sNN}:fence
+  then for wallet w = 1..W (ARGV[4]), at x = 2 * G + w - 1:          KEYS[x+1] wallet hash
+  then for API key k = 1..K (ARGV[5]), at y = 2 * G + W + k - 1:     KEYS[y+1] api key hash
+  then for lease l = 1..L (ARGV[6]), at z = 2 * G + W + K + l - 1:   KEYS[z+1] lease marker gw:{sNN}:hd:<leaseId>
                                       "live|amount|wallet|keyId": amount shrinks by what it covered
-  then for item i = 1..n, at b = 2 + W + K + L + i - 1:
-  KEYS[b+1] charge marker gw:{sNN}:hd:<chargeId>  absent → settled (kept ARGV[2] s)
+  then for item i = 1..n (the items of shard 1 first, then those of shard 2, ...), at b = 2 * G + W + K + L + i - 1:
+  KEYS[b+1] charge marker gw:{sNN}:hd:<chargeId>  absent → settled (kept ARGV[1] s)
 
-  ARGV[1] ledger epoch the caller believes in   ARGV[2] marker ttl s
-  ARGV[3] W: the batch's wallets   ARGV[4] K: its API keys   ARGV[5] L: its leases
-  ARGV[6] each item's wallet, key and lease: three bytes per item, 48 + its w, 48 + its k, 48 + its l
-  then for wallet w, at x = 6 + w - 1: ARGV[x+1] the charges of the wallet's items, µUSDC (summed)
-  then for key k, at y = 6 + W + 7 * (k - 1), the sums over the key's items, as in settle-batch:
+  ARGV[1] marker ttl s   ARGV[2] each item's wallet, key and lease: three bytes per item, 48 + its w, 48 + its k,
+  48 + its l   ARGV[3] G: the shards of the batch (at least 1)
+  ARGV[4] W: the batch's wallets   ARGV[5] K: its API keys   ARGV[6] L: its leases
+  then for shard g, at s = 6 + 2 * (g - 1):
+  ARGV[s+1] ledger epoch the caller believes in for the shard   ARGV[s+2] the shard's items (at least 1)
+  then for wallet w, at x = 6 + 2 * G + w - 1: ARGV[x+1] the charges of the wallet's items, µUSDC (summed)
+  then for key k, at y = 6 + 2 * G + W + 7 * (k - 1), the sums over the key's items, as in settle-batch:
   ARGV[y+1] charges µUSDC   ARGV[y+2] requests   ARGV[y+3] prompt tokens   ARGV[y+4] completion tokens
   ARGV[y+5] revenue (may be negative)   ARGV[y+6] cache-read tokens   ARGV[y+7] cache-write tokens
-  then for item i, at a = 6 + W + 7 * K + 3 * (i - 1):
+  then for item i, at a = 6 + 2 * G + W + 7 * K + 3 * (i - 1):
   ARGV[a+1] charge id
   ARGV[a+2] the most its lease gives up for it, µUSDC: the least of its charge and what the request held of the
             lease (an overrun beyond it is charged to the balance, never taken from what the lease covers for
             other requests); the lease gives up less only when it holds less
   ARGV[a+3] its charge event less its end, as in settle-batch (the script adds ',"at":<ms>}')
 
-  Returns {0, 'FENCED', fence}  stale epoch or a rebuild runs: nothing changed for the whole batch, retry after it
+  Returns {0, 'FENCED', fence, g}  shard g's epoch is stale or a rebuild runs there: nothing changed for the whole
+                                   batch (any shard), retry after it
           {2}                   every item charged, each lease giving up ARGV[a+2] for it
           {1, item_1, ..., item_n}, each item one of
     {1, covered}         charged; `covered` µUSDC of it came out of the lease's lock
@@ -46,21 +52,25 @@
 --- @include "includes/fence"
 --- @include "includes/numbers"
 --- @include "includes/charges"
-local refused = fenceRefusal(KEYS[2])
-if refused then return refused end
-local W, K, L = tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
-local valid = whole(ARGV[3]) and whole(ARGV[4]) and whole(ARGV[5]) and W >= 1 and K >= 1 and L >= 1
-  and whole(ARGV[2]) and tonumber(ARGV[2]) ~= 0
-local X, Y = 6, 6 + W
+local G, W, K, L = tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0
+local valid = whole(ARGV[3]) and whole(ARGV[4]) and whole(ARGV[5]) and whole(ARGV[6]) and G >= 1 and W >= 1
+  and K >= 1 and L >= 1 and #ARGV >= 6 + 2 * G and whole(ARGV[1]) and tonumber(ARGV[1]) ~= 0
+-- itemShard[i]: the shard (g) of item i.
+local n, itemShard = 0, {}
+for g = 1, valid and G or 0 do
+  local count = ARGV[6 + 2 * g]
+  if not whole(count) or tonumber(count) == 0 or n + tonumber(count) > #KEYS then valid = false; break end
+  for _ = 1, tonumber(count) do n = n + 1; itemShard[n] = g end
+end
+local X, Y = 6 + 2 * G, 6 + 2 * G + W
 local I = Y + 7 * K
-local ZB, KB = 2 + W + K, 2 + W + K + L
-local n = (#KEYS - KB)
-valid = valid and n >= 1 and #ARGV == I + 3 * n and string.len(ARGV[6]) == 3 * n and sumsValid(X, W, Y, K)
+local ZB, KB = 2 * G + W + K, 2 * G + W + K + L
+valid = valid and #KEYS == KB + n and #ARGV == I + 3 * n and string.len(ARGV[2]) == 3 * n and sumsValid(X, W, Y, K)
 -- Per item its wallet, key and lease (indexes into the lists above).
 local itemWallet, itemKey, itemLease = {}, {}, {}
 for i = 1, valid and n or 0 do
   local a = I + 3 * (i - 1)
-  local w, k, l = string.byte(ARGV[6], 3 * i - 2, 3 * i)
+  local w, k, l = string.byte(ARGV[2], 3 * i - 2, 3 * i)
   w, k, l = w - 48, k - 48, l - 48
   itemWallet[i], itemKey[i], itemLease[i] = w, k, l
   if ARGV[a + 1] == '' or not whole(ARGV[a + 2]) or w < 1 or w > W or k < 1 or k > K or l < 1 or l > L
@@ -69,6 +79,10 @@ for i = 1, valid and n or 0 do
   end
 end
 if not valid then return redis.error_reply('settle-leased-batch: bad arguments') end
+for g = 1, G do
+  local refused = fenceRefusal(KEYS[2 * g], ARGV[5 + 2 * g], g)
+  if refused then return refused end
+end
 
 -- The leases' markers and the charges' in one MGET: a lease parsed once per batch as {amount, rest} while live,
 -- {resolved = true} after, false if absent.
@@ -89,9 +103,9 @@ for k = 1, K do kUnlock[k] = 0 end
 -- Whether the sums apply: no charge posted before or twice, every lease live and holding what its items give up.
 local seen, fast, give = {}, true, {}
 for i = 1, n do
-  local id, l = ARGV[I + 3 * i - 2], leases[itemLease[i]]
-  if v[L + i] or seen[id] or not l or l.resolved then fast = false; break end
-  seen[id] = true
+  local name, l = KEYS[KB + i], leases[itemLease[i]]
+  if v[L + i] or seen[name] or not l or l.resolved then fast = false; break end
+  seen[name] = true
   local take = ARGV[I + 3 * i - 1] + 0
   give[itemLease[i]] = (give[itemLease[i]] or 0) + take
   wUnlock[itemWallet[i]] = wUnlock[itemWallet[i]] + take
@@ -114,8 +128,8 @@ else
   for k = 1, K do kUnlock[k] = 0 end
   results = {1}
   for i = 1, n do
-    local id, l = ARGV[I + 3 * i - 2], leases[itemLease[i]]
-    if v[L + i] or seen[id] == 'posted' then
+    local name, l = KEYS[KB + i], leases[itemLease[i]]
+    if v[L + i] or seen[name] == 'posted' then
       results[i + 1] = {0, v[L + i] or 'settled'}
     elseif not l then
       results[i + 1] = {0, 'UNKNOWN_HOLD'}
@@ -127,14 +141,14 @@ else
         wUnlock[w], kUnlock[k] = wUnlock[w] + covered, kUnlock[k] + covered
       end
       addEvent(ARGV[I + 3 * i], w, k, wCharge, kAdd)
-      seen[id] = 'posted'
+      seen[name] = 'posted'
       charged[i] = true
       results[i + 1] = {1, covered}
     end
   end
 end
 
-writeSums(2, W, 2 + W, K, wCharge, wUnlock, kAdd, kUnlock)
+writeSums(2 * G, W, 2 * G + W, K, wCharge, wUnlock, kAdd, kUnlock)
 -- A lease whose lock reached 0 stays open (live|0): its owner closes it, or the sweeper expires it.
 for l = 1, L do
   local lease = leases[l]
@@ -142,13 +156,19 @@ for l = 1, L do
     redis.call('SET', KEYS[ZB + l], 'live|' .. int(lease.amount) .. '|' .. lease.rest)
   end
 end
-local events = {}
-local ttl = tonumber(ARGV[2])
-for i = 1, n do
-  if charged[i] then
-    events[#events + 1] = ARGV[I + 3 * i]
-    redis.call('SET', KEYS[KB + i], 'settled', 'EX', ttl)
+-- Per shard: the charges' markers, and their events as one outbox entry.
+local ending = eventEnd()
+local ttl = tonumber(ARGV[1])
+local i = 1
+for g = 1, G do
+  local events = {}
+  while itemShard[i] == g do
+    if charged[i] then
+      events[#events + 1] = ARGV[I + 3 * i]
+      redis.call('SET', KEYS[KB + i], 'settled', 'EX', ttl)
+    end
+    i = i + 1
   end
+  appendEvents(KEYS[2 * g - 1], events, ending)
 end
-appendEvents(KEYS[1], events, eventEnd())
 return results or {2}

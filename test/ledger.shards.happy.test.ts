@@ -86,3 +86,25 @@ test("a fence moved on one shard refuses the whole call; it goes again under the
   expect(await redis.zrange(names.holds(ps[1]!.shard), "0", "-1")).toEqual(["f1"]);
   for (const [i, p] of ps.entries()) expect(await ledger.release(p, `f${i}`)).toBe(true);
 });
+
+test("leased settles of wallets on 4 shards go as 2 calls too, each lease giving up its own, per shard exact", async () => {
+  const ps = await wallets(4, 101);
+  const ask = { target: 3_000, floor: 0, sharePerMille: 1000, least: 0, slots: 0, slotsBack: 0, slotsWindow: 0, ttlMs: 60_000 };
+  for (const [i, p] of ps.entries()) expect((await ledger.lease(p, { ...ask, leaseId: `L${i}` })).ok).toBe(true);
+  const before = await scriptCalls();
+  const lease = (i: number) => ({ id: `L${i}`, held: 1_000 });
+  const charged = await Promise.all(ps.map((p, i) => ledger.settleLeased(p, `c${i}`, 100 * (i + 1), details, lease(i))));
+  expect(charged).toEqual(ps.map((_, i) => ({ outcome: "charged", covered: 100 * (i + 1) })));
+  expect(await scriptCalls()).toBe(before + 2);
+  for (const [i, p] of ps.entries()) {
+    expect(await redis.hgetall(p.walletName)).toEqual({ balance: String(10_000 - 100 * (i + 1)), locked: String(3_000 - 100 * (i + 1)) });
+    expect(await redis.get(names.holdMarker(p.shard, `L${i}`))).toBe(`live|${3_000 - 100 * (i + 1)}|${p.wallet}|${p.keyId}`);
+    const outbox = await redis.xrange(names.outbox(p.shard), "-", "+");
+    const events = outbox.flatMap(([, f]) => JSON.parse(`[${f[1]!}]`) as { type: string; hold: string; amount: number }[]);
+    expect(events.filter((e) => e.type === "charge").map((e) => [e.hold, e.amount])).toEqual([[`c${i}`, 100 * (i + 1)]]);
+  }
+  // A repeat of every charge, again in one call: nothing is charged twice.
+  const again = await Promise.all(ps.map((p, i) => ledger.settleLeased(p, `c${i}`, 100, details, lease(i))));
+  expect(again).toEqual(Array(4).fill({ outcome: "settled", covered: 0 }));
+  expect(await scriptCalls()).toBe(before + 4);
+});

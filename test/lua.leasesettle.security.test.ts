@@ -138,7 +138,7 @@ describe("settle-leased-batch on Redis", () => {
   test("a fenced batch or bad arguments change nothing", async () => {
     await lease("L", { target: 3_000 });
     const before = await state(["L", "a", "b"]);
-    expect(await settleLeased([[1, "a", 1, "L", 1]], "2")).toEqual([0, "FENCED", "1"]);
+    expect(await settleLeased([[1, "a", 1, "L", 1]], "2")).toEqual([0, "FENCED", "1", 1]);
     for (const bad of [
       [[1, "", 1, "L", 1]],
       [[1, "a", -1, "L", 1]],
@@ -158,19 +158,18 @@ describe("settle-leased-batch on Redis", () => {
     const item = { shard: r.shard, walletName: r.W, apiKeyName: r.keyName(1), wallet, keyId: 1, holdId: "a", lease: "L", held: 1 };
     const good = leasedSettleArgs(
       r.names,
-      r.shard,
-      [{ ...item, charge: 1, promptTokens: 1, completionTokens: 1, costMicro: 1, model: "m" }],
-      "1",
+      new Map([[r.shard, [{ ...item, charge: 1, promptTokens: 1, completionTokens: 1, costMicro: 1, model: "m" }]]]),
+      ["1"],
       60,
     );
     const at = (i: number, v: string) => good.argv.map((a, j) => (j === i ? v : a));
     for (const argv of [
-      at(5, "112"), // the item's lease 2 of 1
-      at(5, "11"), // two bytes for one item
+      at(1, "112"), // the item's lease 2 of 1
+      at(1, "11"), // two bytes for one item
       at(good.argv.length - 1, '{"type":"release"'), // not a charge event
       at(good.argv.length - 2, "1.5"), // what the lease gives up
       at(good.argv.length - 3, ""), // no charge id
-      at(6, "-1"), // the wallet's charges
+      at(8, "-1"), // the wallet's charges
       good.argv.slice(0, -1),
     ]) {
       await expect(r.t.scripts.settleLeasedBatch(good.keys, argv)).rejects.toThrow("settle-leased-batch: bad arguments");

@@ -17,7 +17,7 @@ import { privateRedis } from "./helpers/services.ts";
 const PINNED_SHA1: Record<(typeof SCRIPT_FILES)[number], string> = {
   "reserve-batch.lua": "e0f9a032441f3014b1b6e14b10222ea2c7c65368",
   "settle-batch.lua": "b10761e4fb71dcc768257897ee72a09562cfde74",
-  "settle-leased-batch.lua": "1547adf154a9ecc7e22cc46ba86edcbf61ce217a",
+  "settle-leased-batch.lua": "03904a898a401c41eb8f2f7c0be1863adb5302bb",
   "lease-8.lua": "83b2e9e04451b72284b29d0b08ec31dfd50a5b98",
   "release-6.lua": "5ea5969a4a04b3036068e18021b3d610abe6234c",
   "credit-3.lua": "d53cc4860b8ac1dd1ed1bbc2646a846ba6356007",

@@ -185,31 +185,41 @@ export function leaseTake(it: SettleItem): number {
 }
 
 /**
- * settle-leased-batch.lua's KEYS and ARGV for one call of `shard`: each wallet, key and lease of the batch once
- * (the wallets and keys with their items' sums, as settleArgs), each item as its charge id, what its lease gives up
- * for it at most (leaseTake) and its charge event.
+ * settle-leased-batch.lua's KEYS and ARGV for one call: `groups` the call's items by shard (in their order),
+ * `epochs` each shard's epoch. Each wallet, key and lease of the batch goes once (the wallets and keys with their
+ * items' sums, as settleArgs), each item as its charge id, what its lease gives up for it at most (leaseTake) and
+ * its charge event.
  */
 export function leasedSettleArgs(
   names: RedisNames,
-  shard: string,
-  list: SettleItem[],
-  epoch: string,
+  groups: Map<string, SettleItem[]>,
+  epochs: string[],
   markerTtlS: number,
 ): { keys: string[]; argv: string[] } {
-  const { wallets, keys, map: pairs } = sums(list);
+  const all = [...groups.values()].flat();
+  const { wallets, keys, map: pairs } = sums(all);
+  const shardKeys: string[] = [];
+  const shardArgs: string[] = [];
+  let g = 0;
+  for (const [shard, list] of groups) {
+    shardKeys.push(names.outbox(shard), names.fence(shard));
+    shardArgs.push(epochs[g++]!, String(list.length));
+  }
   const leases = new Map<string, number>();
-  const markers: string[] = [];
+  const leaseKeys: string[] = [];
   const items: string[] = [];
   let map = "";
-  list.forEach((it, i) => {
+  all.forEach((it, i) => {
     let l = leases.get(it.lease!);
-    if (l === undefined) leases.set(it.lease!, (l = leases.size + 1));
+    if (l === undefined) {
+      leases.set(it.lease!, (l = leases.size + 1));
+      leaseKeys.push(names.holdMarker(it.shard, it.lease!));
+    }
     map += pairs.slice(2 * i, 2 * i + 2) + String.fromCharCode(48 + l);
-    markers.push(names.holdMarker(shard, it.holdId));
     items.push(it.holdId, String(whole(leaseTake(it))), chargeEvent(it));
   });
-  const argv = [epoch, String(markerTtlS), String(wallets.size), String(keys.size), String(leases.size), map];
-  argv.push(...sumArgs(wallets, keys), ...items);
-  const leaseKeys = [...leases.keys()].map((id) => names.holdMarker(shard, id));
-  return { keys: [names.outbox(shard), names.fence(shard), ...wallets.keys(), ...keys.keys(), ...leaseKeys, ...markers], argv };
+  const argv = [String(markerTtlS), map, String(groups.size), String(wallets.size), String(keys.size), String(leases.size)];
+  argv.push(...shardArgs, ...sumArgs(wallets, keys), ...items);
+  const markers = all.map((it) => names.holdMarker(it.shard, it.holdId));
+  return { keys: [...shardKeys, ...wallets.keys(), ...keys.keys(), ...leaseKeys, ...markers], argv };
 }

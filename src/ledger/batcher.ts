@@ -122,7 +122,7 @@ const ALL_SHARDS = "*";
  * requests a credit lease admitted) and fenced per batch. On a single Redis (a router that takes keys of several
  * slots in one command) every shard's reserves wait in one queue and go as one call spanning their shards, so a
  * load spread over many wallets batches as well as one wallet's; on a Redis Cluster each shard has its queue and
- * its calls (a script runs where its slot lives). Leased settles stay per shard (one lease is one shard's).
+ * its calls (a script runs where its slot lives). Leased settles batch the same way.
  */
 export class LedgerBatches {
   readonly reserves: ShardBatcher<ReserveItem, ReserveItemReply>;
@@ -155,15 +155,19 @@ export class LedgerBatches {
           .then((r) => (r[0] === 2 ? list.map((): SettleItemReply => [1]) : inItemOrder(list, groups, perItem(r))))
       );
     });
-    this.leasedSettles = new ShardBatcher((shard, list) =>
-      fence
-        .run(shard, (epoch) => {
-          const { keys, argv } = leasedSettleArgs(names, shard, list, epoch, limits.resolutionTtlS);
-          return scripts.settleLeasedBatch(keys, argv);
-        })
-        // {2}: every item charged, its lease giving up leaseTake of it.
-        .then((r) => (r[0] === 2 ? list.map((it): SettleItemReply => [1, leaseTake(it)]) : perItem(r))),
-    );
+    this.leasedSettles = new ShardBatcher((_queue, list) => {
+      const groups = byShard(list);
+      const shards = [...groups.keys()];
+      return (
+        fence
+          .runMany(shards, (epochs) => {
+            const { keys, argv } = leasedSettleArgs(names, groups, epochs, limits.resolutionTtlS);
+            return scripts.settleLeasedBatch(keys, argv);
+          })
+          // {2}: every item charged, its lease giving up leaseTake of it.
+          .then((r) => (r[0] === 2 ? list.map((it): SettleItemReply => [1, leaseTake(it)]) : inItemOrder(list, groups, perItem(r))))
+      );
+    });
   }
 
   /** The queue of `shard`'s reserves and settles: its own on a Redis Cluster, every shard's on a single Redis. */
@@ -175,7 +179,7 @@ export class LedgerBatches {
   flush(shard: string): void {
     this.reserves.flush(this.queue(shard));
     this.settles.flush(this.queue(shard));
-    this.leasedSettles.flush(shard);
+    this.leasedSettles.flush(this.queue(shard));
   }
 }
 

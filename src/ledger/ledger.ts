@@ -55,8 +55,9 @@ export class Ledger {
    */
   alongside(shard: string, put: () => void): void {
     const { leasedSettles, settles } = this.batches;
-    if (leasedSettles.waiting(shard)) leasedSettles.ride(shard, put);
-    else settles.ride(this.batches.queue(shard), put);
+    const queue = this.batches.queue(shard);
+    if (leasedSettles.waiting(queue)) leasedSettles.ride(queue, put);
+    else settles.ride(queue, put);
   }
 
   /** Sends a shard's queued reserves and settles now, and what rides with them: a read sent next comes after them. */
@@ -169,7 +170,7 @@ export class Ledger {
   ): Promise<{ outcome: SettleOutcome; covered: number }> {
     return this.settleWith(
       this.batches.leasedSettles,
-      p.shard,
+      this.batches.queue(p.shard),
       { ...p, ...d, holdId: chargeId, charge, lease: lease.id, held: lease.held },
       sent,
     );

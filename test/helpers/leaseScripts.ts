@@ -107,7 +107,7 @@ export function leaseScriptsOnRedis() {
       costMicro: cost,
       model: "m/x",
     }));
-    const { keys, argv } = leasedSettleArgs(names, shard, list, epoch, 604_800);
+    const { keys, argv } = leasedSettleArgs(names, new Map(list.length ? [[shard, list]] : []), [epoch], 604_800);
     const r = await t.scripts.settleLeasedBatch(keys, argv);
     o.fast?.(r[0] === 2);
     return r[0] === 2 ? [1, ...list.map((it) => [1, leaseTake(it)])] : r;
