@@ -38,13 +38,13 @@ export function newTrace(method = "POST", id: string = crypto.randomUUID()): Req
   return { id, start: performance.now(), method };
 }
 
-// Requests not yet counted: the after-response hook runs after the answer left. Tests wait for them through
-// accessLogIdle() instead of sleeping. (A stream's line waits for its end as well; a test that reads a stream to
-// its end and awaits the chat service's settles has it.)
+// Requests not yet counted and logged: the after-response hook runs after the answer left, and a stream's line
+// waits for its end. Tests wait for them through accessLogIdle() instead of sleeping (a stream ended before its
+// answer left, as a short one does, has its line written a turn after the hook: counted until then).
 let unwritten = 0;
 let idleWaiters: (() => void)[] = [];
 
-/** Resolves once every request started so far is counted and, unless it streams, has its access-log line. */
+/** Resolves once every request started so far is counted and has its access-log line (a stream's at its end). */
 export function accessLogIdle(): Promise<void> {
   if (unwritten === 0) return Promise.resolve();
   return new Promise((resolve) => idleWaiters.push(resolve));
@@ -129,7 +129,6 @@ function upstreamOf(provider: string): [HistogramChild, HistogramChild] {
 export function finishTrace(trace: RequestTrace, route: string | undefined, status: number): void {
   if (trace.finished) return;
   trace.finished = true;
-  if (trace.awaited) written();
   const latencyMs = performance.now() - trace.start;
   const pattern = route ?? "unmatched";
   const method = trace.method;
@@ -141,8 +140,17 @@ export function finishTrace(trace: RequestTrace, route: string | undefined, stat
     upstreamOf(trace.provider ?? "unknown")[stream].observe(trace.upstreamMs / 1000);
     addedSeries[stream]!.observe(Math.max(0, latencyMs - trace.upstreamMs) / 1000);
   }
-  if (!infoOn()) return;
-  const write = () => infoVetted("request", accessMembers(trace, pattern, status, latencyMs));
+  if (!infoOn()) {
+    if (trace.awaited) written();
+    return;
+  }
+  const write = () => {
+    try {
+      infoVetted("request", accessMembers(trace, pattern, status, latencyMs));
+    } finally {
+      if (trace.awaited) written();
+    }
+  };
   if (trace.streamEnd) trace.streamEnd.then(write, write);
   else write();
 }
