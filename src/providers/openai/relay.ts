@@ -2,8 +2,11 @@ import { joinBytes, type RelayPart, SseDecoder, type SseRelay } from "../sse.ts"
 
 /** Where a relay's payloads go besides the client, so the stream's translator can count them in order. */
 export interface RelaySink {
-  /** A relayed event's payload, as bytes: its output, counted if usage never comes. */
-  keep(payload: Uint8Array): void;
+  /**
+   * A relayed event's payload, `buf` from `start` to `end` (a view of it is made only if it is ever read): its
+   * output, counted if usage never comes.
+   */
+  keep(buf: Uint8Array, start: number, end: number): void;
   /** A payload handed over to the translator, in its place among the kept ones. */
   handed(): void;
   /** A new read (or the end): every part of the last one was met. */
@@ -147,7 +150,7 @@ export function openaiRelay(modelId: string, sink: RelaySink): SseRelay {
         hand(text.decode(buf.subarray(at + 6, nl)));
       } else {
         if (value !== -1 && !(valueEnd - value === toValue.length && bytesAt(buf, value, toValue))) values.push(value, valueEnd);
-        sink.keep(buf.subarray(at + 6, nl));
+        sink.keep(buf, at + 6, nl);
       }
       at = nl + 2;
     }

@@ -94,25 +94,29 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
   // The upstream's last `"model":"…"` pair, and whether it must be renamed (it names another model).
   let seenPair = "";
   let seenRenamed = false;
-  // Payloads not read yet (the relay's as bytes), in the order they came.
-  let unread: (string | Uint8Array)[] = [];
+  // Payloads not read yet, in the order they came: a payload's text, or the relay's as (bytes, start, end).
+  let unread: (string | Uint8Array | number)[] = [];
   let unreadChars = 0;
   let counted = "";
   let usageSeen = false;
-  // The relay's payloads not counted yet, in the order the reader meets them: a relayed event's bytes, or null for a
-  // payload it handed over (the translator counts that one when it reads it, so what came before is taken first).
-  let relayed: (Uint8Array | null)[] = [];
+  // The relay's payloads not counted yet, in the order the reader meets them, three entries each: a relayed event's
+  // (bytes, start, end), or (null, 0, 0) for a payload it handed over (the translator counts that one when it reads
+  // it, so what came before is taken first). Offsets, not views: most streams bring their usage and never read them.
+  let relayed: (Uint8Array | number | null)[] = [];
   let relayedAt = 0;
   /** Relayed payloads into `unread`: up to the next handed-over payload (`all`: every one). */
   const takeRelayed = (all: boolean): void => {
     while (relayedAt < relayed.length) {
-      const u = relayed[relayedAt++];
+      const u = relayed[relayedAt] as Uint8Array | null;
+      const start = relayed[relayedAt + 1] as number;
+      const end = relayed[relayedAt + 2] as number;
+      relayedAt += 3;
       if (u === null) {
         if (all) continue;
         break;
       }
-      unread.push(u!);
-      unreadChars += u!.length;
+      unread.push(u, start, end);
+      unreadChars += end - start;
     }
     if (relayedAt === relayed.length) {
       relayed = [];
@@ -122,8 +126,14 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
   };
 
   const countUnread = (): string => {
-    for (const u of unread) {
-      const p = typeof u === "string" ? u : text.decode(u);
+    for (let i = 0; i < unread.length; i++) {
+      const u = unread[i] as string | Uint8Array;
+      let p: string;
+      if (typeof u === "string") p = u;
+      else {
+        p = text.decode(u.subarray(unread[i + 1] as number, unread[i + 2] as number));
+        i += 2;
+      }
       try {
         const obj = JSON.parse(p) as Partial<ChatCompletionChunk>;
         if (Array.isArray(obj.choices)) for (const c of obj.choices) counted += generatedText(c.delta);
@@ -230,11 +240,11 @@ export function openOpenaiStream(includeUsage: boolean, modelId: string, door = 
   // The chat client's stream relayed as the provider's bytes (relay.ts); what it hands over comes back here.
   const relay = () =>
     openaiRelay(modelId, {
-      keep(payload) {
-        if (!usageSeen) relayed.push(payload);
+      keep(buf, start, end) {
+        if (!usageSeen) relayed.push(buf, start, end);
       },
       handed() {
-        if (!usageSeen) relayed.push(null);
+        if (!usageSeen) relayed.push(null, 0, 0);
       },
       next() {
         if (relayed.length > 0) takeRelayed(true);
