@@ -101,6 +101,21 @@ export function deadlineSignal(ms: number): AbortSignal {
   return ctrl.signal;
 }
 
+/**
+ * A deadline without a promise: `fire` runs once `ms` have passed, unless the returned `end` is called first. `end`
+ * says whether it came first (true: the deadline will not fire; false: it had fired). For work that reports its
+ * outcome by callback (a settle's attempt, billing/holds.ts): a Pending on the shared clock, nothing else.
+ */
+export function deadline(ms: number, fire: () => void): () => boolean {
+  const p: Pending = { at: performance.now() + ms, done: false, fire };
+  const q = schedule(ms, p);
+  return () => {
+    if (p.done) return false;
+    settle(q, p);
+    return true;
+  };
+}
+
 // The signal work gets when it does not take one (it never fires).
 const NEVER = new AbortController().signal;
 

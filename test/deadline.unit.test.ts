@@ -3,7 +3,7 @@
  * the aborted signal) when the deadline passes first, never before it is due, and many deadlines at once.
  */
 import { expect, test } from "bun:test";
-import { deadlineSignal, withDeadline } from "../src/deadline.ts";
+import { deadline, deadlineSignal, withDeadline } from "../src/deadline.ts";
 
 const late = () => new Error("late");
 
@@ -84,4 +84,19 @@ test("deadlineSignal: shared by the calls of one slot, aborted once every one of
   } finally {
     void server.stop(true);
   }
+});
+
+test("a callback deadline: ended first it never fires; once due it fires once and end says it came late", async () => {
+  let fired = 0;
+  const end = deadline(30, () => fired++);
+  expect(end()).toBe(true);
+  let lateFired = 0;
+  const started = performance.now();
+  const fire = Promise.withResolvers<void>();
+  const endLate = deadline(40, () => (lateFired++, fire.resolve()));
+  await fire.promise;
+  expect(performance.now() - started).toBeGreaterThanOrEqual(39);
+  expect(endLate()).toBe(false);
+  // The first one's due time has passed too: it did not fire.
+  expect([fired, lateFired]).toEqual([0, 1]);
 });

@@ -1,7 +1,7 @@
-import { withDeadline } from "../deadline.ts";
+import { deadline, withDeadline } from "../deadline.ts";
 import { ApiError } from "../errors.ts";
 import { LedgerRebuilding } from "../ledger/fence.ts";
-import type { ChargeDetails, KeyPrincipal, Ledger, ReserveOutcome } from "../ledger/ledger.ts";
+import type { ChargeDetails, KeyPrincipal, Ledger, ReserveOutcome, SettleOutcome } from "../ledger/ledger.ts";
 import { log } from "../log.ts";
 import type { RequestTrace } from "../observe/trace.ts";
 import { DependencyDown, isRedisDown } from "../outage.ts";
@@ -40,6 +40,12 @@ const STILL_FAILING_AT = 4;
 // reserve is then stuck behind an outage; should it run later, the sweeper expires its hold with its lifetime).
 const RESERVE_OUTCOME_WAIT_MS = 30_000;
 
+/** A settle running behind its answer: what is kept should it fail, and its attempts so far. */
+interface Settling {
+  keep: PendingSettle;
+  attempt: number;
+}
+
 /**
  * A request's two Redis calls, as one hold's life: the reserve (under a deadline, refused in the spec's words), then
  * the settle or the release, durable: settles run behind their answers with retries and a deadline per attempt, a
@@ -47,7 +53,9 @@ const RESERVE_OUTCOME_WAIT_MS = 30_000;
  */
 export class Holds {
   /** Settles running behind their answers, with what is needed to keep them if the process must stop first. */
-  private readonly settling = new Map<Promise<void>, PendingSettle>();
+  private readonly settling = new Map<Settling, PendingSettle>();
+  /** Told once no settle runs (idle). */
+  private drained: (() => void)[] = [];
   /** Releases of holds whose reserve reply was lost. */
   private readonly releasing = new Set<Promise<void>>();
 
@@ -144,37 +152,89 @@ export class Holds {
     // The answer waits for the first attempt to be sent (or to end: failed, or past its deadline), never longer.
     let sent!: () => void;
     const onWire = new Promise<void>((resolve) => (sent = resolve));
-    // Each attempt is bounded: while Redis is down the client queues commands instead of failing them. A queued
-    // attempt that runs later is harmless: settle-batch posts a hold once.
-    const attempt = () =>
-      withDeadline(
-        SETTLE_ATTEMPT_MS,
-        () =>
-          lease
-            ? this.ledger.settleLeased(call.principal, call.holdId, charge, details, lease, sent)
-            : this.ledger.settleOutcome(call.principal, call.holdId, charge, details, sent).then((outcome) => ({ outcome, covered: 0 })),
-        () => DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS),
-      ).finally(sent);
-    const p: Promise<void> = retry("settle", attempt, { hold: call.holdId, charge }, SETTLE_ATTEMPTS)
-      .then(
-        ({ outcome, covered }) => {
-          // A repeat (the first try's reply was lost) does not say what the first one took: assume all it held.
-          if (claim) this.leases!.settled(claim, outcome === "charged" ? covered : claim.amount);
-          if (outcome === "charged") this.recent?.charged(call.principal.walletName, keep);
-          if (outcome !== "UNKNOWN_HOLD") return;
-          // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
-          log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge, wallet: call.principal.wallet });
-          return this.pending.record({ ...keep, unresolved: true });
-        },
-        () => {
-          // Kept for the repair job, which posts it later: until then its part of the lease stays locked in Redis.
-          if (claim) this.leases!.settled(claim, claim.amount);
-          return this.pending.record(keep);
-        },
-      )
-      .finally(() => this.settling.delete(p));
-    this.settling.set(p, keep);
+    const run: Settling = { keep, attempt: 0 };
+    this.settling.set(run, keep);
+    this.attemptSettle(call, run, sent);
     return onWire;
+  }
+
+  /**
+   * One attempt of a settle, its outcome told by callback (no promise chain per request: issue 31). Each attempt is
+   * bounded: while Redis is down the client queues commands instead of failing them. A queued attempt that runs
+   * later is harmless: settle-batch posts a hold once. A failed attempt is tried again after a capped backoff.
+   */
+  private attemptSettle(call: HeldCall, run: Settling, sent: () => void): void {
+    const { keep } = run;
+    const attempt = ++run.attempt;
+    const end = deadline(SETTLE_ATTEMPT_MS, () => {
+      sent();
+      this.settleFailed(call, run, sent, DependencyDown.late("redis", "settle", SETTLE_ATTEMPT_MS));
+    });
+    try {
+      this.ledger.settleBy(
+        call.principal,
+        keep.holdId,
+        keep.charge,
+        keep.details,
+        keep.lease,
+        attempt === 1 ? sent : undefined,
+        (outcome, covered) => {
+          if (!end()) return;
+          sent();
+          this.settled(call, run, outcome, covered);
+        },
+        (e) => {
+          if (!end()) return;
+          sent();
+          this.settleFailed(call, run, sent, e);
+        },
+      );
+    } catch (e) {
+      if (!end()) return;
+      sent();
+      this.settleFailed(call, run, sent, e);
+    }
+  }
+
+  private settled(call: HeldCall, run: Settling, outcome: SettleOutcome, covered: number): void {
+    const claim = call.lease;
+    const { keep } = run;
+    try {
+      // A repeat (the first try's reply was lost) does not say what the first one took: assume all it held.
+      if (claim) this.leases!.settled(claim, outcome === "charged" ? covered : claim.amount);
+      if (outcome === "charged") this.recent?.charged(call.principal.walletName, keep);
+      if (outcome === "UNKNOWN_HOLD") {
+        // Redis lost the hold (data loss): the charge is kept for an operator rather than dropped.
+        log.error("settle found no hold; charge kept in pending_settles", { hold: call.holdId, charge: keep.charge, wallet: keep.wallet });
+        return void this.pending.record({ ...keep, unresolved: true }).finally(() => this.settleEnded(run));
+      }
+    } catch (e) {
+      log.error("settle bookkeeping failed", { hold: call.holdId, error: e });
+    }
+    this.settleEnded(run);
+  }
+
+  private settleFailed(call: HeldCall, run: Settling, sent: () => void, e: unknown): void {
+    const { attempt, keep } = run;
+    if (attempt < SETTLE_ATTEMPTS) {
+      // Once per call, when a blip would be over: an operator sees a stuck settle while it still retries.
+      const ctx = { hold: call.holdId, charge: keep.charge };
+      if (attempt === STILL_FAILING_AT) log.warn("ledger settle still failing; retrying", { ...ctx, attempt, error: e });
+      setTimeout(() => this.attemptSettle(call, run, sent), Math.min(2_000, 20 * 2 ** attempt));
+      return;
+    }
+    log.error(`ledger settle failed after ${SETTLE_ATTEMPTS} attempts`, { hold: call.holdId, charge: keep.charge, error: e });
+    // Kept for the repair job, which posts it later: until then its part of the lease stays locked in Redis.
+    if (call.lease) this.leases!.settled(call.lease, call.lease.amount);
+    void this.pending.record(keep).finally(() => this.settleEnded(run));
+  }
+
+  private settleEnded(run: Settling): void {
+    this.settling.delete(run);
+    if (this.settling.size > 0) return;
+    const waiting = this.drained;
+    this.drained = [];
+    for (const f of waiting) f();
   }
 
   /** Voids a hold (nothing is charged), retried briefly; never throws: the sweeper expires a hold left behind. */
@@ -209,7 +269,10 @@ export class Holds {
 
   /** Waits for settles and releases still in flight: shutdown calls it before the final outbox drain. */
   async idle(): Promise<void> {
-    while (this.settling.size > 0 || this.releasing.size > 0) await Promise.all([...this.settling.keys(), ...this.releasing]);
+    while (this.settling.size > 0 || this.releasing.size > 0) {
+      const settles = this.settling.size > 0 ? new Promise<void>((resolve) => this.drained.push(resolve)) : undefined;
+      await Promise.all([settles, ...this.releasing]);
+    }
   }
 
   /** Shutdown ran out of time: the settles still running go to Postgres, posted at the next start (once). */

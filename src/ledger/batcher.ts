@@ -35,12 +35,15 @@ export class ShardBatcher<I, R> {
    * once the item's call is on the connection: at once, or when the call in flight for the shard has answered.
    */
   submit(shard: string, item: I, sent?: () => void): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      let q = this.queues.get(shard);
-      if (!q) this.queues.set(shard, (q = []));
-      q.push({ item, resolve, reject, sent });
-      if (!this.inFlight.get(shard) || q.length >= this.cap) this.send(shard);
-    });
+    return new Promise<R>((resolve, reject) => this.submitTo(shard, item, resolve, reject, sent));
+  }
+
+  /** `submit` with the item's reply (or its call's failure) told to callbacks: no promise per item (a settle's). */
+  submitTo(shard: string, item: I, resolve: (r: R) => void, reject: (e: unknown) => void, sent?: () => void): void {
+    let q = this.queues.get(shard);
+    if (!q) this.queues.set(shard, (q = []));
+    q.push({ item, resolve, reject, sent });
+    if (!this.inFlight.get(shard) || q.length >= this.cap) this.send(shard);
   }
 
   /**

@@ -3,6 +3,7 @@ import { boundCounters } from "../observe/bound.ts";
 import { holdClosed, holdOpened, metrics } from "../observe/metrics.ts";
 import { ApiKeyState } from "./apiKeyState.ts";
 import { LedgerBatches, type SettleItem } from "./batcher.ts";
+import type { SettleItemReply } from "./scripts.ts";
 import { LedgerFence } from "./fence.ts";
 import type { RedisNames } from "./names.ts";
 import { LedgerReads } from "./reads.ts";
@@ -20,6 +21,13 @@ import type { ChargeDetails, LeaseAsk, LeaseReply, LedgerLimits, ReserveOutcome,
 
 /** The window of a key's own rate limit (`requests_per_minute`), as reserve-batch.lua counts it. */
 export const KEY_RATE_WINDOW_MS = 60_000;
+
+/** A leased settle's lease: its id, what the request held of it. */
+type Lease = { id: string; held: number };
+// settleBy's callbacks: the batch is on the connection; the outcome and what the lease covered; the batch's failure.
+type Sent = (() => void) | undefined;
+type Done = (outcome: SettleOutcome, covered: number) => void;
+type Fail = (e: unknown) => void;
 
 // A resolved hold's marker outlives any retry or late settle by far.
 const RESOLUTION_TTL_S = 7 * 24 * 3600;
@@ -152,45 +160,39 @@ export class Ledger {
   }
 
   /** settle, telling why nothing was charged: the hold was settled or released before, or Redis does not know it. */
-  async settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails, sent?: () => void): Promise<SettleOutcome> {
-    return (await this.settleWith(this.batches.settles, this.batches.queue(p.shard), { ...p, ...d, holdId, charge }, sent)).outcome;
+  settleOutcome(p: KeyPrincipal, holdId: string, charge: number, d: ChargeDetails, sent?: () => void): Promise<SettleOutcome> {
+    return new Promise((resolve, reject) => this.settleBy(p, holdId, charge, d, undefined, sent, resolve, reject));
   }
 
   /**
    * Charges a request a credit lease admitted (settle-leased-batch.lua): `chargeId` is the request's own, `held`
    * what it held of the lease. `covered`: how much of the charge came out of the lease's lock.
    */
-  settleLeased(
-    p: KeyPrincipal,
-    chargeId: string,
-    charge: number,
-    d: ChargeDetails,
-    lease: { id: string; held: number },
-    sent?: () => void,
-  ): Promise<{ outcome: SettleOutcome; covered: number }> {
-    return this.settleWith(
-      this.batches.leasedSettles,
-      this.batches.queue(p.shard),
-      { ...p, ...d, holdId: chargeId, charge, lease: lease.id, held: lease.held },
-      sent,
+  settleLeased(p: KeyPrincipal, chargeId: string, charge: number, d: ChargeDetails, lease: Lease, sent?: () => void) {
+    return new Promise<{ outcome: SettleOutcome; covered: number }>((resolve, reject) =>
+      this.settleBy(p, chargeId, charge, d, lease, sent, (outcome, covered) => resolve({ outcome, covered }), reject),
     );
   }
 
-  /** `sent`: called once the settle's batch is on the connection (a call in flight on its queue answered first). */
-  private async settleWith(
-    batcher: LedgerBatches["settles"],
-    shard: string,
-    item: SettleItem,
-    sent?: () => void,
-  ): Promise<{ outcome: SettleOutcome; covered: number }> {
-    const r = await batcher.submit(shard, item, sent).catch((e: unknown) => {
-      metrics.settles.inc({ outcome: "error" });
-      throw e;
-    });
-    const outcome = r[0] === 1 ? "charged" : (r[1] as Exclude<SettleOutcome, "charged">);
-    settles(outcome, () => ({ outcome })).inc();
-    holdClosed(item.holdId);
-    return { outcome, covered: r[0] === 1 ? Number(r[1] ?? 0) : 0 };
+  /**
+   * settleOutcome, or settleLeased given a `lease`, its outcome told to callbacks, no promise per settle (billing/
+   * holds.ts). `sent`: called once the settle's batch is on the connection (a call in flight on its queue answered
+   * first). `done`: the outcome and what the lease covered (0 unleased); `fail`: the batch's failure. Neither
+   * callback may throw.
+   */
+  settleBy(p: KeyPrincipal, id: string, charge: number, d: ChargeDetails, lease: Lease | undefined, sent: Sent, done: Done, fail: Fail) {
+    const b = this.batches;
+    const item: SettleItem = lease
+      ? { ...p, ...d, holdId: id, charge, lease: lease.id, held: lease.held }
+      : { ...p, ...d, holdId: id, charge };
+    const ok = (r: SettleItemReply) => {
+      const outcome = r[0] === 1 ? "charged" : (r[1] as Exclude<SettleOutcome, "charged">);
+      settles(outcome, () => ({ outcome })).inc();
+      holdClosed(id);
+      done(outcome, r[0] === 1 ? Number(r[1] ?? 0) : 0);
+    };
+    const failed = (e: unknown) => (metrics.settles.inc({ outcome: "error" }), fail(e));
+    (lease ? b.leasedSettles : b.settles).submitTo(b.queue(p.shard), item, ok, failed, sent);
   }
 
   /** How often a running stream pushes its hold's expiry forward: well within one hold lifetime. */
