@@ -1,7 +1,8 @@
 import type { RedisNames } from "./names.ts";
+import type { ChargeDetails } from "./types.ts";
 
 /** A settle of one request, as the batch script takes it (`lease`: admitted under that lease, settle-leased-batch). */
-export interface SettleItem {
+export interface SettleItem extends ChargeDetails {
   lease?: string;
   /** What the request held of its lease. */
   held?: number;
@@ -12,13 +13,6 @@ export interface SettleItem {
   keyId: number;
   holdId: string;
   charge: number;
-  promptTokens: number;
-  completionTokens: number;
-  costMicro: number;
-  model: string;
-  cachedPromptTokens?: number;
-  cacheWriteTokens?: number;
-  cacheWrite1hTokens?: number;
 }
 
 /** A reserve of one request, as the batch script takes it. */
