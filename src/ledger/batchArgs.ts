@@ -119,18 +119,28 @@ export function settleArgs(
 ): { keys: string[]; argv: string[] } {
   const all = [...groups.values()].flat();
   const { wallets, keys, map } = sums(all);
-  const shardKeys: string[] = [];
-  const shardArgs: string[] = [];
-  let g = 0;
-  for (const [shard, list] of groups) {
-    shardKeys.push(names.holds(shard), names.outbox(shard), names.fence(shard));
-    shardArgs.push(epochs[g++]!, String(list.length));
-  }
+  const { shardKeys, shardArgs } = shardParts(groups, epochs, (shard) => [names.holds(shard), names.outbox(shard), names.fence(shard)]);
   const argv = [String(markerTtlS), String(groups.size), String(wallets.size), String(keys.size), map, ...shardArgs];
   argv.push(...sumArgs(wallets, keys));
   for (const it of all) argv.push(it.holdId, chargeEvent(it));
   const markers = all.map((it) => names.holdMarker(it.shard, it.holdId));
   return { keys: [...shardKeys, ...wallets.keys(), ...keys.keys(), ...markers], argv };
+}
+
+/** A settle call's per-shard KEYS (`keysOf` each shard, in order) and ARGV (each shard's epoch and item count). */
+function shardParts(
+  groups: Map<string, SettleItem[]>,
+  epochs: string[],
+  keysOf: (shard: string) => string[],
+): { shardKeys: string[]; shardArgs: string[] } {
+  const shardKeys: string[] = [];
+  const shardArgs: string[] = [];
+  let g = 0;
+  for (const [shard, list] of groups) {
+    shardKeys.push(...keysOf(shard));
+    shardArgs.push(epochs[g++]!, String(list.length));
+  }
+  return { shardKeys, shardArgs };
 }
 
 /**
@@ -192,13 +202,7 @@ export function leasedSettleArgs(
 ): { keys: string[]; argv: string[] } {
   const all = [...groups.values()].flat();
   const { wallets, keys, map: pairs } = sums(all);
-  const shardKeys: string[] = [];
-  const shardArgs: string[] = [];
-  let g = 0;
-  for (const [shard, list] of groups) {
-    shardKeys.push(names.outbox(shard), names.fence(shard));
-    shardArgs.push(epochs[g++]!, String(list.length));
-  }
+  const { shardKeys, shardArgs } = shardParts(groups, epochs, (shard) => [names.outbox(shard), names.fence(shard)]);
   const leases = new Map<string, number>();
   const leaseKeys: string[] = [];
   const items: string[] = [];

@@ -135,42 +135,27 @@ export class LedgerBatches {
 
   constructor(scripts: LedgerScripts, fence: LedgerFence, names: RedisNames, limits: BatchLimits) {
     this.spanShards = scripts.client.multiSlot;
-    this.reserves = new ShardBatcher((_queue, list) => {
-      const groups = byShard(list);
-      const shards = [...groups.keys()];
-      return fence
-        .runMany(shards, (epochs) => {
-          const { keys, argv } = reserveArgs(names, groups, epochs, limits, Date.now());
-          return scripts.reserveBatch(keys, argv);
-        })
-        .then((r) => inItemOrder(list, groups, perItem(r)));
+    this.reserves = fencedBatcher(fence, (groups, epochs) => {
+      const { keys, argv } = reserveArgs(names, groups, epochs, limits, Date.now());
+      return scripts.reserveBatch(keys, argv);
     });
-    this.settles = new ShardBatcher((_queue, list) => {
-      const groups = byShard(list);
-      const shards = [...groups.keys()];
-      return (
-        fence
-          .runMany(shards, (epochs) => {
-            const { keys, argv } = settleArgs(names, groups, epochs, limits.resolutionTtlS);
-            return scripts.settleBatch(keys, argv);
-          })
-          // {2}: every item charged.
-          .then((r) => (r[0] === 2 ? list.map((): SettleItemReply => [1]) : inItemOrder(list, groups, perItem(r))))
-      );
-    });
-    this.leasedSettles = new ShardBatcher((_queue, list) => {
-      const groups = byShard(list);
-      const shards = [...groups.keys()];
-      return (
-        fence
-          .runMany(shards, (epochs) => {
-            const { keys, argv } = leasedSettleArgs(names, groups, epochs, limits.resolutionTtlS);
-            return scripts.settleLeasedBatch(keys, argv);
-          })
-          // {2}: every item charged, its lease giving up leaseTake of it.
-          .then((r) => (r[0] === 2 ? list.map((it): SettleItemReply => [1, leaseTake(it)]) : inItemOrder(list, groups, perItem(r))))
-      );
-    });
+    this.settles = fencedBatcher(
+      fence,
+      (groups, epochs) => {
+        const { keys, argv } = settleArgs(names, groups, epochs, limits.resolutionTtlS);
+        return scripts.settleBatch(keys, argv);
+      },
+      (): SettleItemReply => [1],
+    );
+    this.leasedSettles = fencedBatcher(
+      fence,
+      (groups, epochs) => {
+        const { keys, argv } = leasedSettleArgs(names, groups, epochs, limits.resolutionTtlS);
+        return scripts.settleLeasedBatch(keys, argv);
+      },
+      // Its lease gave up leaseTake of each.
+      (it): SettleItemReply => [1, leaseTake(it)],
+    );
   }
 
   /** The queue of `shard`'s reserves and settles: its own on a Redis Cluster, every shard's on a single Redis. */
@@ -184,6 +169,24 @@ export class LedgerBatches {
     this.settles.flush(this.queue(shard));
     this.leasedSettles.flush(this.queue(shard));
   }
+}
+
+/**
+ * A batcher whose call sends its items grouped by shard (`script`, under the shards' fence: a FENCED reply is retried
+ * once the epoch is adopted) and hands the replies back in item order; `allCharged` is each item's reply when the
+ * script answers {2} (a settle whose every item charged).
+ */
+function fencedBatcher<I extends { shard: string }, R>(
+  fence: LedgerFence,
+  script: (groups: Map<string, I[]>, epochs: string[]) => Promise<BatchReply<R> | [2]>,
+  allCharged?: (it: I) => R,
+): ShardBatcher<I, R> {
+  return new ShardBatcher((_queue, list) => {
+    const groups = byShard(list);
+    return fence
+      .runMany([...groups.keys()], (epochs) => script(groups, epochs))
+      .then((r) => (r[0] === 2 ? list.map(allCharged!) : inItemOrder(list, groups, perItem(r as BatchReply<R>))));
+  });
 }
 
 /** A batch's items by shard, each shard's in their order (the script's groups, first seen first). */
